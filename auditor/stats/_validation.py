@@ -1,0 +1,153 @@
+"""Argument checks shared by the statistics (one place for the error wording)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+class StatsInputError(ValueError):
+    """Raised for input the statistics cannot use; the message names the argument."""
+
+
+def as_count_matrix(counts, *, name: str = "counts", allow_empty_rows: bool = True) -> np.ndarray:
+    """Validate an (N, L) array-like of non-negative integer label counts.
+
+    Returns an ``int64`` array. Booleans, NaN, negative or non-integer values,
+    ragged rows and empty input raise :class:`StatsInputError` naming ``name`` and,
+    where it applies, the first offending row.
+    """
+    if hasattr(counts, "to_numpy"):  # pandas DataFrame
+        counts = counts.to_numpy()
+    if isinstance(counts, np.ndarray):
+        arr = counts
+    else:
+        rows = list(counts)
+        if rows and all(isinstance(r, Sequence | np.ndarray) for r in rows):
+            widths = {len(r) for r in rows}
+            if len(widths) > 1:
+                first = len(rows[0])
+                bad = next(i for i, r in enumerate(rows) if len(r) != first)
+                raise StatsInputError(
+                    f"`{name}` is ragged: row {bad} has {len(rows[bad])} entries, "
+                    f"row 0 has {first}."
+                )
+        try:
+            arr = np.asarray(rows)
+        except ValueError as exc:  # pragma: no cover - numpy's ragged message
+            raise StatsInputError(f"`{name}` must be a rectangular (N, L) array: {exc}") from exc
+    if arr.ndim != 2:
+        raise StatsInputError(f"`{name}` must be two-dimensional (items × labels); got shape {arr.shape}.")
+    if arr.shape[0] == 0:
+        raise StatsInputError(f"`{name}` is empty: it has no items.")
+    if arr.shape[1] == 0:
+        raise StatsInputError(f"`{name}` has no label columns.")
+    if arr.dtype == bool:
+        raise StatsInputError(f"`{name}` must hold integer counts, not booleans.")
+    if arr.dtype == object:
+        try:
+            arr = arr.astype(float)
+        except (TypeError, ValueError) as exc:
+            raise StatsInputError(f"`{name}` must hold numbers: {exc}") from exc
+    if not np.issubdtype(arr.dtype, np.number):
+        raise StatsInputError(f"`{name}` must hold numbers; got dtype {arr.dtype}.")
+    if np.issubdtype(arr.dtype, np.floating):
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            r, c = np.argwhere(bad)[0]
+            raise StatsInputError(f"`{name}` has a NaN or infinite value at row {r}, column {c}.")
+        frac = arr != np.round(arr)
+        if frac.any():
+            r, c = np.argwhere(frac)[0]
+            raise StatsInputError(
+                f"`{name}` must hold whole counts; row {r}, column {c} is {arr[r, c]!r}."
+            )
+    neg = arr < 0
+    if neg.any():
+        r, c = np.argwhere(neg)[0]
+        raise StatsInputError(f"`{name}` must be non-negative; row {r}, column {c} is {arr[r, c]!r}.")
+    out = arr.astype(np.int64, copy=False)
+    if not allow_empty_rows:
+        empty = out.sum(axis=1) == 0
+        if empty.any():
+            raise StatsInputError(f"`{name}` row {int(np.flatnonzero(empty)[0])} has no labels.")
+    return out
+
+
+def as_hard_predictions(predictions, n_items: int, n_labels: int, *, name: str = "predictions") -> np.ndarray:
+    """Validate (N,) class indices in ``[0, n_labels)``; returns ``int64``."""
+    if hasattr(predictions, "to_numpy"):
+        predictions = predictions.to_numpy()
+    arr = np.asarray(predictions)
+    if arr.ndim != 1:
+        raise StatsInputError(f"`{name}` must be one-dimensional (one class index per item); got shape {arr.shape}.")
+    if arr.shape[0] != n_items:
+        raise StatsInputError(f"`{name}` has {arr.shape[0]} entries but there are {n_items} items.")
+    if arr.dtype == bool:
+        raise StatsInputError(f"`{name}` must hold class indices, not booleans.")
+    if np.issubdtype(arr.dtype, np.floating):
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            raise StatsInputError(f"`{name}` has a NaN at item {int(np.flatnonzero(bad)[0])}.")
+        if (arr != np.round(arr)).any():
+            i = int(np.flatnonzero(arr != np.round(arr))[0])
+            raise StatsInputError(f"`{name}` must hold integer class indices; item {i} is {arr[i]!r}.")
+    elif not np.issubdtype(arr.dtype, np.integer):
+        raise StatsInputError(f"`{name}` must hold integer class indices; got dtype {arr.dtype}.")
+    out = arr.astype(np.int64, copy=False)
+    bad = (out < 0) | (out >= n_labels)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise StatsInputError(f"`{name}` item {i} is class {out[i]}, outside 0..{n_labels - 1}.")
+    return out
+
+
+def as_probabilities(probs, n_items: int | None, n_labels: int | None, *, name: str = "predictions",
+                     atol: float = 1e-6) -> np.ndarray:
+    """Validate an (N, L) array of class probabilities (rows sum to 1 within ``atol``)."""
+    if hasattr(probs, "to_numpy"):
+        probs = probs.to_numpy()
+    arr = np.asarray(probs, dtype=float)
+    if arr.ndim != 2:
+        raise StatsInputError(f"`{name}` must be (items × classes) probabilities; got shape {arr.shape}.")
+    if n_items is not None and arr.shape[0] != n_items:
+        raise StatsInputError(f"`{name}` has {arr.shape[0]} rows but there are {n_items} items.")
+    if n_labels is not None and arr.shape[1] != n_labels:
+        raise StatsInputError(f"`{name}` has {arr.shape[1]} columns but there are {n_labels} classes.")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise StatsInputError(f"`{name}` has a NaN or infinite probability at item {r}, class {c}.")
+    if (arr < 0).any():
+        r, c = np.argwhere(arr < 0)[0]
+        raise StatsInputError(f"`{name}` has a negative probability at item {r}, class {c}.")
+    off = np.abs(arr.sum(axis=1) - 1.0) > atol
+    if off.any():
+        r = int(np.flatnonzero(off)[0])
+        raise StatsInputError(f"`{name}` row {r} sums to {arr[r].sum()!r}, not 1.")
+    return arr
+
+
+def check_probability(value: float, *, name: str, open_interval: bool = False) -> float:
+    """Validate a scalar in [0, 1] (or (0, 1))."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError) as exc:
+        raise StatsInputError(f"`{name}` must be a number; got {value!r}.") from exc
+    if not np.isfinite(v):
+        raise StatsInputError(f"`{name}` must be finite; got {value!r}.")
+    if open_interval and not 0.0 < v < 1.0:
+        raise StatsInputError(f"`{name}` must lie strictly between 0 and 1; got {v}.")
+    if not 0.0 <= v <= 1.0:
+        raise StatsInputError(f"`{name}` must lie in [0, 1]; got {v}.")
+    return v
+
+
+def as_rng(rng) -> np.random.Generator:
+    """``None`` / int seed / Generator → Generator (the only way randomness enters)."""
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if rng is None or isinstance(rng, int | np.integer):
+        return np.random.default_rng(rng)
+    raise StatsInputError(f"`rng` must be None, an integer seed or a numpy Generator; got {type(rng).__name__}.")

@@ -1,0 +1,326 @@
+"""Label-count matrices and annotation tables built from long or wide data.
+
+Every anonymous statistic of Auditor depends on the data only through the per-item
+label-count vectors; per-annotator statistics need who gave which label.
+:class:`Annotations` keeps the long form (item, annotator, label codes) with the
+names of items, annotators and labels; :class:`LabelCounts` the (N, L) count matrix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from auditor.stats._validation import StatsInputError, as_count_matrix
+
+__all__ = [
+    "Annotations",
+    "LabelCounts",
+    "annotations_from_records",
+    "annotations_from_wide",
+    "count_histogram",
+    "counts_from_records",
+    "counts_from_wide",
+]
+
+
+@dataclass(frozen=True)
+class LabelCounts:
+    """Per-item label counts with the names of the items and labels.
+
+    Attributes
+    ----------
+    counts : ndarray of int64, shape (N, L)
+        ``counts[n, c]`` is how many annotators gave item ``n`` label ``c``.
+    labels : tuple
+        The ordered label set; column ``c`` is ``labels[c]``.
+    items : tuple
+        Item identifiers, row ``n`` is ``items[n]``.
+    """
+
+    counts: np.ndarray
+    labels: tuple
+    items: tuple
+
+    def __array__(self, dtype=None, copy=None):
+        return self.counts if dtype is None else self.counts.astype(dtype)
+
+    def __len__(self) -> int:
+        return self.counts.shape[0]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.counts.shape
+
+    def to_frame(self) -> pd.DataFrame:
+        return pd.DataFrame(self.counts, index=pd.Index(self.items, name="item"), columns=list(self.labels))
+
+
+@dataclass(frozen=True)
+class Annotations:
+    """Long-form annotations as integer codes, with the names behind the codes.
+
+    Attributes
+    ----------
+    item, annotator, label : ndarray of int64, shape (M,)
+        Codes into ``items``, ``annotators`` and ``labels``; one row per annotation,
+        at most one per (item, annotator).
+    items, annotators, labels : tuple
+        Names. Every item and annotator has at least one annotation.
+    """
+
+    item: np.ndarray
+    annotator: np.ndarray
+    label: np.ndarray
+    items: tuple
+    annotators: tuple
+    labels: tuple
+    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def n_items(self) -> int:
+        return len(self.items)
+
+    @property
+    def n_annotators(self) -> int:
+        return len(self.annotators)
+
+    @property
+    def n_labels(self) -> int:
+        return len(self.labels)
+
+    def __len__(self) -> int:
+        return int(self.item.shape[0])
+
+    def counts(self) -> LabelCounts:
+        """The (N, L) label-count matrix (one row per item of this table)."""
+        if "counts" not in self._cache:
+            flat = np.bincount(self.item * self.n_labels + self.label, minlength=self.n_items * self.n_labels)
+            self._cache["counts"] = LabelCounts(flat.reshape(self.n_items, self.n_labels), self.labels, self.items)
+        return self._cache["counts"]
+
+    def matrix(self) -> np.ndarray:
+        """Item × annotator matrix of label codes, ``-1`` where an annotator gave no label."""
+        out = np.full((self.n_items, self.n_annotators), -1, dtype=np.int64)
+        out[self.item, self.annotator] = self.label
+        return out
+
+    def subset(self, annotators: Iterable) -> Annotations:
+        """The annotations of the named annotators only (e.g. one vendor's pool).
+
+        Items keep their order; items none of them labeled are dropped.
+        """
+        wanted = set(annotators)
+        unknown = wanted - set(self.annotators)
+        if unknown:
+            raise StatsInputError(f"`annotators` names unknown annotator(s): {sorted(map(str, unknown))[:5]}.")
+        codes = np.array([i for i, a in enumerate(self.annotators) if a in wanted], dtype=np.int64)
+        keep = np.isin(self.annotator, codes)
+        item_codes, item_new = np.unique(self.item[keep], return_inverse=True)
+        ann_codes, ann_new = np.unique(self.annotator[keep], return_inverse=True)
+        return Annotations(
+            item=item_new.astype(np.int64),
+            annotator=ann_new.astype(np.int64),
+            label=self.label[keep],
+            items=tuple(self.items[i] for i in item_codes),
+            annotators=tuple(self.annotators[a] for a in ann_codes),
+            labels=self.labels,
+        )
+
+    def to_frame(self) -> pd.DataFrame:
+        return pd.DataFrame({
+            "item_id": np.asarray(self.items, dtype=object)[self.item],
+            "annotator_id": np.asarray(self.annotators, dtype=object)[self.annotator],
+            "label": np.asarray(self.labels, dtype=object)[self.label],
+        })
+
+
+def _label_codes(values: np.ndarray, labels: Sequence | None, *, row_offset: int = 0,
+                 field_name: str = "label") -> tuple[np.ndarray, tuple]:
+    """Map label values to codes in ``labels`` (inferred, sorted, when not given)."""
+    if labels is None:
+        uniq = pd.unique(values)
+        try:
+            labels = tuple(sorted(uniq))
+        except TypeError:
+            labels = tuple(uniq)
+    else:
+        labels = tuple(labels)
+        if len(set(labels)) != len(labels):
+            raise StatsInputError("`labels` has duplicate entries.")
+    if len(labels) == 0:
+        raise StatsInputError("`labels` is empty.")
+    index = pd.Index(labels)
+    codes = index.get_indexer(values)
+    if (codes < 0).any():
+        # Labels given as strings but values read as numbers (or the reverse): retry on strings.
+        str_index = pd.Index([str(x) for x in labels])
+        codes2 = str_index.get_indexer(pd.Index(values).astype(str))
+        if (codes2 >= 0).all():
+            codes = codes2
+        else:
+            bad = int(np.flatnonzero(codes2 < 0)[0])
+            raise StatsInputError(
+                f"row {bad + row_offset}: {field_name} {values[bad]!r} is not one of the labels {list(labels)}."
+            )
+    return codes.astype(np.int64), labels
+
+
+def annotations_from_records(records, *, labels: Sequence | None = None, item: str = "item_id",
+                             annotator: str = "annotator_id", label: str = "label") -> Annotations:
+    """Build :class:`Annotations` from long records (item, annotator, label).
+
+    Parameters
+    ----------
+    records : DataFrame, mapping of columns, or iterable of tuples / dicts
+        One annotation per record. Tuples are read as ``(item, annotator, label)``;
+        dicts and frames by the column names ``item``, ``annotator``, ``label``.
+    labels : sequence, optional
+        The ordered label set. Values outside it are an error. Inferred (sorted) when
+        omitted.
+
+    Raises
+    ------
+    StatsInputError
+        Empty input, a missing field, an unknown label, or the same (item, annotator)
+        twice — the message names the row (0-based) and the field.
+    """
+    if isinstance(records, pd.DataFrame):
+        frame = records
+    elif isinstance(records, Mapping):
+        frame = pd.DataFrame(records)
+    else:
+        rows = list(records)
+        if rows and isinstance(rows[0], Mapping):
+            frame = pd.DataFrame.from_records(rows)
+        else:
+            for i, r in enumerate(rows):
+                if len(r) != 3:
+                    raise StatsInputError(f"row {i}: expected (item, annotator, label), got {len(r)} fields.")
+            frame = pd.DataFrame.from_records(rows, columns=[item, annotator, label])
+    if len(frame) == 0:
+        raise StatsInputError("`records` is empty: there are no annotations.")
+    for col in (item, annotator, label):
+        if col not in frame.columns:
+            raise StatsInputError(f"`records` has no field {col!r} (fields: {list(frame.columns)}).")
+        missing = frame[col].isna().to_numpy()
+        if missing.any():
+            raise StatsInputError(f"row {int(np.flatnonzero(missing)[0])}: field {col!r} is missing.")
+    label_codes, labels = _label_codes(frame[label].to_numpy(), labels)
+    item_codes, item_names = pd.factorize(frame[item], sort=False)
+    ann_codes, ann_names = pd.factorize(frame[annotator], sort=False)
+    item_codes = item_codes.astype(np.int64)
+    ann_codes = ann_codes.astype(np.int64)
+    pair = item_codes * len(ann_names) + ann_codes
+    order = np.argsort(pair, kind="stable")
+    dup = np.flatnonzero(pair[order][1:] == pair[order][:-1])
+    if dup.size:
+        first, second = sorted((int(order[dup[0]]), int(order[dup[0] + 1])))
+        raise StatsInputError(
+            f"row {second}: annotator {frame[annotator].iloc[second]!r} already labeled item "
+            f"{frame[item].iloc[second]!r} at row {first}; keep one label per (item, annotator)."
+        )
+    return Annotations(item_codes, ann_codes, label_codes, tuple(item_names), tuple(ann_names), labels)
+
+
+def _is_missing(values: np.ndarray, missing) -> np.ndarray:
+    miss = pd.isna(values)
+    for m in missing:
+        if m is None:
+            continue
+        with np.errstate(invalid="ignore"):
+            eq = values == m
+        if isinstance(eq, np.ndarray):
+            miss |= eq
+    return miss
+
+
+def annotations_from_wide(matrix, *, labels: Sequence | None = None, missing=(-1, ""),
+                          items: Sequence | None = None, annotators: Sequence | None = None) -> Annotations:
+    """Build :class:`Annotations` from a wide item × rater matrix with missing entries.
+
+    Parameters
+    ----------
+    matrix : DataFrame or array-like, shape (N, R)
+        Entry ``[n, r]`` is rater ``r``'s label of item ``n`` (a label name, or a class
+        index when ``labels`` is omitted and the values are integers). Missing entries
+        are NaN/None or any value in ``missing``.
+    labels : sequence, optional
+        Ordered label set. With integer entries and no ``labels``, the classes are
+        ``0..max``.
+    items, annotators : sequence, optional
+        Names; a DataFrame's index and columns are used by default.
+    """
+    if isinstance(matrix, pd.DataFrame):
+        items = list(matrix.index) if items is None else list(items)
+        annotators = list(matrix.columns) if annotators is None else list(annotators)
+        values = matrix.to_numpy(dtype=object)
+    else:
+        values = np.asarray(matrix, dtype=object)
+    if values.ndim != 2:
+        raise StatsInputError(f"`matrix` must be two-dimensional (items × raters); got shape {values.shape}.")
+    if values.size == 0:
+        raise StatsInputError("`matrix` is empty.")
+    n, r = values.shape
+    items = list(range(n)) if items is None else list(items)
+    annotators = list(range(r)) if annotators is None else list(annotators)
+    if len(items) != n or len(annotators) != r:
+        raise StatsInputError("`items`/`annotators` do not match the matrix shape.")
+    flat = values.ravel()
+    miss = _is_missing(flat, missing)
+    if miss.all():
+        raise StatsInputError("`matrix` has no labels: every entry is missing.")
+    pos = np.flatnonzero(~miss)
+    vals = flat[pos]
+    if labels is None and all(isinstance(v, int | np.integer | float | np.floating) for v in vals[:1000]):
+        nums = vals.astype(float)
+        if (nums != np.round(nums)).any() or (nums < 0).any():
+            k = int(np.flatnonzero((nums != np.round(nums)) | (nums < 0))[0])
+            raise StatsInputError(
+                f"row {pos[k] // r}, rater {annotators[pos[k] % r]!r}: {vals[k]!r} is not a class index."
+            )
+        labels = tuple(range(int(nums.max()) + 1))
+        vals = nums.astype(np.int64)
+    try:
+        codes, labels = _label_codes(vals, labels)
+    except StatsInputError as exc:
+        msg = str(exc)
+        k = int(msg.split(":")[0].split()[1])
+        raise StatsInputError(
+            f"row {pos[k] // r}, rater {annotators[pos[k] % r]!r}: label {vals[k]!r} is not one of {list(labels or [])}."
+        ) from None
+    item_codes = (pos // r).astype(np.int64)
+    ann_codes = (pos % r).astype(np.int64)
+    # Drop items/raters without any label so every name has at least one annotation.
+    used_items, item_codes = np.unique(item_codes, return_inverse=True)
+    used_anns, ann_codes = np.unique(ann_codes, return_inverse=True)
+    return Annotations(
+        item_codes.astype(np.int64), ann_codes.astype(np.int64), codes,
+        tuple(items[i] for i in used_items), tuple(annotators[a] for a in used_anns), labels,
+    )
+
+
+def counts_from_records(records, *, labels: Sequence | None = None, **fields) -> LabelCounts:
+    """Label counts from long records; see :func:`annotations_from_records`."""
+    return annotations_from_records(records, labels=labels, **fields).counts()
+
+
+def counts_from_wide(matrix, *, labels: Sequence | None = None, missing=(-1, ""), **names) -> LabelCounts:
+    """Label counts from a wide item × rater matrix; see :func:`annotations_from_wide`."""
+    return annotations_from_wide(matrix, labels=labels, missing=missing, **names).counts()
+
+
+def count_histogram(counts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct count vectors, how many items have each, and each item's row.
+
+    Returns ``(unique, multiplicity, inverse)`` with ``unique`` of shape (U, L),
+    ``multiplicity`` (U,) and ``inverse`` (N,) so that ``unique[inverse] == counts``.
+    Statistics that depend on the data only through count vectors compute once per
+    row of ``unique`` and weight by ``multiplicity``.
+    """
+    arr = as_count_matrix(counts)
+    unique, inverse, mult = np.unique(arr, axis=0, return_inverse=True, return_counts=True)
+    return unique, mult.astype(np.int64), inverse.reshape(-1).astype(np.int64)

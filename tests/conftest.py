@@ -1,0 +1,34 @@
+"""Shared fixtures: where the public datasets live, and how tests that need them skip."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _shared_dir() -> Path | None:
+    env = os.environ.get("AUDITOR_SHARED_DIR")
+    candidates = [Path(env)] if env else []
+    candidates += [ROOT.parent / "shared", ROOT / "shared"]
+    for c in candidates:
+        if (c / "datasets").is_dir():
+            return c
+    return None
+
+
+SHARED = _shared_dir()
+
+
+@pytest.fixture(scope="session")
+def datasets_dir() -> Path:
+    """The public multi-annotator datasets; skips the test when they are absent."""
+    if SHARED is None:
+        pytest.skip(
+            "public datasets not found: put the project's shared/ folder next to the checkout "
+            "or set AUDITOR_SHARED_DIR"
+        )
+    return SHARED / "datasets"
