@@ -7,6 +7,32 @@ arrays (or count matrices) and keyword-only options and returns frozen dataclass
 from types import ModuleType as _ModuleType
 
 from auditor.stats._validation import StatsInputError
+
+# --- certification bounds (Xu et al.) ---
+from auditor.stats.annotators import (
+    AnnotatorBounds,
+    annotator_lower_bounds,
+    group_upper_bounds,
+    hoeffding_lower,
+)
+from auditor.stats.assumptions import (
+    AssumptionReport,
+    Theorem1Check,
+    Theorem3Check,
+    check_assumptions,
+)
+from auditor.stats.certification import (
+    CertificationResult,
+    Confidence,
+    LowerBound,
+    UpperBounds,
+    certify,
+    confidence,
+    confidence_score,
+    lower_bound,
+    tie_credit,
+    upper_bounds,
+)
 from auditor.stats.counts import (
     Annotations,
     LabelCounts,
@@ -16,8 +42,6 @@ from auditor.stats.counts import (
     counts_from_records,
     counts_from_wide,
 )
-
-# --- certification bounds (Xu et al.) ---
 
 # --- agreement coefficients ---
 

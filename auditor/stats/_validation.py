@@ -37,6 +37,8 @@ def as_count_matrix(counts, *, name: str = "counts", allow_empty_rows: bool = Tr
             arr = np.asarray(rows)
         except ValueError as exc:  # pragma: no cover - numpy's ragged message
             raise StatsInputError(f"`{name}` must be a rectangular (N, L) array: {exc}") from exc
+    if arr.size == 0 and arr.ndim <= 1:
+        raise StatsInputError(f"`{name}` is empty: it has no items.")
     if arr.ndim != 2:
         raise StatsInputError(f"`{name}` must be two-dimensional (items × labels); got shape {arr.shape}.")
     if arr.shape[0] == 0:
