@@ -122,7 +122,7 @@ def test_confidence_rejects_bad_arguments(kwargs, match):
 
 def _pairwise_bounds(matrix: np.ndarray) -> tuple[float, float]:
     """The paper's eqs. (2) and (8) computed literally from an item × annotator matrix."""
-    n, k = matrix.shape
+    k = matrix.shape[1]
     total_t = total_e = 0.0
     for i, j in itertools.product(range(k), repeat=2):
         p = float((matrix[:, i] == matrix[:, j]).mean())
