@@ -34,7 +34,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
         suffix = Path(path.stem).suffix.lower()
     try:
         if suffix in (".jsonl", ".ndjson"):
-            return pd.read_json(path, lines=True, dtype=False, convert_dates=False)
+            return pd.read_json(path, lines=True, dtype=False)
         if suffix == ".json":
             with open(path, encoding="utf-8") as fh:
                 data = json.load(fh)
@@ -120,3 +120,26 @@ def read_predictions(path: str | Path, *, items: tuple, labels: tuple) -> Predic
     raise click.UsageError(
         f"{path}: needs a `label` column or one probability column per label {str_labels}."
     )
+
+
+def read_annotator_groups(path: str | Path, column: str = "vendor") -> dict:
+    """``annotator_id → vendor`` from a long annotations file that has that column."""
+    frame = read_table(path)
+    if column not in frame.columns or "annotator_id" not in frame.columns:
+        return {}
+    pairs = frame[["annotator_id", column]].dropna().astype(str).drop_duplicates()
+    clash = pairs["annotator_id"].duplicated()
+    if clash.any():
+        who = pairs["annotator_id"][clash].iloc[0]
+        raise click.UsageError(f"{path}: annotator {who!r} is listed under more than one {column}.")
+    return dict(zip(pairs["annotator_id"], pairs[column], strict=True))
+
+
+def read_gold(path: str | Path) -> dict:
+    """``item_id → label`` from a file with ``item_id`` and ``label`` (or ``gold``) columns."""
+    frame = read_table(path)
+    col = "label" if "label" in frame.columns else "gold" if "gold" in frame.columns else None
+    if "item_id" not in frame.columns or col is None:
+        raise click.UsageError(f"{path}: gold labels need `item_id` and `label` columns.")
+    frame = frame.dropna(subset=[col]).astype({"item_id": str, col: str})
+    return dict(zip(frame["item_id"], frame[col], strict=True))

@@ -1,0 +1,131 @@
+"""``auditor certify``: bounds, confidence and verdict for models on annotation files."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import click
+
+from auditor.cli import main
+from auditor.cli._io import (
+    read_annotations,
+    read_annotator_groups,
+    read_gold,
+    read_predictions,
+)
+from auditor.stats import (
+    StatsInputError,
+    annotator_lower_bounds,
+    certify,
+    check_assumptions,
+    group_upper_bounds,
+    upper_bounds,
+)
+
+
+def _fmt(x: float | None, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    return f"{x:.{digits}f}"
+
+
+@main.command("certify")
+@click.argument("annotations", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("predictions", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--labels", help="Ordered label set, comma-separated (default: the labels seen, sorted).")
+@click.option("--tau", type=float, default=0.0, show_default=True, help="Margin the model must win by.")
+@click.option("--threshold", type=float, default=0.95, show_default=True, help="Confidence for the verdict.")
+@click.option("--bound", type=click.Choice(["theoretical", "empirical"]), default="theoretical", show_default=True,
+              help="Upper bound the verdict uses: U_t (rigorous) or U_e (the paper's practice).")
+@click.option("--method", type=click.Choice(["oms", "hms"]), default="oms", show_default=True)
+@click.option("--gold", "gold_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Gold labels (item_id,label) to check the bounds' assumptions on.")
+@click.option("--annotators", "show_annotators", is_flag=True, help="Also list per-annotator lower bounds.")
+@click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
+def certify_command(annotations, predictions, labels, tau, threshold, bound, method, gold_path, show_annotators,
+                    as_json):
+    """Certify models against the annotators of ANNOTATIONS.
+
+    ANNOTATIONS is a long file (item_id, annotator_id, label[, vendor]) or a wide CSV
+    (item_id, then one column per rater). Each PREDICTIONS file (item_id and label, or
+    one probability column per label) is one model, named after the file.
+    """
+    label_list = [x.strip() for x in labels.split(",")] if labels else None
+    ann = read_annotations(annotations, labels=label_list)
+    try:
+        ub = upper_bounds(ann.counts())
+        models = {}
+        hard = {}
+        for path in predictions:
+            preds = read_predictions(path, items=tuple(map(str, ann.items)), labels=ann.labels)
+            hard[path.stem] = preds.labels_hard
+            models[path.stem] = certify(ann, preds.labels_hard, tau=tau, threshold=threshold, bound=bound,
+                                        method=method)
+        groups = read_annotator_groups(annotations)
+        vendors = group_upper_bounds(ann, groups) if groups else {}
+        per_annotator = annotator_lower_bounds(ann) if (show_annotators or as_json) else None
+        assumptions = None
+        if gold_path is not None:
+            gold = read_gold(gold_path)
+            gold = {item: gold[str(item)] for item in ann.items if str(item) in gold}
+            assumptions = check_assumptions(ann, gold, predictions=hard)
+    except StatsInputError as exc:
+        raise click.UsageError(str(exc)) from None
+
+    if as_json:
+        out = {
+            "labels": [str(x) for x in ann.labels],
+            "n_items": ann.n_items,
+            "n_annotators": ann.n_annotators,
+            "n_annotations": len(ann),
+            "upper": {"u_t": ub.theoretical, "u_e": None if math.isnan(ub.empirical) else ub.empirical,
+                      "n_items": ub.n_items, "n_items_empirical": ub.n_items_empirical},
+            "models": {name: res.to_dict() for name, res in models.items()},
+            "vendors": {str(v): {"u_t": u.theoretical, "u_e": None if math.isnan(u.empirical) else u.empirical,
+                                 "n_items": u.n_items} for v, u in vendors.items()},
+            "annotators": [dict(r, annotator=str(r["annotator"])) for r in per_annotator.to_records()],
+            "assumptions": assumptions.to_dict() if assumptions else None,
+        }
+        click.echo(json.dumps(out, indent=2))
+        return
+
+    click.echo(f"{ann.n_items} items, {ann.n_annotators} annotators, {len(ann)} labels; "
+               f"classes: {', '.join(map(str, ann.labels))}")
+    click.echo(f"Average annotator, upper bounds on oracle accuracy: "
+               f"U_t = {_fmt(ub.theoretical)} (Theorem 1, {ub.n_items} items), "
+               f"U_e = {_fmt(ub.empirical)} (Definition 1, {ub.n_items_empirical} items)")
+    if vendors:
+        click.echo("\nVendor            U_t      U_e      items")
+        for v, u in sorted(vendors.items(), key=lambda kv: str(kv[0])):
+            click.echo(f"{str(v)[:16]:<16}  {_fmt(u.theoretical)}  {_fmt(u.empirical)}  {u.n_items:>7}")
+    if models:
+        click.echo(f"\nModel             L        L-U_t    S_hms(U_t) S_oms(U_t) S_hms(U_e) S_oms(U_e) verdict "
+                   f"(S_{method} with U_{'t' if bound == 'theoretical' else 'e'} ≥ {threshold})")
+        for name, res in models.items():
+            c = res.confidences
+            verdict = "CERTIFIED" if res.certified else "not certified"
+            click.echo(
+                f"{name[:16]:<16}  {_fmt(res.l)}  {res.margin_theoretical:+.4f}  "
+                f"{_fmt(c[('theoretical', 'hms')].score):>10} {_fmt(c[('theoretical', 'oms')].score):>10} "
+                f"{_fmt(c[('empirical', 'hms')].score):>10} {_fmt(c[('empirical', 'oms')].score):>10} {verdict}"
+            )
+        click.echo("A negative confidence means the margin is too small for this many items: not certified.")
+    if show_annotators and per_annotator is not None:
+        click.echo("\nAnnotator         agreement  lower 95%  items")
+        for r in sorted(per_annotator.to_records(), key=lambda r: -(r["agreement"] or 0)):
+            click.echo(f"{str(r['annotator'])[:16]:<16}  {_fmt(r['agreement']):>9}  "
+                       f"{_fmt(r['lower_confidence']):>9}  {r['n_items']:>5}")
+    if assumptions is not None:
+        t1 = assumptions.theorem1
+        click.echo(f"\nAssumption checks on {assumptions.n_gold_items} gold items:")
+        click.echo(f"  Theorem 1: P(l_i=l*|l_j=l*) = {_fmt(t1.conditional)} vs P(l_i=l*) = {_fmt(t1.marginal)}: "
+                   f"{'holds' if t1.holds else 'FAILS'}")
+        click.echo(f"  true average annotator accuracy {_fmt(assumptions.average_annotator_accuracy)} "
+                   f"≤ U_t on those items {_fmt(assumptions.upper.theoretical)}: "
+                   f"{'holds' if assumptions.upper_bound_holds else 'FAILS'}")
+        for name, chk in assumptions.models.items():
+            click.echo(f"  Theorem 3 for {name}: P(m=l*|G≠l*) = {_fmt(chk.p_correct_given_a_wrong)} vs "
+                       f"P(m=G|G≠l*) = {_fmt(chk.p_agree_given_a_wrong)}: {'holds' if chk.holds else 'FAILS'}; "
+                       f"true accuracy {_fmt(chk.true_accuracy)} vs L {_fmt(chk.lower_bound)}")
