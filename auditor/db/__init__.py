@@ -1,0 +1,13 @@
+"""Persistence: SQLAlchemy models, engines and sessions, migrations, audit snapshots."""
+
+from auditor.db.models import *  # noqa: F403 - the tables are the package's vocabulary
+from auditor.db.models import __all__ as _models_all
+from auditor.db.session import (
+    WRITE_OPTIONS,
+    make_engine,
+    make_session_factory,
+    normalize_url,
+    session_scope,
+)
+
+__all__ = [*_models_all, "WRITE_OPTIONS", "make_engine", "make_session_factory", "normalize_url", "session_scope"]

@@ -1,0 +1,535 @@
+"""Auditor's tables: SQLAlchemy 2.x typed models (no behaviour beyond columns and keys).
+
+Label values are stored as ``SmallInteger`` codes into the dataset's ordered label set
+(``Dataset.labels``); a dataset's label set may grow at the end but never reorders, so
+codes stay valid. Timestamps are timezone-aware and default on the server.
+
+Per-item label counts (``Item.label_counts``, one int per label) are kept current in
+the same transaction as the annotation rows, so an audit reads one row per item.
+
+The two high-volume tables, ``annotation`` and ``annotation_history``, carry no
+foreign keys: PostgreSQL checks a foreign key with one trigger call per inserted row,
+which made a 2-million-row import six times slower. Their ids are resolved set-wise
+by the ingestion use cases (the only writers) inside the importing transaction.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Double,
+    Enum,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    Text,
+    UniqueConstraint,
+    func,
+    true,
+)
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+__all__ = [
+    "NAMING_CONVENTION",
+    "Agreement",
+    "Alert",
+    "AlertSeverity",
+    "Annotation",
+    "AnnotationHistory",
+    "Annotator",
+    "ApiToken",
+    "AuditOutbox",
+    "AuditRun",
+    "AuditStatus",
+    "Base",
+    "BestScore",
+    "Certification",
+    "Dataset",
+    "DatasetGrant",
+    "ImportBatch",
+    "ImportKind",
+    "Item",
+    "Model",
+    "PowerCurve",
+    "Prediction",
+    "Release",
+    "Role",
+    "Tier",
+    "User",
+    "VendorReport",
+    "Workspace",
+]
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_N_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# JSON documents: JSONB on PostgreSQL (indexable, compact), JSON text elsewhere.
+JSONDoc = JSON().with_variant(postgresql.JSONB(), "postgresql")
+# Fixed-length numeric vectors: native arrays on PostgreSQL, JSON lists on SQLite.
+IntVector = JSON().with_variant(postgresql.ARRAY(Integer()), "postgresql")
+FloatVector = JSON().with_variant(postgresql.ARRAY(Double()), "postgresql")
+
+
+def _created() -> Mapped[datetime]:
+    return mapped_column(DateTime(timezone=True), server_default=func.now(), nullable=False)
+
+
+def _enum(cls: type[enum.Enum], name: str) -> Enum:
+    # VARCHAR + named CHECK constraint: portable, and adding a member needs no ALTER TYPE.
+    return Enum(cls, name=name, native_enum=False, create_constraint=True, length=24,
+                values_callable=lambda e: [m.value for m in e], validate_strings=True)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Role(enum.StrEnum):
+    ADMIN = "admin"
+    ANALYST = "analyst"
+    VENDOR = "vendor"
+    VIEWER = "viewer"
+
+
+class Tier(enum.StrEnum):
+    CROWD = "crowd"
+    EXPERT = "expert"
+
+
+class ImportKind(enum.StrEnum):
+    ANNOTATIONS = "annotations"
+    PREDICTIONS = "predictions"
+    GOLD = "gold"
+
+
+class AuditStatus(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class AlertSeverity(enum.StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+# --- tenants and access ---------------------------------------------------------
+
+
+class Workspace(Base):
+    """A tenant; everything else belongs to exactly one workspace."""
+
+    __tablename__ = "workspace"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    slug: Mapped[str] = mapped_column(String(100), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = _created()
+
+    datasets: Mapped[list[Dataset]] = relationship(back_populates="workspace", passive_deletes=True)
+
+
+class User(Base):
+    """A person or service account; ``vendor`` ties a vendor-role user to its vendor."""
+
+    __tablename__ = "users"
+    __table_args__ = (UniqueConstraint("workspace_id", "email"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspace.id", ondelete="CASCADE"), index=True)
+    email: Mapped[str] = mapped_column(String(320))
+    display_name: Mapped[str | None] = mapped_column(String(200))
+    role: Mapped[Role] = mapped_column(_enum(Role, "role"), default=Role.VIEWER)
+    vendor: Mapped[str | None] = mapped_column(String(200))
+    password_hash: Mapped[str | None] = mapped_column(String(255))
+    is_active: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    created_at: Mapped[datetime] = _created()
+
+    workspace: Mapped[Workspace] = relationship()
+    tokens: Mapped[list[ApiToken]] = relationship(back_populates="user", passive_deletes=True)
+
+
+class ApiToken(Base):
+    """An API token, stored only as a hash; ``role`` may narrow the user's role."""
+
+    __tablename__ = "api_token"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    token_hash: Mapped[str] = mapped_column(String(128), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    role: Mapped[Role | None] = mapped_column(_enum(Role, "token_role"))
+    created_at: Mapped[datetime] = _created()
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    user: Mapped[User] = relationship(back_populates="tokens")
+
+
+# --- datasets, items, annotators, annotations ----------------------------------
+
+
+class Dataset(Base):
+    """An ordered label set and its items; ``data_version`` grows with every accepted write."""
+
+    __tablename__ = "dataset"
+    __table_args__ = (
+        UniqueConstraint("workspace_id", "name"),
+        CheckConstraint("data_version >= 0", name="data_version_nonnegative"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspace.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    description: Mapped[str] = mapped_column(Text, default="", server_default="")
+    labels: Mapped[list[str]] = mapped_column(JSONDoc)
+    data_version: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    created_at: Mapped[datetime] = _created()
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now(),
+                                                 onupdate=func.now())
+
+    workspace: Mapped[Workspace] = relationship(back_populates="datasets")
+
+
+class DatasetGrant(Base):
+    """A vendor-role user may submit annotations to the datasets it is granted."""
+
+    __tablename__ = "dataset_grant"
+
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("dataset.id", ondelete="CASCADE"), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True,
+                                         index=True)
+    created_at: Mapped[datetime] = _created()
+
+
+class Item(Base):
+    """One thing to label. ``label_counts[c]`` = current annotations with label code ``c``."""
+
+    __tablename__ = "item"
+    __table_args__ = (UniqueConstraint("dataset_id", "external_id"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("dataset.id", ondelete="CASCADE"))
+    external_id: Mapped[str] = mapped_column(String(512))
+    gold_label: Mapped[int | None] = mapped_column(SmallInteger)
+    gold_source: Mapped[str | None] = mapped_column(String(200))
+    label_counts: Mapped[list[int] | None] = mapped_column(IntVector)
+    created_at: Mapped[datetime] = _created()
+
+
+class Annotator(Base):
+    """A rater, identified by an external id within a workspace."""
+
+    __tablename__ = "annotator"
+    __table_args__ = (UniqueConstraint("workspace_id", "external_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspace.id", ondelete="CASCADE"))
+    external_id: Mapped[str] = mapped_column(String(512))
+    vendor: Mapped[str | None] = mapped_column(String(200), index=True)
+    tier: Mapped[Tier] = mapped_column(_enum(Tier, "tier"), default=Tier.CROWD,
+                                       server_default=Tier.CROWD.value)
+    created_at: Mapped[datetime] = _created()
+
+
+class Annotation(Base):
+    """The current label of one (item, annotator); earlier labels are in the history table."""
+
+    __tablename__ = "annotation"
+
+    dataset_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    item_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    annotator_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    label: Mapped[int] = mapped_column(SmallInteger)
+    annotated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    batch_id: Mapped[int] = mapped_column(BigInteger)
+    data_version: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = _created()
+
+
+class AnnotationHistory(Base):
+    """A superseded label: the row as it was, and the batch and version that replaced it."""
+
+    __tablename__ = "annotation_history"
+    __table_args__ = (Index(None, "dataset_id", "item_id", "annotator_id"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(Integer)
+    item_id: Mapped[int] = mapped_column(BigInteger)
+    annotator_id: Mapped[int] = mapped_column(Integer)
+    label: Mapped[int] = mapped_column(SmallInteger)
+    annotated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    batch_id: Mapped[int] = mapped_column(BigInteger)
+    data_version: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    superseded_by_batch_id: Mapped[int] = mapped_column(BigInteger)
+    superseded_version: Mapped[int] = mapped_column(BigInteger)
+    superseded_at: Mapped[datetime] = _created()
+
+
+class ImportBatch(Base):
+    """One accepted upload. Rejected uploads leave no row (all-or-nothing)."""
+
+    __tablename__ = "import_batch"
+    __table_args__ = (
+        UniqueConstraint("dataset_id", "idempotency_key"),
+        UniqueConstraint("dataset_id", "checksum"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspace.id", ondelete="CASCADE"), index=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("dataset.id", ondelete="CASCADE"))
+    kind: Mapped[ImportKind] = mapped_column(_enum(ImportKind, "import_kind"))
+    format: Mapped[str] = mapped_column(String(32))
+    source_name: Mapped[str | None] = mapped_column(String(1024))
+    release_id: Mapped[int | None] = mapped_column(ForeignKey("release.id", ondelete="CASCADE"), index=True)
+    submitted_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"), index=True)
+    submitted_by: Mapped[str | None] = mapped_column(String(200))
+    row_count: Mapped[int] = mapped_column(BigInteger)
+    checksum: Mapped[str] = mapped_column(String(64))
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    data_version: Mapped[int] = mapped_column(BigInteger)
+    stats: Mapped[dict[str, Any] | None] = mapped_column(JSONDoc)
+    created_at: Mapped[datetime] = _created()
+
+
+class AuditOutbox(Base):
+    """"This dataset needs an audit": written in the same transaction as each accepted write."""
+
+    __tablename__ = "audit_outbox"
+    __table_args__ = (Index(None, "processed_at", "id"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("dataset.id", ondelete="CASCADE"), index=True)
+    data_version: Mapped[int] = mapped_column(BigInteger)
+    batch_id: Mapped[int | None] = mapped_column(ForeignKey("import_batch.id", ondelete="CASCADE"))
+    reason: Mapped[str] = mapped_column(String(50))
+    created_at: Mapped[datetime] = _created()
+    processed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+# --- models and predictions ------------------------------------------------------
+
+
+class Model(Base):
+    """A model family whose releases upload predictions."""
+
+    __tablename__ = "model"
+    __table_args__ = (UniqueConstraint("workspace_id", "name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspace.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(200))
+    description: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = _created()
+
+    releases: Mapped[list[Release]] = relationship(back_populates="model", passive_deletes=True)
+
+
+class Release(Base):
+    """One version of a model; ``tags`` is free-form (JSON object or list)."""
+
+    __tablename__ = "release"
+    __table_args__ = (UniqueConstraint("model_id", "version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("model.id", ondelete="CASCADE"))
+    version: Mapped[str] = mapped_column(String(100))
+    released_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    alias: Mapped[str | None] = mapped_column(String(100))
+    tags: Mapped[Any | None] = mapped_column(JSONDoc)
+    created_at: Mapped[datetime] = _created()
+
+    model: Mapped[Model] = relationship(back_populates="releases")
+
+
+class Prediction(Base):
+    """A release's prediction on one item: a hard label code and/or class probabilities."""
+
+    __tablename__ = "prediction"
+    __table_args__ = (
+        CheckConstraint("label IS NOT NULL OR probabilities IS NOT NULL", name="label_or_probabilities"),
+        Index(None, "dataset_id", "release_id"),
+    )
+
+    release_id: Mapped[int] = mapped_column(ForeignKey("release.id", ondelete="CASCADE"), primary_key=True)
+    item_id: Mapped[int] = mapped_column(ForeignKey("item.id", ondelete="CASCADE"), primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("dataset.id", ondelete="CASCADE"))
+    label: Mapped[int | None] = mapped_column(SmallInteger)
+    probabilities: Mapped[list[float] | None] = mapped_column(FloatVector)
+    batch_id: Mapped[int] = mapped_column(ForeignKey("import_batch.id", ondelete="CASCADE"), index=True)
+    data_version: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = _created()
+
+
+# --- audits and their results ------------------------------------------------------
+
+
+class AuditRun(Base):
+    """One audit of one dataset at one ``data_version``; every result row points to one."""
+
+    __tablename__ = "audit_run"
+    __table_args__ = (Index(None, "dataset_id", "status"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("dataset.id", ondelete="CASCADE"))
+    data_version: Mapped[int] = mapped_column(BigInteger)
+    status: Mapped[AuditStatus] = mapped_column(_enum(AuditStatus, "audit_status"), default=AuditStatus.QUEUED,
+                                                server_default=AuditStatus.QUEUED.value)
+    task_id: Mapped[str | None] = mapped_column(String(200))
+    parameters: Mapped[dict[str, Any] | None] = mapped_column(JSONDoc)
+    summary: Mapped[dict[str, Any] | None] = mapped_column(JSONDoc)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = _created()
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Certification(Base):
+    """Xu et al. bounds for one release in one audit: U (both forms), L, S (HMS/OMS)."""
+
+    __tablename__ = "certification"
+    __table_args__ = (UniqueConstraint("audit_run_id", "release_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    audit_run_id: Mapped[int] = mapped_column(ForeignKey("audit_run.id", ondelete="CASCADE"))
+    release_id: Mapped[int] = mapped_column(ForeignKey("release.id", ondelete="CASCADE"), index=True)
+    data_version: Mapped[int] = mapped_column(BigInteger)
+    n_items_upper: Mapped[int] = mapped_column(Integer)
+    n_items_lower: Mapped[int] = mapped_column(Integer)
+    u_t: Mapped[float] = mapped_column(Double)
+    u_e: Mapped[float | None] = mapped_column(Double)
+    l: Mapped[float] = mapped_column(Double)  # noqa: E741 - the paper's name
+    tau: Mapped[float] = mapped_column(Double, default=0.0, server_default="0")
+    s_hms_t: Mapped[float | None] = mapped_column(Double)
+    s_oms_t: Mapped[float | None] = mapped_column(Double)
+    s_hms_e: Mapped[float | None] = mapped_column(Double)
+    s_oms_e: Mapped[float | None] = mapped_column(Double)
+    certified: Mapped[bool] = mapped_column(Boolean)
+    certified_with: Mapped[str] = mapped_column(String(8))
+    verdict: Mapped[str] = mapped_column(String(32))
+    details: Mapped[dict[str, Any] | None] = mapped_column(JSONDoc)
+    created_at: Mapped[datetime] = _created()
+
+
+class PowerCurve(Base):
+    """A survey power curve (JSON list of points) and, for a release, its equivalence."""
+
+    __tablename__ = "power_curve"
+    __table_args__ = (Index(None, "audit_run_id", "release_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    audit_run_id: Mapped[int] = mapped_column(ForeignKey("audit_run.id", ondelete="CASCADE"))
+    release_id: Mapped[int | None] = mapped_column(ForeignKey("release.id", ondelete="CASCADE"))
+    vendor: Mapped[str | None] = mapped_column(String(200))
+    reference: Mapped[str] = mapped_column(String(50), default="all")
+    combiner: Mapped[str] = mapped_column(String(50))
+    scorer: Mapped[str] = mapped_column(String(50))
+    max_k: Mapped[int] = mapped_column(Integer)
+    n_bootstrap: Mapped[int] = mapped_column(Integer)
+    seed: Mapped[int | None] = mapped_column(BigInteger)
+    points: Mapped[list[dict[str, Any]]] = mapped_column(JSONDoc)
+    classifier_score: Mapped[float | None] = mapped_column(Double)
+    classifier_low: Mapped[float | None] = mapped_column(Double)
+    classifier_high: Mapped[float | None] = mapped_column(Double)
+    equivalence: Mapped[float | None] = mapped_column(Double)
+    equivalence_low: Mapped[float | None] = mapped_column(Double)
+    equivalence_high: Mapped[float | None] = mapped_column(Double)
+    equivalence_note: Mapped[str | None] = mapped_column(String(16))
+    created_at: Mapped[datetime] = _created()
+
+
+class VendorReport(Base):
+    """One vendor's pool in one audit: bounds, agreement, expert equivalence, per-annotator rows."""
+
+    __tablename__ = "vendor_report"
+    __table_args__ = (UniqueConstraint("audit_run_id", "vendor"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    audit_run_id: Mapped[int] = mapped_column(ForeignKey("audit_run.id", ondelete="CASCADE"))
+    vendor: Mapped[str] = mapped_column(String(200))
+    n_annotators: Mapped[int] = mapped_column(Integer)
+    n_items: Mapped[int] = mapped_column(Integer)
+    n_annotations: Mapped[int] = mapped_column(BigInteger)
+    u_t: Mapped[float | None] = mapped_column(Double)
+    u_e: Mapped[float | None] = mapped_column(Double)
+    agreement: Mapped[float | None] = mapped_column(Double)
+    expert_equivalence: Mapped[float | None] = mapped_column(Double)
+    annotators: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONDoc)
+    details: Mapped[dict[str, Any] | None] = mapped_column(JSONDoc)
+    created_at: Mapped[datetime] = _created()
+
+
+class BestScore(Base):
+    """The BEST ceiling of one metric (Lourie et al.) in one audit."""
+
+    __tablename__ = "best_score"
+    __table_args__ = (UniqueConstraint("audit_run_id", "metric"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    audit_run_id: Mapped[int] = mapped_column(ForeignKey("audit_run.id", ondelete="CASCADE"))
+    metric: Mapped[str] = mapped_column(String(50))
+    value: Mapped[float] = mapped_column(Double)
+    std_error: Mapped[float | None] = mapped_column(Double)
+    n_items: Mapped[int] = mapped_column(Integer)
+    alpha: Mapped[list[float] | None] = mapped_column(FloatVector)
+    created_at: Mapped[datetime] = _created()
+
+
+class Agreement(Base):
+    """An agreement coefficient over the dataset (``vendor`` NULL) or one vendor's pool."""
+
+    __tablename__ = "agreement"
+    __table_args__ = (Index(None, "audit_run_id", "vendor"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    audit_run_id: Mapped[int] = mapped_column(ForeignKey("audit_run.id", ondelete="CASCADE"))
+    vendor: Mapped[str | None] = mapped_column(String(200))
+    coefficient: Mapped[str] = mapped_column(String(50))
+    value: Mapped[float | None] = mapped_column(Double)
+    ci_low: Mapped[float | None] = mapped_column(Double)
+    ci_high: Mapped[float | None] = mapped_column(Double)
+    n_items: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = _created()
+
+
+class Alert(Base):
+    """Something a person should look at (a vendor's bound dropped, a release certified...)."""
+
+    __tablename__ = "alert"
+    __table_args__ = (Index(None, "workspace_id", "created_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspace.id", ondelete="CASCADE"))
+    dataset_id: Mapped[int | None] = mapped_column(ForeignKey("dataset.id", ondelete="CASCADE"), index=True)
+    audit_run_id: Mapped[int | None] = mapped_column(ForeignKey("audit_run.id", ondelete="SET NULL"))
+    kind: Mapped[str] = mapped_column(String(50))
+    severity: Mapped[AlertSeverity] = mapped_column(_enum(AlertSeverity, "alert_severity"),
+                                                    default=AlertSeverity.WARNING)
+    subject: Mapped[str | None] = mapped_column(String(200))
+    message: Mapped[str] = mapped_column(Text)
+    details: Mapped[dict[str, Any] | None] = mapped_column(JSONDoc)
+    created_at: Mapped[datetime] = _created()
+    acknowledged_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    acknowledged_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
