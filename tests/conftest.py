@@ -32,3 +32,14 @@ def datasets_dir() -> Path:
             "or set AUDITOR_SHARED_DIR"
         )
     return SHARED / "datasets"
+
+
+# --- database fixtures (tests/db/fixtures.py): pg_engine, sqlite_engine, db_engine, pg_database ---
+from tests.db.fixtures import (  # noqa: E402, F401
+    _sqlite_template,
+    db_engine,
+    pg_database,
+    pg_engine,
+    sqlite_engine,
+)
+# --- end database fixtures ---
