@@ -16,6 +16,7 @@ def main() -> None:
 # Each module below adds its commands to ``main`` when imported; one line per family.
 _COMMAND_MODULES = [
     "certify",
+    "simulate",
     "db",
 ]
 

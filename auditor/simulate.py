@@ -1,0 +1,163 @@
+"""A labeling operation with a known oracle, for demos and for checking the numbers.
+
+Items have a hidden true label and a difficulty (easy or hard). Two crowd vendors and
+an expert panel label them with per-annotator accuracies that drop on hard items
+(which makes annotators positively correlated, as Theorem 1 of Xu et al. assumes);
+a wrong label is drawn uniformly from the other classes. A model improves release
+after release. Because the oracle is known, every bound Auditor reports can be
+compared with the truth it bounds (``oracle.json``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["Scenario", "SimulatedData", "simulate", "write_scenario"]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """What to simulate. Accuracies are on easy items; hard items lose ``hard_penalty``."""
+
+    n_items: int = 2000
+    labels: tuple[str, ...] = ("negative", "neutral", "positive")
+    hard_fraction: float = 0.25
+    hard_penalty: float = 0.3
+    vendors: dict[str, tuple[float, ...]] = field(default_factory=lambda: {
+        "acme-labeling": (0.92, 0.90, 0.88, 0.86, 0.84),
+        "bolt-annotations": (0.84, 0.80, 0.78, 0.75, 0.72),
+    })
+    labels_per_vendor: int = 3
+    experts: tuple[float, ...] = (0.98, 0.97, 0.97)
+    expert_fraction: float = 0.2
+    gold_fraction: float = 0.1
+    model: str = "sentiment-classifier"
+    releases: dict[str, float] = field(default_factory=lambda: {
+        "1.0": 0.70, "1.1": 0.78, "2.0": 0.86, "2.1": 0.95,
+    })
+    seed: int = 7
+
+
+@dataclass(frozen=True)
+class SimulatedData:
+    """Long-format rows ready to import, and the oracle's view of them."""
+
+    annotations: list[dict]
+    gold: list[dict]
+    predictions: dict[str, list[dict]]
+    released_at: dict[str, str]
+    oracle: dict
+
+
+def _noisy(rng, truth, acc, n_labels):
+    right = rng.random(truth.shape) < acc
+    wrong = (truth + rng.integers(1, n_labels, size=truth.shape)) % n_labels
+    return np.where(right, truth, wrong)
+
+
+def simulate(scenario: Scenario = Scenario()) -> SimulatedData:
+    """Draw one dataset from ``scenario`` (deterministic for a given seed)."""
+    rng = np.random.default_rng(scenario.seed)
+    n, labels = scenario.n_items, scenario.labels
+    n_labels = len(labels)
+    truth = rng.integers(0, n_labels, n)
+    hard = rng.random(n) < scenario.hard_fraction
+    items = [f"item-{i:05d}" for i in range(n)]
+    start = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+
+    annotations: list[dict] = []
+    correct_by_annotator: dict[str, list[int]] = {}
+    per_item_correct = np.zeros(n)
+    per_item_total = np.zeros(n)
+
+    def emit(idx, annotator, vendor, tier, acc):
+        eff = np.where(hard[idx], acc - scenario.hard_penalty, acc)
+        given = _noisy(rng, truth[idx], eff, n_labels)
+        ok = given == truth[idx]
+        correct_by_annotator.setdefault(annotator, []).extend(ok.astype(int).tolist())
+        per_item_correct[idx] += ok
+        per_item_total[idx] += 1
+        for j, g in zip(idx, given, strict=True):
+            annotations.append({
+                "item_id": items[j], "annotator_id": annotator, "label": labels[g], "vendor": vendor,
+                "tier": tier, "timestamp": (start + timedelta(minutes=int(j))).isoformat(),
+            })
+
+    for vendor, accs in scenario.vendors.items():
+        names = [f"{vendor.split('-')[0]}-{k + 1:02d}" for k in range(len(accs))]
+        # each item gets `labels_per_vendor` distinct annotators of this vendor
+        picks = np.argsort(rng.random((n, len(accs))), axis=1)[:, : scenario.labels_per_vendor]
+        for k, (name, acc) in enumerate(zip(names, accs, strict=True)):
+            idx = np.flatnonzero((picks == k).any(axis=1))
+            emit(idx, name, vendor, "crowd", acc)
+    expert_items = np.flatnonzero(rng.random(n) < scenario.expert_fraction)
+    for k, acc in enumerate(scenario.experts):
+        emit(expert_items, f"expert-{k + 1:02d}", "in-house experts", "expert", acc)
+
+    gold_idx = np.flatnonzero(rng.random(n) < scenario.gold_fraction)
+    gold = [{"item_id": items[j], "label": labels[truth[j]], "source": "adjudicated"} for j in gold_idx]
+
+    predictions: dict[str, list[dict]] = {}
+    released_at: dict[str, str] = {}
+    model_accuracy: dict[str, float] = {}
+    for r, (version, acc) in enumerate(scenario.releases.items()):
+        eff = np.where(hard, acc - 0.1, min(acc + 0.1 * scenario.hard_fraction / (1 - scenario.hard_fraction), 1.0))
+        pred = _noisy(rng, truth, eff, n_labels)
+        conf = rng.uniform(0.5, 0.95, n)
+        rows = []
+        for j in range(n):
+            p = np.full(n_labels, (1 - conf[j]) / (n_labels - 1))
+            p[pred[j]] = conf[j]
+            row = {"item_id": items[j]}
+            row.update({lab: round(float(p[c]), 6) for c, lab in enumerate(labels)})
+            # rounding may leave the sum a hair off 1: put the remainder on the predicted class
+            row[labels[pred[j]]] = round(1.0 - sum(v for k, v in row.items() if k not in ("item_id", labels[pred[j]])), 6)
+            rows.append(row)
+        predictions[version] = rows
+        released_at[version] = (start + timedelta(days=30 * (r + 1))).isoformat()
+        model_accuracy[version] = float((pred == truth).mean())
+
+    annotator_accuracy = {a: float(np.mean(v)) for a, v in correct_by_annotator.items()}
+    oracle = {
+        "seed": scenario.seed,
+        "n_items": n,
+        "labels": list(labels),
+        "average_annotator_accuracy": float((per_item_correct / per_item_total).mean()),
+        "annotator_accuracy": annotator_accuracy,
+        "vendor_accuracy": {
+            vendor: float(np.mean([annotator_accuracy[f"{vendor.split('-')[0]}-{k + 1:02d}"]
+                                   for k in range(len(accs))]))
+            for vendor, accs in scenario.vendors.items()
+        },
+        "model": scenario.model,
+        "release_accuracy": model_accuracy,
+        "truth": {items[j]: labels[truth[j]] for j in range(n)},
+    }
+    return SimulatedData(annotations, gold, predictions, released_at, oracle)
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def write_scenario(data: SimulatedData, out: Path) -> dict[str, Path]:
+    """Write annotations.csv, gold.csv, predictions-<version>.csv and oracle.json into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"annotations": out / "annotations.csv", "gold": out / "gold.csv", "oracle": out / "oracle.json"}
+    _write_csv(paths["annotations"], data.annotations)
+    _write_csv(paths["gold"], data.gold)
+    for version, rows in data.predictions.items():
+        paths[f"predictions-{version}"] = out / f"predictions-{version}.csv"
+        _write_csv(paths[f"predictions-{version}"], rows)
+    oracle = dict(data.oracle, released_at=data.released_at)
+    paths["oracle"].write_text(json.dumps(oracle, indent=1), encoding="utf-8")
+    return paths
