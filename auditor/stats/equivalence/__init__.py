@@ -1,0 +1,26 @@
+"""Survey power curves and survey equivalence (Resnick et al.).
+
+How many human raters is a classifier worth? :func:`power_curve` gives c_k, the score
+of k combined raters against a held-out reference rater; :func:`survey_equivalence`
+finds where a classifier's score crosses that curve.
+"""
+
+from auditor.stats.equivalence.curve import (
+    ClassifierScore,
+    PowerCurve,
+    SurveyEquivalence,
+    classifier_score,
+    expert_equivalence,
+    power_curve,
+    survey_equivalence,
+)
+
+__all__ = [
+    "ClassifierScore",
+    "PowerCurve",
+    "SurveyEquivalence",
+    "classifier_score",
+    "expert_equivalence",
+    "power_curve",
+    "survey_equivalence",
+]

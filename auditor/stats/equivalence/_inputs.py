@@ -1,0 +1,161 @@
+"""Validation of rating matrices, predictions and option names (one place for the wording)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from auditor.stats._validation import StatsInputError, as_count_matrix, as_rng
+from auditor.stats.counts import Annotations, LabelCounts
+
+COMBINERS = ("majority", "plurality", "frequency", "abc")
+SCORERS = ("agreement", "cross_entropy", "f1", "auc", "pearson", "dmi")
+#: Scorers whose expectation over rater subsets and reference raters is a per-item sum.
+DECOMPOSABLE = ("agreement", "cross_entropy")
+SOFT_COMBINERS = ("frequency", "abc")
+
+
+def check_combiner(combiner) -> str:
+    if combiner not in COMBINERS:
+        raise StatsInputError(f"`combiner` must be one of {list(COMBINERS)}; got {combiner!r}.")
+    return combiner
+
+
+def check_scorer(scorer) -> str:
+    if scorer not in SCORERS:
+        raise StatsInputError(f"`scorer` must be one of {list(SCORERS)}; got {scorer!r}.")
+    return scorer
+
+
+def check_pair(combiner, scorer, n_labels: int) -> tuple[str, str]:
+    combiner, scorer = check_combiner(combiner), check_scorer(scorer)
+    if scorer == "cross_entropy" and combiner not in SOFT_COMBINERS:
+        raise StatsInputError(
+            f"`scorer` 'cross_entropy' needs a soft combiner ('frequency' or 'abc'); "
+            f"{combiner!r} outputs hard labels, whose log-probabilities are infinite."
+        )
+    if combiner == "majority" and n_labels > 2:
+        raise StatsInputError(
+            f"`combiner` 'majority' is defined for two classes; there are {n_labels}: use 'plurality'."
+        )
+    if scorer == "auc" and n_labels != 2:
+        raise StatsInputError(f"`scorer` 'auc' needs two classes; there are {n_labels}.")
+    return combiner, scorer
+
+
+def as_rating_matrix(ratings, *, name: str = "ratings", n_labels: int | None = None) -> np.ndarray:
+    """An (N, K) item × rater matrix of class codes, ``-1`` where a rating is missing.
+
+    Accepts arrays with ``-1`` or NaN for missing entries, DataFrames of codes, and
+    :class:`~auditor.stats.counts.Annotations` (its ``.matrix()``).
+    """
+    if isinstance(ratings, Annotations):
+        return ratings.matrix()
+    if hasattr(ratings, "to_numpy"):
+        ratings = ratings.to_numpy()
+    arr = np.asarray(ratings)
+    if arr.dtype == object:
+        try:
+            arr = arr.astype(float)
+        except (TypeError, ValueError) as exc:
+            raise StatsInputError(f"`{name}` must hold class indices (integers, -1 or NaN for missing): {exc}") from None
+    if arr.ndim != 2:
+        raise StatsInputError(f"`{name}` must be two-dimensional (items × raters); got shape {arr.shape}.")
+    if arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise StatsInputError(f"`{name}` is empty; got shape {arr.shape}.")
+    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.number):
+        raise StatsInputError(f"`{name}` must hold integer class indices; got dtype {arr.dtype}.")
+    if np.issubdtype(arr.dtype, np.floating):
+        missing = np.isnan(arr)
+        if np.isinf(arr).any():
+            r, c = np.argwhere(np.isinf(arr))[0]
+            raise StatsInputError(f"`{name}` has an infinite value at row {r}, rater {c}.")
+        filled = np.where(missing, -1.0, arr)
+        frac = filled != np.round(filled)
+        if frac.any():
+            r, c = np.argwhere(frac)[0]
+            raise StatsInputError(f"`{name}` must hold class indices; row {r}, rater {c} is {arr[r, c]!r}.")
+        arr = filled.astype(np.int64)
+    else:
+        arr = arr.astype(np.int64, copy=False)
+    bad = arr < -1
+    if n_labels is not None:
+        bad |= arr >= n_labels
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        hint = f" (classes are 0..{n_labels - 1})" if n_labels is not None else ""
+        raise StatsInputError(f"`{name}` row {r}, rater {c} is {arr[r, c]}, not a class index or -1{hint}.")
+    if (arr >= 0).sum() == 0:
+        raise StatsInputError(f"`{name}` has no ratings: every entry is missing.")
+    return arr
+
+
+def n_labels_of(*matrices, n_labels: int | None) -> int:
+    top = max(int(m.max()) for m in matrices) + 1
+    if n_labels is None:
+        return max(top, 2)
+    if not isinstance(n_labels, int | np.integer) or n_labels < 2:
+        raise StatsInputError(f"`n_labels` must be an integer ≥ 2; got {n_labels!r}.")
+    return int(n_labels)
+
+
+def counts_of(matrix: np.ndarray, n_labels: int) -> np.ndarray:
+    """Per-item label counts (N, L) of a code matrix with -1 for missing."""
+    n, _ = matrix.shape
+    rows = np.repeat(np.arange(n), matrix.shape[1])
+    flat = matrix.ravel()
+    keep = flat >= 0
+    out = np.bincount(rows[keep] * n_labels + flat[keep], minlength=n * n_labels)
+    return out.reshape(n, n_labels).astype(np.int64)
+
+
+def as_counts_input(ratings, *, name: str, n_labels: int | None) -> tuple[np.ndarray | None, np.ndarray]:
+    """``(matrix or None, counts)`` from a rating matrix, Annotations or LabelCounts."""
+    if isinstance(ratings, LabelCounts):
+        counts = as_count_matrix(ratings.counts, name=name)
+        if n_labels is not None and counts.shape[1] != n_labels:
+            raise StatsInputError(f"`{name}` has {counts.shape[1]} label columns but `n_labels` is {n_labels}.")
+        return None, counts
+    matrix = as_rating_matrix(ratings, name=name, n_labels=n_labels)
+    return matrix, None
+
+
+def compact_rows(matrix: np.ndarray, m: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Keep items with at least ``m`` ratings and ``m`` of each, chosen at random.
+
+    Returns ``(kept_rows, compact)`` with ``compact`` of shape (N', m) and no missing
+    entries: the reference package's full-matrix alternative for ragged data.
+    """
+    present = matrix >= 0
+    n_have = present.sum(axis=1)
+    rows = np.flatnonzero(n_have >= m)
+    if rows.size == 0:
+        raise StatsInputError(f"no item has at least `min_labels`={m} ratings.")
+    sub = matrix[rows]
+    # A random key per present rating; missing ones sort last, so the first m are a
+    # uniformly random m-subset of the item's ratings.
+    keys = rng.random(sub.shape)
+    keys[sub < 0] = 2.0
+    order = np.argsort(keys, axis=1)[:, :m]
+    return rows, np.take_along_axis(sub, order, axis=1)
+
+
+def is_full(matrix: np.ndarray) -> bool:
+    return bool((matrix >= 0).all())
+
+
+def as_predictions(predictions, n_items: int, n_labels: int, *, name: str = "predictions") -> np.ndarray:
+    """Hard (N,) class indices or soft (N, L) probabilities → (N, L) distributions."""
+    from auditor.stats._validation import as_hard_predictions, as_probabilities
+
+    if hasattr(predictions, "to_numpy"):
+        predictions = predictions.to_numpy()
+    arr = np.asarray(predictions)
+    if arr.ndim == 1:
+        hard = as_hard_predictions(arr, n_items, n_labels, name=name)
+        out = np.zeros((n_items, n_labels))
+        out[np.arange(n_items), hard] = 1.0
+        return out
+    return as_probabilities(arr, n_items, n_labels, name=name)
+
+
+__all__ = ["as_rng"]

@@ -1,0 +1,744 @@
+"""Survey power curves, classifier scores and survey equivalence (Resnick et al.).
+
+Public entry points: :func:`power_curve`, :func:`classifier_score`,
+:func:`survey_equivalence` and :func:`expert_equivalence`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from auditor.stats._validation import StatsInputError, as_rng, check_probability
+from auditor.stats.equivalence._inputs import (
+    DECOMPOSABLE,
+    as_counts_input,
+    as_predictions,
+    check_combiner,
+    check_pair,
+    check_scorer,
+    compact_rows,
+    counts_of,
+    is_full,
+    n_labels_of,
+)
+from auditor.stats.equivalence.combiners import DEFAULT_CLIP, ABCModel
+from auditor.stats.equivalence.exact import exact_tables
+from auditor.stats.equivalence.sampling import sampling_classifier, sampling_curve
+from auditor.stats.equivalence.scorers import expected_item_scores
+
+__all__ = [
+    "ClassifierScore",
+    "PowerCurve",
+    "SurveyEquivalence",
+    "classifier_score",
+    "expert_equivalence",
+    "power_curve",
+    "survey_equivalence",
+]
+
+# Working memory of one chunk of bootstrap replicates (weights × groups), in numbers.
+_CHUNK_CELLS = 2_000_000
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, eq=False)
+class PowerCurve:
+    """A survey power curve c_k with bootstrap percentile intervals.
+
+    Attributes
+    ----------
+    k : ndarray of int, shape (n_k,)
+        Numbers of raters, 0, 1, ..., k_max.
+    mean : ndarray, shape (n_k,)
+        c_k on the actual items: the mean score, over rater subsets and reference
+        raters, of the combiner's predictions from k raters.
+    ci_low, ci_high : ndarray, shape (n_k,)
+        Percentile bootstrap interval (level ``confidence``) over resampled items.
+    n_items : ndarray of int, shape (n_k,)
+        How many items c_k rests on (items with at least k + 1 labels; with reference
+        raters, at least k pool labels and one reference label).
+    replicates : ndarray, shape (n_bootstrap, n_k)
+        c_k on each bootstrap sample of items.
+    combiner, scorer, method : str
+        ``method`` is ``"exact"`` (histogram of count vectors) or ``"sampling"``
+        (rater subsets, Algorithms 2–3).
+    """
+
+    k: np.ndarray
+    mean: np.ndarray
+    ci_low: np.ndarray
+    ci_high: np.ndarray
+    n_items: np.ndarray
+    replicates: np.ndarray = field(repr=False)
+    combiner: str
+    scorer: str
+    method: str
+    confidence: float
+
+    @property
+    def k_max(self) -> int:
+        return int(self.k[-1])
+
+    def to_dict(self) -> dict:
+        return {
+            "combiner": self.combiner, "scorer": self.scorer, "method": self.method,
+            "confidence": self.confidence, "n_bootstrap": int(self.replicates.shape[0]),
+            "k": self.k.tolist(), "mean": self.mean.tolist(), "ci_low": self.ci_low.tolist(),
+            "ci_high": self.ci_high.tolist(), "n_items": self.n_items.tolist(),
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class ClassifierScore:
+    """A classifier's score against one held-out reference rater (Algorithm 1)."""
+
+    value: float
+    ci_low: float
+    ci_high: float
+    scorer: str
+    n_items: int
+    replicates: np.ndarray = field(repr=False)
+
+    def to_dict(self) -> dict:
+        return {"scorer": self.scorer, "value": self.value, "ci_low": self.ci_low,
+                "ci_high": self.ci_high, "n_items": self.n_items}
+
+
+Equivalence = float | str
+
+
+@dataclass(frozen=True, eq=False)
+class SurveyEquivalence:
+    """How many raters a classifier is worth (Algorithm 4).
+
+    Attributes
+    ----------
+    value : float or str
+        The leftmost crossing of the classifier's score with the power curve, linearly
+        interpolated between integers; ``"< 0"`` when the score is at most c_0 and
+        ``"> K"`` (K = the curve's last k) when no c_k exceeds it. Never a number in
+        those two cases.
+    ci_low, ci_high : float or str
+        Percentile bootstrap interval of the equivalence over resampled items (the same
+        resamples for the curve and the classifier), in the same representation.
+    classifier_score : ClassifierScore
+    curve : PowerCurve
+    replicates : ndarray, shape (n_bootstrap,)
+        Equivalence on each bootstrap sample; ``-inf`` for "< 0", ``+inf`` for "> K".
+    """
+
+    value: Equivalence
+    ci_low: Equivalence
+    ci_high: Equivalence
+    classifier_score: ClassifierScore
+    curve: PowerCurve
+    replicates: np.ndarray = field(repr=False)
+
+    @property
+    def position(self) -> str:
+        """``"below"`` (< 0), ``"within"`` the curve, or ``"above"`` (> K)."""
+        if isinstance(self.value, str):
+            return "below" if self.value.startswith("<") else "above"
+        return "within"
+
+    def to_dict(self) -> dict:
+        return {"value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high,
+                "position": self.position, "classifier_score": self.classifier_score.to_dict(),
+                "curve": self.curve.to_dict()}
+
+
+# ------------------------------------------------------------------------ helpers
+
+
+def equivalence_values(curves: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Algorithm 4, row by row: ``curves`` (B, n_k), ``scores`` (B,) → (B,).
+
+    ``-inf`` where score ≤ c_0 ("< 0"), ``+inf`` where no c_k exceeds the score
+    ("> K"), else k − 1 + (score − c_{k−1}) / (c_k − c_{k−1}) at the leftmost k ≥ 1
+    with c_k > score.
+    """
+    curves = np.atleast_2d(curves)
+    scores = np.atleast_1d(np.asarray(scores, dtype=float))
+    out = np.full(scores.shape, np.inf)
+    with np.errstate(invalid="ignore"):
+        above = curves[:, 1:] > scores[:, None]
+    has = above.any(axis=1)
+    first = np.argmax(above, axis=1) + 1
+    rows = np.flatnonzero(has)
+    k = first[rows]
+    lo, hi = curves[rows, k - 1], curves[rows, k]
+    out[rows] = k - 1 + (scores[rows] - lo) / (hi - lo)
+    with np.errstate(invalid="ignore"):
+        out[scores <= curves[:, 0]] = -np.inf
+    out[np.isnan(scores)] = np.nan
+    return out
+
+
+def _quantile(values: np.ndarray, q: float) -> float:
+    """Linear-interpolated quantile that keeps ±inf (nearest order statistic next to one)."""
+    s = np.sort(values[~np.isnan(values)])
+    if s.size == 0:
+        return float("nan")
+    pos = q * (s.size - 1)
+    lo, hi = int(np.floor(pos)), int(np.ceil(pos))
+    a, b = s[lo], s[hi]
+    if np.isfinite(a) and np.isfinite(b):
+        return float(a + (pos - lo) * (b - a))
+    return float(a if pos - lo < 0.5 else b)
+
+
+def _report(x: float, k_max: int) -> Equivalence:
+    if x == -np.inf:
+        return "< 0"
+    if x == np.inf:
+        return f"> {k_max}"
+    return float(x)
+
+
+def _bounds(confidence: float) -> tuple[float, float]:
+    return (1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0
+
+
+def _check_options(n_bootstrap, confidence, clip, max_k, min_labels, method):
+    if not isinstance(n_bootstrap, int | np.integer) or isinstance(n_bootstrap, bool) or n_bootstrap < 0:
+        raise StatsInputError(f"`n_bootstrap` must be a non-negative integer; got {n_bootstrap!r}.")
+    check_probability(confidence, name="confidence", open_interval=True)
+    check_probability(clip, name="clip")
+    if clip >= 0.5:
+        raise StatsInputError(f"`clip` must be below 0.5; got {clip}.")
+    for name, v in (("max_k", max_k), ("min_labels", min_labels)):
+        if v is not None and (not isinstance(v, int | np.integer) or isinstance(v, bool) or v < 0):
+            raise StatsInputError(f"`{name}` must be a non-negative integer; got {v!r}.")
+    if min_labels is not None and min_labels < 2:
+        raise StatsInputError(f"`min_labels` must be at least 2 (k raters plus a reference); got {min_labels}.")
+    if method not in ("auto", "exact", "sampling"):
+        raise StatsInputError(f"`method` must be 'auto', 'exact' or 'sampling'; got {method!r}.")
+
+
+@dataclass
+class _Problem:
+    """Validated inputs shared by the public functions."""
+
+    pool: np.ndarray | None          # (N, K) codes, -1 missing; None for counts input
+    pool_counts: np.ndarray           # (N, L)
+    reference: np.ndarray | None      # (N, R) codes or None (score against the pool)
+    reference_counts: np.ndarray | None
+    rows: np.ndarray | None           # kept item rows when min_labels subsets them
+    n_labels: int
+    k_max: int
+    method: str
+    combiner: str | None
+    scorer: str
+
+
+def _prepare(ratings, *, combiner, scorer, reference, n_labels, max_k, min_labels, method,
+             rng) -> _Problem:
+    scorer = check_scorer(scorer)
+    if combiner is not None:
+        check_combiner(combiner)
+    pool, pool_counts = as_counts_input(ratings, name="ratings", n_labels=n_labels)
+    ref, ref_counts = (None, None) if reference is None else as_counts_input(
+        reference, name="reference", n_labels=n_labels)
+    mats = [m for m in (pool, ref) if m is not None]
+    cnts = [c for c in (pool_counts, ref_counts) if c is not None]
+    if cnts:
+        n_lab = cnts[0].shape[1]
+        if any(c.shape[1] != n_lab for c in cnts) or (n_labels is not None and n_lab != n_labels):
+            raise StatsInputError("count matrices must all have the same number of label columns.")
+        if mats and int(max(m.max() for m in mats)) >= n_lab:
+            raise StatsInputError("a rating matrix uses a class index beyond the count columns.")
+    else:
+        n_lab = n_labels_of(*mats, n_labels=n_labels)
+    if combiner is not None:
+        check_pair(combiner, scorer, n_lab)
+    elif scorer == "auc" and n_lab != 2:
+        raise StatsInputError(f"`scorer` 'auc' needs two classes; there are {n_lab}.")
+    n_items = (pool if pool is not None else pool_counts).shape[0]
+    if reference is not None:
+        n_ref = (ref if ref is not None else ref_counts).shape[0]
+        if n_ref != n_items:
+            raise StatsInputError(f"`reference` has {n_ref} items but `ratings` has {n_items}.")
+    rows = None
+    if min_labels is not None:
+        if pool is None:
+            raise StatsInputError("`min_labels` needs a rating matrix, not counts.")
+        rows, pool = compact_rows(pool, min_labels, rng)
+        if ref is not None:
+            ref = ref[rows]
+        elif ref_counts is not None:
+            ref_counts = ref_counts[rows]
+    if pool is not None:
+        pool_counts = counts_of(pool, n_lab)
+    if ref is not None:
+        ref_counts = counts_of(ref, n_lab)
+    n_per_item = pool_counts.sum(axis=1)
+    top = int(n_per_item.max()) - (1 if reference is None else 0)
+    if top < 0 or (reference is None and top < 1):
+        raise StatsInputError("`ratings` needs at least two labels on some item (k raters plus a reference).")
+    k_max = top if max_k is None else min(top, int(max_k))
+    decomposable = scorer in DECOMPOSABLE
+    if method == "auto":
+        method = "exact" if decomposable else "sampling"
+    if method == "exact" and not decomposable:
+        raise StatsInputError(
+            f"`scorer` {scorer!r} is not a mean of per-item terms, so it has no exact path; "
+            "use method='sampling' (the default for it)."
+        )
+    if method == "sampling":
+        if pool is None or (reference is not None and ref is None):
+            raise StatsInputError("the rater-subset path needs rating matrices, not counts.")
+        if not is_full(pool):
+            raise StatsInputError(
+                "`ratings` has missing entries: the rater-subset path needs every item rated by "
+                "the same number of raters; pass `min_labels=m` to keep items with at least m "
+                "labels and m of each (or use an exact scorer)."
+            )
+    return _Problem(pool, pool_counts, ref, ref_counts, rows, n_lab, k_max, method, combiner, scorer)
+
+
+def _fitted(problem: _Problem, combiner: str):
+    counts = problem.pool_counts
+    prior = counts.sum(axis=0) / counts.sum()
+    model = None
+    if combiner == "abc":
+        uniq, mult = np.unique(counts, axis=0, return_counts=True)
+        model = ABCModel(uniq, mult)
+    return prior, model
+
+
+def _item_weights(n_items: int, n_bootstrap: int, rng: np.random.Generator):
+    """Item-weight chunks: the actual set (ones), then bootstrap draws of n_items items."""
+    step = max(1, _CHUNK_CELLS // max(1, n_items))
+    chunks = [np.ones((1, n_items))]
+    done = 0
+    while done < n_bootstrap:
+        b = min(step, n_bootstrap - done)
+        chunks.append(rng.multinomial(n_items, np.full(n_items, 1.0 / n_items), size=b).astype(float))
+        done += b
+    merged = np.concatenate(chunks) if len(chunks) <= 2 else None
+    if merged is not None:
+        return lambda: [merged]
+    return lambda: chunks
+
+
+def _group_draws(group_mult: np.ndarray, item_group: np.ndarray, b: int,
+                 rng: np.random.Generator) -> np.ndarray:
+    """(b, G) counts of a bootstrap sample of items, drawn per group of identical items."""
+    n = int(group_mult.sum())
+    g = group_mult.shape[0]
+    if g <= 50_000:
+        return rng.multinomial(n, group_mult / n, size=b).astype(float)
+    out = np.empty((b, g))
+    for i in range(b):
+        out[i] = np.bincount(item_group[rng.integers(0, n, n)], minlength=g)
+    return out
+
+
+def _exact_run(problem: _Problem, *, combiner: str, clip: float, n_bootstrap: int,
+               rng: np.random.Generator, item_scores: np.ndarray | None = None,
+               item_ok: np.ndarray | None = None):
+    """Point curve, curve replicates, n_items, and (optionally) classifier replicates."""
+    prior, model = _fitted(problem, combiner)
+    t = exact_tables(problem.pool_counts, problem.reference_counts, combiner=problem.combiner or combiner,
+                     scorer=problem.scorer, k_max=problem.k_max, prior=prior, model=model, clip=clip)
+    num = t.multiplicity @ t.expected
+    den = t.multiplicity @ t.eligible
+    with np.errstate(invalid="ignore", divide="ignore"):
+        point = num / den
+    # Groups of interchangeable items: same key (count vector) and same classifier term.
+    if item_scores is None:
+        group_key = t.inverse
+        grp, item_group, gmult = np.arange(t.keys.shape[0]), t.inverse, t.multiplicity
+        g_score = g_ok = None
+    else:
+        stacked = np.column_stack([t.inverse.astype(float), np.where(item_ok, item_scores, 0.0),
+                                   item_ok.astype(float)])
+        uniq, item_group, gmult = np.unique(stacked, axis=0, return_inverse=True, return_counts=True)
+        item_group = item_group.reshape(-1)
+        grp = uniq[:, 0].astype(np.int64)
+        g_score, g_ok = uniq[:, 1], uniq[:, 2]
+        group_key = None
+    del group_key
+    starts = np.flatnonzero(np.r_[True, grp[1:] != grp[:-1]])
+    reps = np.empty((n_bootstrap, point.shape[0]))
+    clf = np.empty(n_bootstrap) if item_scores is not None else None
+    step = max(1, _CHUNK_CELLS // max(1, gmult.shape[0]))
+    done = 0
+    while done < n_bootstrap:
+        b = min(step, n_bootstrap - done)
+        counts = _group_draws(gmult, item_group, b, rng)
+        w_key = np.add.reduceat(counts, starts, axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            reps[done:done + b] = (w_key @ t.expected) / (w_key @ t.eligible)
+            if clf is not None:
+                clf[done:done + b] = (counts @ (g_score * g_ok)) / (counts @ g_ok)
+        done += b
+    return point, reps, den.astype(np.int64), clf
+
+
+def _curve(problem: _Problem, point, reps, n_items, confidence) -> PowerCurve:
+    lo, hi = _bounds(confidence)
+    if reps.shape[0]:
+        with np.errstate(invalid="ignore"):
+            ci_low = np.nanquantile(reps, lo, axis=0) if np.isfinite(reps).any() else np.full_like(point, np.nan)
+            ci_high = np.nanquantile(reps, hi, axis=0) if np.isfinite(reps).any() else np.full_like(point, np.nan)
+    else:
+        ci_low = ci_high = np.full_like(point, np.nan)
+    return PowerCurve(np.arange(point.shape[0]), point, ci_low, ci_high, np.asarray(n_items, dtype=np.int64),
+                      reps, problem.combiner, problem.scorer, problem.method, float(confidence))
+
+
+def _sampling_n_items(problem: _Problem) -> np.ndarray:
+    n = problem.pool.shape[0]
+    if problem.reference is None:
+        return np.full(problem.k_max + 1, n)
+    has_ref = (problem.reference >= 0).any(axis=1)
+    return np.full(problem.k_max + 1, int(has_ref.sum()))
+
+
+# --------------------------------------------------------------------------- public
+
+
+def power_curve(ratings, *, combiner: str, scorer: str, n_bootstrap: int = 500,
+                confidence: float = 0.95, rng=None, reference=None, n_labels: int | None = None,
+                max_k: int | None = None, min_labels: int | None = None, clip: float = DEFAULT_CLIP,
+                method: str = "auto") -> PowerCurve:
+    r"""Survey power curve c_k, k = 0..K−1 (Resnick et al., Algorithm 3), with intervals.
+
+    c_k is the expected score of the combined labels of k raters against the label of
+    one more, held-out reference rater, averaged over the items that have at least
+    k + 1 labels:
+
+    .. math:: c_k = \frac{1}{|I_k|}\sum_{i \in I_k} \mathbb{E}_{S, r}\,
+              \mathrm{score}\big(\mathrm{Comb}(W_{i,S}),\, W_{i,r}\big),
+
+    S a uniformly random k-subset of the item's labels and r one of the others.
+
+    Parameters
+    ----------
+    ratings : array-like (N, K), Annotations or LabelCounts
+        Item × rater matrix of class indices with missing entries as ``-1`` or NaN; or
+        per-item label counts (:class:`~auditor.stats.counts.LabelCounts`) where the
+        exact path applies. "k raters" means k of the item's own labels.
+    combiner : {"majority", "plurality", "frequency", "abc"}
+        Majority/plurality vote (ties broken at random: the exact path takes the
+        expectation), label frequencies (k = 0: the overall label frequencies), or the
+        Anonymous Bayesian Combiner (Algorithms 5–6), fitted once on all items and
+        leaving the predicted item out.
+    scorer : {"agreement", "cross_entropy", "f1", "auc", "pearson", "dmi"}
+        Cross-entropy is in bits (negated: higher is better) and needs a soft combiner.
+    n_bootstrap : int, default 500
+        Bootstrap samples of items for the intervals (0 for none).
+    confidence : float, default 0.95
+        Level of the percentile intervals.
+    rng : None, int or numpy.random.Generator
+        Source of every random choice (bootstrap draws, rater subsets, ``min_labels``).
+    reference : array-like (N, R), optional
+        Other raters of the same items to score against (amateur vs expert, §7): the
+        curve combines k of ``ratings``' labels (k = 0..K) and scores them against one
+        label of ``reference``.
+    n_labels : int, optional
+        Number of classes (default: largest class index + 1, at least 2).
+    max_k : int, optional
+        Last k of the curve (default K − 1, or K with ``reference``).
+    min_labels : int, optional
+        The reference package's alternative for ragged data: keep the items with at
+        least ``min_labels`` labels and ``min_labels`` of each, chosen at random.
+    clip : float, default 0.02
+        Soft combiner outputs are clipped to [clip, 1 − clip] and renormalised, as in
+        the paper's implementation (log 0 would be infinite).
+    method : {"auto", "exact", "sampling"}
+        "exact" sums over the histogram of count vectors (multivariate hypergeometric
+        sub-counts; agreement and cross-entropy only; ragged data allowed) and
+        bootstraps by multinomial draws on the histogram's multiplicities, in memory
+        independent of ``n_bootstrap``; "sampling" is the paper's rater-subset path
+        (all k-subsets when C(K, k) ≤ 200, else 200 random ones) and needs a full
+        matrix. "auto" picks "exact" whenever it applies.
+
+    Returns
+    -------
+    PowerCurve
+
+    References
+    ----------
+    P. Resnick, Y. Kong, G. Schoenebeck, T. Weninger. *Survey Equivalence: A Procedure
+    for Measuring Classifier Accuracy Against Human Labels*, Algorithms 2–6.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from auditor.stats import power_curve
+    >>> W = np.array([[0, 0, 1], [1, 1, 1], [0, 0, 0], [0, 1, 1]])
+    >>> curve = power_curve(W, combiner="frequency", scorer="agreement", n_bootstrap=0)
+    >>> curve.k.tolist(), [round(x, 3) for x in curve.mean]
+    ([0, 1, 2], [0.5, 0.667, 0.667])
+    """
+    _check_options(n_bootstrap, confidence, clip, max_k, min_labels, method)
+    gen = as_rng(rng)
+    problem = _prepare(ratings, combiner=combiner, scorer=scorer, reference=reference,
+                       n_labels=n_labels, max_k=max_k, min_labels=min_labels, method=method, rng=gen)
+    if problem.method == "exact":
+        point, reps, n_items, _ = _exact_run(problem, combiner=combiner, clip=clip,
+                                             n_bootstrap=n_bootstrap, rng=gen)
+        return _curve(problem, point, reps, n_items, confidence)
+    prior, model = _fitted(problem, combiner)
+    weights = _item_weights(problem.pool.shape[0], n_bootstrap, gen)
+    all_rows = sampling_curve(problem.pool, problem.reference, combiner=combiner, scorer=scorer,
+                              k_max=problem.k_max, prior=prior, model=model, clip=clip, rng=gen,
+                              weights=weights, n_labels=problem.n_labels)
+    return _curve(problem, all_rows[0], all_rows[1:], _sampling_n_items(problem), confidence)
+
+
+def _classifier_terms(problem: _Problem, pred: np.ndarray):
+    counts = problem.reference_counts if problem.reference_counts is not None else problem.pool_counts
+    n = counts.sum(axis=1)
+    ok = n >= 1
+    dist = counts / np.maximum(n, 1)[:, None]
+    return expected_item_scores(problem.scorer, pred, dist), ok
+
+
+def _validated_predictions(problem: _Problem, predictions, n_total: int) -> np.ndarray:
+    pred = as_predictions(predictions, n_total, problem.n_labels)
+    if problem.rows is not None:
+        pred = pred[problem.rows]
+    if problem.scorer == "cross_entropy" and np.asarray(predictions).ndim == 1:
+        raise StatsInputError(
+            "`predictions` are hard labels: cross-entropy needs (N, L) probabilities "
+            "(calibrate the classifier first, e.g. with calibrate_probabilities)."
+        )
+    return pred
+
+
+def _n_total(ratings) -> int:
+    if hasattr(ratings, "counts") and hasattr(ratings, "labels") and not callable(ratings.counts):
+        return int(np.asarray(ratings.counts).shape[0])
+    if hasattr(ratings, "n_items"):
+        return int(ratings.n_items)
+    return int(np.asarray(ratings.to_numpy() if hasattr(ratings, "to_numpy") else ratings, dtype=object).shape[0])
+
+
+def classifier_score(ratings, predictions, *, scorer: str, n_bootstrap: int = 500,
+                     confidence: float = 0.95, rng=None, n_labels: int | None = None,
+                     min_labels: int | None = None) -> ClassifierScore:
+    """A classifier's score against one held-out reference rater (Algorithm 1).
+
+    The mean, over reference raters, of the score of ``predictions`` against that
+    rater's labels. For agreement and cross-entropy this is the per-item expectation
+    over the item's labels, Σ_l (m_l / n) s(p, l), averaged over items with a label
+    (ragged data allowed); other scorers need a full matrix and use its columns.
+
+    Parameters
+    ----------
+    ratings : array-like (N, K), Annotations or LabelCounts
+        The reference raters (missing entries ``-1`` or NaN).
+    predictions : array-like
+        Hard ``(N,)`` class indices or soft ``(N, L)`` probabilities.
+    scorer : str
+        One of "agreement", "cross_entropy", "f1", "auc", "pearson", "dmi".
+    n_bootstrap, confidence, rng, n_labels, min_labels
+        As in :func:`power_curve`.
+
+    Returns
+    -------
+    ClassifierScore
+    """
+    _check_options(n_bootstrap, confidence, 0.0, None, min_labels, "auto")
+    gen = as_rng(rng)
+    problem = _prepare(ratings, combiner=None, scorer=scorer, reference=None, n_labels=n_labels,
+                       max_k=None, min_labels=min_labels, method="auto", rng=gen)
+    pred = _validated_predictions(problem, predictions, _n_total(ratings))
+    return _score_classifier(problem, pred, n_bootstrap, confidence, gen)
+
+
+def _score_classifier(problem: _Problem, pred, n_bootstrap, confidence, gen) -> ClassifierScore:
+    lo, hi = _bounds(confidence)
+    if problem.method == "exact":
+        terms, ok = _classifier_terms(problem, pred)
+        uniq, item_group, gmult = np.unique(np.column_stack([np.where(ok, terms, 0.0), ok]), axis=0,
+                                            return_inverse=True, return_counts=True)
+        reps = np.empty(n_bootstrap)
+        step = max(1, _CHUNK_CELLS // max(1, uniq.shape[0]))
+        done = 0
+        while done < n_bootstrap:
+            b = min(step, n_bootstrap - done)
+            counts = _group_draws(gmult, item_group.reshape(-1), b, gen)
+            reps[done:done + b] = (counts @ (uniq[:, 0] * uniq[:, 1])) / (counts @ uniq[:, 1])
+            done += b
+        return ClassifierScore(float(terms[ok].mean()), _quantile(reps, lo), _quantile(reps, hi),
+                               problem.scorer, int(ok.sum()), reps)
+    ref = problem.reference if problem.reference is not None else problem.pool
+    weights = _item_weights(ref.shape[0], n_bootstrap, gen)
+    rows = sampling_classifier(pred, ref, scorer=problem.scorer, weights=weights)
+    reps = rows[1:]
+    n_items = int((ref >= 0).any(axis=1).sum())
+    return ClassifierScore(float(rows[0]), _quantile(reps, lo), _quantile(reps, hi),
+                           problem.scorer, n_items, reps)
+
+
+def survey_equivalence(ratings, predictions, *, combiner: str, scorer: str, n_bootstrap: int = 500,
+                       confidence: float = 0.95, rng=None, reference=None,
+                       n_labels: int | None = None, max_k: int | None = None,
+                       min_labels: int | None = None, clip: float = DEFAULT_CLIP,
+                       method: str = "auto") -> SurveyEquivalence:
+    """Survey equivalence of a classifier: how many raters its predictions are worth.
+
+    Algorithm 4 of Resnick et al.: with h the classifier's score (Algorithm 1) and c the
+    power curve (Algorithm 3), the equivalence is "< 0" if h ≤ c_0; otherwise, at the
+    leftmost k ≥ 1 with c_k > h,
+
+        v = k − 1 + (h − c_{k−1}) / (c_k − c_{k−1});
+
+    and "> K" (K the curve's last k) if no c_k exceeds h. Each bootstrap sample of
+    items gives a curve, a classifier score and an equivalence; the interval is their
+    percentile range.
+
+    Parameters
+    ----------
+    ratings : array-like (N, K), Annotations or LabelCounts
+        As in :func:`power_curve`.
+    predictions : array-like
+        Hard ``(N,)`` class indices or soft ``(N, L)`` probabilities (cross-entropy
+        needs soft ones, see :func:`calibrate_probabilities`).
+    combiner, scorer, n_bootstrap, confidence, rng, reference, n_labels, max_k,
+    min_labels, clip, method
+        As in :func:`power_curve`. With ``reference``, the classifier is scored against
+        the reference raters too.
+
+    Returns
+    -------
+    SurveyEquivalence
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from auditor.stats import survey_equivalence
+    >>> rng = np.random.default_rng(0)
+    >>> p = rng.choice([0.2, 0.8], size=400)
+    >>> W = (rng.random((400, 6)) < p[:, None]).astype(int)
+    >>> eq = survey_equivalence(W, (p > 0.5).astype(int), combiner="majority",
+    ...                         scorer="agreement", n_bootstrap=50, rng=1)
+    >>> eq.position
+    'above'
+    """
+    _check_options(n_bootstrap, confidence, clip, max_k, min_labels, method)
+    gen = as_rng(rng)
+    problem = _prepare(ratings, combiner=combiner, scorer=scorer, reference=reference,
+                       n_labels=n_labels, max_k=max_k, min_labels=min_labels, method=method, rng=gen)
+    pred = _validated_predictions(problem, predictions, _n_total(ratings))
+    lo, hi = _bounds(confidence)
+    if problem.method == "exact":
+        terms, ok = _classifier_terms(problem, pred)
+        point, reps, n_items, clf_reps = _exact_run(problem, combiner=combiner, clip=clip,
+                                                    n_bootstrap=n_bootstrap, rng=gen,
+                                                    item_scores=terms, item_ok=ok)
+        clf = ClassifierScore(float(terms[ok].mean()), _quantile(clf_reps, lo), _quantile(clf_reps, hi),
+                              scorer, int(ok.sum()), clf_reps)
+    else:
+        prior, model = _fitted(problem, combiner)
+        weights = _item_weights(problem.pool.shape[0], n_bootstrap, gen)
+        all_rows = sampling_curve(problem.pool, problem.reference, combiner=combiner, scorer=scorer,
+                                  k_max=problem.k_max, prior=prior, model=model, clip=clip, rng=gen,
+                                  weights=weights, n_labels=problem.n_labels)
+        ref = problem.reference if problem.reference is not None else problem.pool
+        clf_rows = sampling_classifier(pred, ref, scorer=scorer, weights=weights)
+        point, reps, n_items = all_rows[0], all_rows[1:], _sampling_n_items(problem)
+        clf_reps = clf_rows[1:]
+        clf = ClassifierScore(float(clf_rows[0]), _quantile(clf_reps, lo), _quantile(clf_reps, hi),
+                              scorer, int((ref >= 0).any(axis=1).sum()), clf_reps)
+    curve = _curve(problem, point, reps, n_items, confidence)
+    value = equivalence_values(point[None, :], np.array([clf.value]))[0]
+    eq_reps = equivalence_values(reps, clf_reps) if n_bootstrap else np.empty(0)
+    k_last = curve.k_max
+    if n_bootstrap:
+        low, high = _report(_quantile(eq_reps, lo), k_last), _report(_quantile(eq_reps, hi), k_last)
+    else:
+        low = high = float("nan")
+    return SurveyEquivalence(_report(value, k_last), low, high, clf, curve, eq_reps)
+
+
+def expert_equivalence(ratings, reference, *, combiner: str, scorer: str, n_bootstrap: int = 500,
+                       confidence: float = 0.95, rng=None, n_labels: int | None = None,
+                       clip: float = DEFAULT_CLIP) -> tuple[list[Equivalence], list[Equivalence], list[Equivalence], PowerCurve, PowerCurve]:
+    """Expert equivalence of k pool raters (Resnick et al. §7), for every k.
+
+    The pool ("amateur") curve combines k of ``ratings``' labels and scores them against
+    one ``reference`` ("expert") label; the expert curve combines k expert labels and
+    scores them against another expert. The equivalence of k pool raters is where the
+    pool curve's value at k crosses the expert curve (Algorithm 4). Both curves are
+    computed on the same bootstrap samples of items. Exact path only (agreement or
+    cross-entropy).
+
+    Returns
+    -------
+    values, ci_low, ci_high : list of float or str
+        One entry per k of the pool curve ("< 0" / "> K" as in
+        :class:`SurveyEquivalence`).
+    pool_curve, expert_curve : PowerCurve
+    """
+    _check_options(n_bootstrap, confidence, clip, None, None, "exact")
+    gen = as_rng(rng)
+    seed = int(gen.integers(2**63 - 1))
+    pool_curve = power_curve(ratings, combiner=combiner, scorer=scorer, n_bootstrap=n_bootstrap,
+                             confidence=confidence, rng=np.random.default_rng(seed), reference=reference,
+                             n_labels=n_labels, clip=clip, method="exact")
+    expert_curve = power_curve(reference, combiner=combiner, scorer=scorer, n_bootstrap=n_bootstrap,
+                               confidence=confidence, rng=np.random.default_rng(seed), n_labels=n_labels,
+                               clip=clip, method="exact")
+    # The two curves' bootstrap samples are the same items only when both histograms
+    # group items alike; so resample jointly from per-item weights instead.
+    lo, hi = _bounds(confidence)
+    values, lows, highs = [], [], []
+    k_last = expert_curve.k_max
+    for k in range(pool_curve.k.shape[0]):
+        v = equivalence_values(expert_curve.mean[None, :], np.array([pool_curve.mean[k]]))[0]
+        values.append(_report(v, k_last))
+    joint = _joint_expert_replicates(ratings, reference, combiner=combiner, scorer=scorer,
+                                     n_bootstrap=n_bootstrap, rng=np.random.default_rng(seed),
+                                     n_labels=n_labels, clip=clip)
+    for k in range(pool_curve.k.shape[0]):
+        if joint is None:
+            lows.append(float("nan"))
+            highs.append(float("nan"))
+            continue
+        pool_reps, expert_reps = joint
+        eq = equivalence_values(expert_reps, pool_reps[:, k])
+        lows.append(_report(_quantile(eq, lo), k_last))
+        highs.append(_report(_quantile(eq, hi), k_last))
+    return values, lows, highs, pool_curve, expert_curve
+
+
+def _joint_expert_replicates(ratings, reference, *, combiner, scorer, n_bootstrap, rng, n_labels, clip):
+    if not n_bootstrap:
+        return None
+    gen = as_rng(rng)
+    pool_p = _prepare(ratings, combiner=combiner, scorer=scorer, reference=reference, n_labels=n_labels,
+                      max_k=None, min_labels=None, method="exact", rng=gen)
+    exp_p = _prepare(reference, combiner=combiner, scorer=scorer, reference=None, n_labels=pool_p.n_labels,
+                     max_k=None, min_labels=None, method="exact", rng=gen)
+    tabs = []
+    for prob in (pool_p, exp_p):
+        prior, model = _fitted(prob, combiner)
+        tabs.append(exact_tables(prob.pool_counts, prob.reference_counts, combiner=combiner, scorer=scorer,
+                                 k_max=prob.k_max, prior=prior, model=model, clip=clip))
+    n = pool_p.pool_counts.shape[0]
+    pair = np.column_stack([tabs[0].inverse, tabs[1].inverse])
+    uniq, item_group, gmult = np.unique(pair, axis=0, return_inverse=True, return_counts=True)
+    item_group = item_group.reshape(-1)
+    out = [np.empty((n_bootstrap, t.expected.shape[1])) for t in tabs]
+    step = max(1, _CHUNK_CELLS // max(1, uniq.shape[0]))
+    done = 0
+    while done < n_bootstrap:
+        b = min(step, n_bootstrap - done)
+        counts = _group_draws(gmult, item_group, b, gen)
+        for j, t in enumerate(tabs):
+            w = np.zeros((b, t.keys.shape[0]))
+            np.add.at(w.T, uniq[:, j], counts.T)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[j][done:done + b] = (w @ t.expected) / (w @ t.eligible)
+        done += b
+    del n
+    return out[0], out[1]

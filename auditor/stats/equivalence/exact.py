@@ -1,0 +1,98 @@
+"""The exact power curve of an anonymous combiner under an item-decomposable scorer.
+
+With an anonymous combiner (its prediction depends on the k labels only through their
+count vector y) and a scorer that is a mean of per-item terms (agreement,
+cross-entropy), the paper's expectation over rater subsets and reference raters is a
+finite sum per item: for an item with count vector m (n = |m| labels),
+
+    e_k(m) = Σ_{y ≤ m, |y| = k} H(y; m, k) Σ_l (m_l − y_l)/(n − k) · s(pred(y), l),
+
+with H the multivariate hypergeometric probability Π_l C(m_l, y_l) / C(n, k) of seeing
+sub-counts y among k of the item's labels drawn without replacement, and the second
+factor the chance that a held-out reference label is l. It depends on the item only
+through m, so c_k = Σ_m w_m e_k(m) / Σ_m w_m [n_m ≥ k + 1] over the histogram of
+distinct count vectors (w_m items each). This is the all-subsets case of the paper's
+Algorithm 3 (and the limit of its 200-subset sampling).
+
+With reference raters (amateur vs expert, §7), the item's key is the pair (pool counts
+a, reference counts r), k ranges over 0..|a| and the reference label is drawn from r.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import gammaln
+
+from auditor.stats.equivalence.combiners import ABCModel, predict
+from auditor.stats.equivalence.scorers import expected_item_scores
+
+
+@dataclass(frozen=True)
+class ExactTables:
+    """Per distinct key: expected item score ``E[u, k]`` and eligibility ``A[u, k]``."""
+
+    keys: np.ndarray          # (U, L) pool counts, or (U, 2L) pool then reference counts
+    multiplicity: np.ndarray  # (U,)
+    inverse: np.ndarray       # (N,) key row of each item
+    expected: np.ndarray      # (U, n_k)
+    eligible: np.ndarray      # (U, n_k) float 0/1
+
+
+def sub_counts(unique: np.ndarray, k_max: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """All (owner, y) with y ≤ unique[owner] elementwise and |y| ≤ k_max[owner].
+
+    Built one label at a time, expanding each partial vector by every admissible count.
+    """
+    n_u, n_labels = unique.shape
+    owner = np.arange(n_u)
+    y = np.zeros((n_u, n_labels), dtype=np.int64)
+    used = np.zeros(n_u, dtype=np.int64)
+    for lab in range(n_labels):
+        room = np.minimum(unique[owner, lab], k_max[owner] - used)
+        reps = np.maximum(room, -1) + 1
+        owner_new = np.repeat(owner, reps)
+        offsets = np.arange(owner_new.shape[0]) - np.repeat(np.cumsum(reps) - reps, reps)
+        y = np.repeat(y, reps, axis=0)
+        y[:, lab] = offsets
+        used = np.repeat(used, reps) + offsets
+        owner = owner_new
+    return owner, y
+
+
+def _log_comb(n: np.ndarray, k: np.ndarray) -> np.ndarray:
+    return gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0)
+
+
+def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: str, scorer: str,
+                 k_max: int, prior: np.ndarray, model: ABCModel | None, clip: float) -> ExactTables:
+    """Expected per-item scores e_k(key) for k = 0..k_max on the histogram of keys."""
+    n_labels = pool.shape[1]
+    keys_all = pool if reference is None else np.hstack([pool, reference])
+    keys, inverse, mult = np.unique(keys_all, axis=0, return_inverse=True, return_counts=True)
+    inverse = inverse.reshape(-1)
+    u = keys[:, :n_labels]
+    n_u = u.sum(axis=1)
+    self_ref = reference is None
+    top = np.minimum(n_u - 1 if self_ref else n_u, k_max)
+    owner, y = sub_counts(u, top)
+    k = y.sum(axis=1)
+    m = u[owner]
+    logw = _log_comb(m, y).sum(axis=1) - _log_comb(n_u[owner], k)
+    pred = predict(combiner, y, m, prior=prior, model=model, clip=clip)
+    if self_ref:
+        ref_dist = (m - y) / (n_u[owner] - k)[:, None]
+    else:
+        r = keys[owner, n_labels:]
+        ref_dist = r / np.maximum(r.sum(axis=1), 1)[:, None]
+    score = expected_item_scores(scorer, pred, ref_dist)
+    n_k = k_max + 1
+    expected = np.bincount(owner * n_k + k, weights=np.exp(logw) * score,
+                           minlength=keys.shape[0] * n_k).reshape(-1, n_k)
+    ks = np.arange(n_k)[None, :]
+    if self_ref:
+        eligible = n_u[:, None] >= ks + 1
+    else:
+        eligible = (n_u[:, None] >= ks) & (keys[:, n_labels:].sum(axis=1)[:, None] >= 1)
+    return ExactTables(keys, mult.astype(np.int64), inverse, expected, eligible.astype(float))
