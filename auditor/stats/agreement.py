@@ -1,0 +1,770 @@
+"""Chance-corrected agreement among annotators: Krippendorff's alpha, Fleiss' kappa and
+pairwise Cohen's kappa, each with a bootstrap confidence interval over items.
+
+Krippendorff's alpha (nominal) and Fleiss' kappa depend on the data only through the
+per-item label-count vectors, so they are computed from the (N, L) count matrix and
+bootstrapped by resampling the histogram of distinct count vectors: memory and time
+grow with the number of *distinct* count vectors, not with the number of resamples or
+items. Pairwise Cohen's kappa needs to know who gave which label and works on
+:class:`~auditor.stats.counts.Annotations` (or an item × rater matrix).
+
+References
+----------
+.. [K2011] K. Krippendorff (2011). "Computing Krippendorff's Alpha-Reliability".
+   Annenberg School for Communication, University of Pennsylvania.
+.. [F1971] J. L. Fleiss (1971). "Measuring nominal scale agreement among many raters".
+   Psychological Bulletin 76(5), 378-382.
+.. [G2014] K. L. Gwet (2014). *Handbook of Inter-Rater Reliability*, 4th ed.,
+   Advanced Analytics (Fleiss' kappa with a varying number of raters per subject).
+.. [C1960] J. Cohen (1960). "A coefficient of agreement for nominal scales".
+   Educational and Psychological Measurement 20(1), 37-46.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from auditor.stats._validation import (
+    StatsInputError,
+    as_count_matrix,
+    as_rng,
+    check_probability,
+)
+from auditor.stats.counts import Annotations, LabelCounts, count_histogram
+
+__all__ = [
+    "AgreementCoefficient",
+    "AgreementReport",
+    "PairwiseKappa",
+    "UndefinedAgreementWarning",
+    "agreement",
+    "fleiss_kappa",
+    "krippendorff_alpha",
+    "pairwise_cohen_kappa",
+]
+
+# Bootstrap resamples are drawn in blocks of at most this many (resample × distinct
+# row) cells, so memory stays bounded however many resamples are asked for.
+_BLOCK_CELLS = 1 << 21
+
+
+class UndefinedAgreementWarning(RuntimeWarning):
+    """A coefficient is undefined on this data (e.g. every label is the same class).
+
+    The coefficient is then reported as NaN rather than raising: an audit of a young
+    dataset should show "undefined", not fail.
+    """
+
+
+@dataclass(frozen=True)
+class AgreementCoefficient:
+    """A chance-corrected agreement coefficient with its bootstrap interval.
+
+    Attributes
+    ----------
+    coefficient : str
+        ``"krippendorff_alpha"`` or ``"fleiss_kappa"``.
+    value : float
+        The coefficient, ``(observed - expected) / (1 - expected)``, in [-1, 1]
+        (alpha can go slightly below -1 on tiny samples); NaN when undefined.
+    ci_low, ci_high : float
+        Percentile bootstrap interval over items at level ``confidence``; NaN when
+        ``n_bootstrap == 0`` or the coefficient is undefined.
+    observed_agreement, expected_agreement : float
+        The two agreement rates behind ``value`` (for alpha: ``1 - D_o`` and
+        ``1 - D_e``).
+    n_items : int
+        Items that enter the coefficient (alpha: items with at least 2 labels;
+        Fleiss: items with at least 1 label). The bootstrap resamples these.
+    n_pairable_items : int
+        Items with at least 2 labels (the ones that contribute pairs).
+    n_values : int
+        Labels carried by the items that enter.
+    confidence : float
+    n_bootstrap : int
+        Resamples drawn.
+    n_bootstrap_undefined : int
+        Resamples on which the coefficient was undefined (left out of the interval).
+    """
+
+    coefficient: str
+    value: float
+    ci_low: float
+    ci_high: float
+    observed_agreement: float
+    expected_agreement: float
+    n_items: int
+    n_pairable_items: int
+    n_values: int
+    confidence: float
+    n_bootstrap: int
+    n_bootstrap_undefined: int
+
+
+@dataclass(frozen=True)
+class PairwiseKappa:
+    """Cohen's kappa for every annotator pair that shares enough items.
+
+    Attributes
+    ----------
+    annotators : tuple
+        Names; row/column ``a`` of the matrices is ``annotators[a]``.
+    kappa : ndarray of float, shape (R, R)
+        Symmetric; NaN on the diagonal, for pairs sharing fewer than ``min_overlap``
+        items, and for pairs whose kappa is undefined (both used one same class only).
+    overlap : ndarray of int64, shape (R, R)
+        Items both annotators labeled (0 on the diagonal).
+    n_pairs : int
+        Pairs (a < b) with a defined kappa and at least ``min_overlap`` shared items:
+        the pairs the means are taken over.
+    n_pairs_undefined : int
+        Pairs with enough overlap whose kappa is undefined.
+    mean_weighted : float
+        ``sum_ab n_ab kappa_ab / sum_ab n_ab``: the mean weighted by overlap ``n_ab``.
+    mean_unweighted : float
+        The plain mean of the pair kappas (every pair counts once).
+    weighted_ci_low, weighted_ci_high, unweighted_ci_low, unweighted_ci_high : float
+        Percentile bootstrap intervals over items for the two means.
+    n_items : int
+        Items labeled by at least one eligible pair (the items the bootstrap resamples).
+    min_overlap : int
+    confidence : float
+    n_bootstrap : int
+    n_bootstrap_undefined : int
+        Resamples on which no pair had a defined kappa.
+    """
+
+    annotators: tuple
+    kappa: np.ndarray
+    overlap: np.ndarray
+    n_pairs: int
+    n_pairs_undefined: int
+    mean_weighted: float
+    mean_unweighted: float
+    weighted_ci_low: float
+    weighted_ci_high: float
+    unweighted_ci_low: float
+    unweighted_ci_high: float
+    n_items: int
+    min_overlap: int
+    confidence: float
+    n_bootstrap: int
+    n_bootstrap_undefined: int
+
+    def pairs(self):
+        """The eligible pairs as a DataFrame: annotator_a, annotator_b, overlap, kappa."""
+        import pandas as pd
+
+        a, b = np.triu_indices(len(self.annotators), k=1)
+        keep = self.overlap[a, b] >= self.min_overlap
+        a, b = a[keep], b[keep]
+        names = np.asarray(self.annotators, dtype=object)
+        return pd.DataFrame({
+            "annotator_a": names[a], "annotator_b": names[b],
+            "overlap": self.overlap[a, b], "kappa": self.kappa[a, b],
+        })
+
+
+@dataclass(frozen=True)
+class AgreementReport:
+    """All agreement coefficients of one data set (see :func:`agreement`).
+
+    ``pairwise`` is None when the input carried counts only (no annotator identities).
+    """
+
+    krippendorff_alpha: AgreementCoefficient
+    fleiss_kappa: AgreementCoefficient
+    pairwise: PairwiseKappa | None
+
+
+# ---------------------------------------------------------------------------
+# argument checks
+
+
+def _check_bootstrap_args(n_bootstrap, confidence) -> tuple[int, float]:
+    if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, int | np.integer) or n_bootstrap < 0:
+        raise StatsInputError(f"`n_bootstrap` must be a non-negative integer; got {n_bootstrap!r}.")
+    conf = check_probability(confidence, name="confidence", open_interval=True)
+    return int(n_bootstrap), conf
+
+
+def _as_counts(data, name: str) -> np.ndarray:
+    """Counts from an (N, L) array-like, a LabelCounts or an Annotations table."""
+    if isinstance(data, Annotations):
+        return data.counts().counts
+    if isinstance(data, LabelCounts):
+        return as_count_matrix(data.counts, name=name)
+    return as_count_matrix(data, name=name)
+
+
+def _histogram(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of ``counts`` and their multiplicities.
+
+    Rows are encoded as one mixed-radix integer when the radices fit in int64, so a
+    million rows take a 1-D ``np.unique`` (tens of milliseconds) instead of a row-wise
+    one (seconds); otherwise falls back to :func:`count_histogram`.
+    """
+    radix = counts.max(axis=0).astype(np.float64) + 1.0
+    if np.sum(np.log2(radix)) < 62:
+        place = np.cumprod(np.concatenate([[1], radix[:-1]])).astype(np.int64)
+        keys = counts @ place
+        _, first, mult = np.unique(keys, return_index=True, return_counts=True)
+        return counts[first], mult.astype(np.int64)
+    unique, mult, _ = count_histogram(counts)
+    return unique, mult
+
+
+def _percentile_interval(samples: np.ndarray, confidence: float) -> tuple[float, float, int]:
+    """Percentile interval of the defined (finite) samples, and how many were not."""
+    ok = np.isfinite(samples)
+    n_bad = int(samples.size - ok.sum())
+    if not ok.any():
+        return np.nan, np.nan, n_bad
+    tail = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(samples[ok], [tail, 1.0 - tail])
+    return float(lo), float(hi), n_bad
+
+
+def _bootstrap_sums(features: np.ndarray, multiplicity: np.ndarray, statistic: Callable,
+                    n_bootstrap: int, rng: np.random.Generator) -> np.ndarray:
+    """Item bootstrap of a statistic of column sums of per-row ``features``.
+
+    Resampling N items with replacement gives each distinct row a multinomial
+    multiplicity ``Multinomial(N, m_u / N)``; the resampled column sums are then
+    ``W @ features``. Drawn in blocks so memory does not grow with ``n_bootstrap``.
+    """
+    n = int(multiplicity.sum())
+    p = multiplicity / n
+    block = max(1, min(n_bootstrap, _BLOCK_CELLS // max(1, features.shape[0])))
+    out = np.empty(n_bootstrap)
+    for start in range(0, n_bootstrap, block):
+        size = min(block, n_bootstrap - start)
+        weights = rng.multinomial(n, p, size=size).astype(np.float64)
+        out[start:start + size] = statistic(weights @ features)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Krippendorff's alpha (nominal)
+
+
+def _alpha_features(counts: np.ndarray) -> np.ndarray:
+    """Per pairable row: ``[sum_c n_c(n_c-1)/(K-1), n_1, ..., n_L]``."""
+    k = counts.sum(axis=1)
+    out = np.empty((counts.shape[0], counts.shape[1] + 1))
+    out[:, 0] = (np.einsum("ij,ij->i", counts, counts) - k) / (k - 1.0)
+    out[:, 1:] = counts
+    return out
+
+
+def _alpha_sums(counts: np.ndarray) -> np.ndarray:
+    """``_alpha_features(counts).sum(axis=0)`` without the (N, L+1) intermediate."""
+    k = counts.sum(axis=1)
+    o_diag = np.sum((np.einsum("ij,ij->i", counts, counts) - k) / (k - 1.0))
+    return np.concatenate([[o_diag], counts.sum(axis=0)]).astype(np.float64)
+
+
+def _alpha_from_sums(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Alpha, A_o and A_e from summed features (rows: resamples)."""
+    sums = np.atleast_2d(sums)
+    o_diag = sums[:, 0]
+    n_c = sums[:, 1:]
+    n = n_c.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a_obs = o_diag / n
+        a_exp = (n_c * (n_c - 1.0)).sum(axis=1) / (n * (n - 1.0))
+        alpha = (a_obs - a_exp) / (1.0 - a_exp)
+    # Undefined when no value pairs or a single class: D_e = 0. Decided on the integer
+    # class totals, not on a floating-point 1 - A_e.
+    undefined = (n < 2) | ((n_c > 0).sum(axis=1) < 2)
+    alpha[undefined] = np.nan
+    return alpha, a_obs, a_exp
+
+
+def krippendorff_alpha(counts, *, n_bootstrap: int = 1000, confidence: float = 0.95,
+                       rng=None) -> AgreementCoefficient:
+    r"""Krippendorff's alpha for nominal data, from per-item label counts.
+
+    With :math:`n_{uc}` the number of labels of class :math:`c` on unit (item)
+    :math:`u`, :math:`m_u = \sum_c n_{uc}` and only *pairable* units
+    (:math:`m_u \ge 2`) entering, the coincidence matrix of [K2011]_ has diagonal
+    :math:`o_{cc} = \sum_u n_{uc}(n_{uc}-1)/(m_u-1)` and margins
+    :math:`n_c = \sum_u n_{uc}`, :math:`n = \sum_c n_c`. Then
+
+    .. math::
+
+        \alpha = 1 - \frac{D_o}{D_e}
+               = \frac{(n-1)\sum_c o_{cc} - \sum_c n_c(n_c-1)}
+                      {n(n-1) - \sum_c n_c(n_c-1)},
+
+    i.e. :math:`(A_o - A_e)/(1 - A_e)` with observed agreement
+    :math:`A_o = \sum_c o_{cc}/n` and expected agreement
+    :math:`A_e = \sum_c n_c(n_c-1)/(n(n-1))`. Items may carry different numbers of
+    labels (missing data); items with fewer than 2 labels do not pair and are ignored.
+
+    Parameters
+    ----------
+    counts : array-like of int, shape (N, L), LabelCounts, or Annotations
+        ``counts[n, c]`` labels of class ``c`` on item ``n``.
+    n_bootstrap : int, default 1000
+        Item-bootstrap resamples for the interval; 0 skips it.
+    confidence : float, default 0.95
+        Level of the percentile interval, in (0, 1).
+    rng : None, int or numpy.random.Generator
+        Source of the resampling randomness.
+
+    Returns
+    -------
+    AgreementCoefficient
+        ``coefficient="krippendorff_alpha"``; ``value`` is NaN (with an
+        :class:`UndefinedAgreementWarning`) when no item has 2 labels or every
+        pairable label is the same class (:math:`D_e = 0`).
+
+    Notes
+    -----
+    The interval resamples pairable *items* with replacement (by a multinomial on the
+    multiplicities of the distinct count vectors), which is the usual unit of sampling
+    in annotation audits; Krippendorff's own bootstrap resamples pairs of values
+    instead and gives somewhat different intervals.
+
+    Raises
+    ------
+    StatsInputError
+        Counts that are not a non-empty (N, L) matrix of non-negative integers, or bad
+        ``n_bootstrap`` / ``confidence`` / ``rng``.
+
+    Examples
+    --------
+    The nominal example of [K2011]_ (4 observers, 12 units, missing values):
+
+    >>> counts = [[3, 0, 0, 0, 0], [0, 3, 1, 0, 0], [0, 0, 4, 0, 0], [0, 0, 4, 0, 0],
+    ...           [0, 4, 0, 0, 0], [1, 1, 1, 1, 0], [0, 0, 0, 4, 0], [3, 1, 0, 0, 0],
+    ...           [0, 4, 0, 0, 0], [0, 0, 0, 0, 3], [2, 0, 0, 0, 0], [0, 0, 1, 0, 0]]
+    >>> round(krippendorff_alpha(counts, n_bootstrap=0).value, 3)
+    0.743
+    """
+    arr = _as_counts(counts, "counts")
+    n_bootstrap, confidence = _check_bootstrap_args(n_bootstrap, confidence)
+    gen = as_rng(rng)
+    k = arr.sum(axis=1)
+    pairable = arr[k >= 2] if (k < 2).any() else arr
+    n_pairable = int(pairable.shape[0])
+    if n_pairable == 0:
+        warnings.warn("Krippendorff's alpha is undefined: no item has 2 or more labels.",
+                      UndefinedAgreementWarning, stacklevel=2)
+        return AgreementCoefficient("krippendorff_alpha", np.nan, np.nan, np.nan, np.nan, np.nan,
+                                    0, 0, 0, confidence, n_bootstrap, n_bootstrap)
+    # Point estimate straight from the per-item features (no histogram needed).
+    alpha, a_obs, a_exp = _alpha_from_sums(_alpha_sums(pairable))
+    value = float(alpha[0])
+    lo = hi = np.nan
+    n_undef = 0
+    if np.isnan(value):
+        warnings.warn("Krippendorff's alpha is undefined: every pairable label is the same class.",
+                      UndefinedAgreementWarning, stacklevel=2)
+        n_undef = n_bootstrap
+    elif n_bootstrap:
+        unique, mult = _histogram(pairable)
+        boot = _bootstrap_sums(_alpha_features(unique), mult,
+                               lambda s: _alpha_from_sums(s)[0], n_bootstrap, gen)
+        lo, hi, n_undef = _percentile_interval(boot, confidence)
+    return AgreementCoefficient(
+        "krippendorff_alpha", value, lo, hi, float(a_obs[0]), float(a_exp[0]),
+        n_pairable, n_pairable, int(pairable.sum()), confidence, n_bootstrap, n_undef,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Fleiss' kappa (Gwet's generalisation to a varying number of raters)
+
+
+def _fleiss_parts(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per rated row: 1{K>=2}, P_i 1{K>=2} and 1/K."""
+    k = counts.sum(axis=1)
+    pairable = k >= 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p_i = (np.einsum("ij,ij->i", counts, counts) - k) / (k * (k - 1.0))
+    return pairable.astype(np.float64), np.where(pairable, p_i, 0.0), 1.0 / k
+
+
+def _fleiss_features(counts: np.ndarray) -> np.ndarray:
+    """Per rated row: ``[1{K>=2}, P_i 1{K>=2}, n_1/K, ..., n_L/K]``."""
+    pairable, p_i, inv_k = _fleiss_parts(counts)
+    return np.column_stack([pairable, p_i, counts * inv_k[:, None]])
+
+
+def _fleiss_sums(counts: np.ndarray) -> np.ndarray:
+    """``_fleiss_features(counts).sum(axis=0)`` without the (N, L+2) intermediate."""
+    pairable, p_i, inv_k = _fleiss_parts(counts)
+    return np.concatenate([[pairable.sum(), p_i.sum()], inv_k @ counts])
+
+
+def _fleiss_from_sums(sums: np.ndarray, n_rated: np.ndarray | float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Kappa, P_a and P_e from summed features (rows: resamples)."""
+    sums = np.atleast_2d(sums)
+    n_pairable = sums[:, 0]
+    pi = sums[:, 2:] / np.reshape(n_rated, (-1, 1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p_a = sums[:, 1] / n_pairable
+        p_e = (pi * pi).sum(axis=1)
+        kappa = (p_a - p_e) / (1.0 - p_e)
+    undefined = (n_pairable < 1) | ((sums[:, 2:] > 0).sum(axis=1) < 2)
+    kappa[undefined] = np.nan
+    return kappa, p_a, p_e
+
+
+def _statsmodels_fleiss(counts: np.ndarray) -> float:
+    """statsmodels' Fleiss' kappa, called only where it is defined (constant K >= 2,
+    at least two classes used): it asserts on a varying K and divides 0/0 otherwise."""
+    # Imported here: statsmodels.stats pulls in most of statsmodels (about 2 s), which
+    # `import auditor.stats` should not pay for.
+    from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
+
+    return float(sm_fleiss_kappa(counts, method="fleiss"))
+
+
+def fleiss_kappa(counts, *, n_bootstrap: int = 1000, confidence: float = 0.95,
+                 rng=None) -> AgreementCoefficient:
+    r"""Fleiss' kappa from per-item label counts, for constant or varying raters per item.
+
+    For item :math:`i` with :math:`K_i` labels, :math:`n_{ic}` of class :math:`c`:
+
+    .. math::
+
+        P_a = \frac{1}{N_2}\sum_{i: K_i \ge 2} \frac{\sum_c n_{ic}(n_{ic}-1)}{K_i(K_i-1)},
+        \qquad
+        \pi_c = \frac{1}{N_1}\sum_{i: K_i \ge 1} \frac{n_{ic}}{K_i},
+        \qquad
+        P_e = \sum_c \pi_c^2,
+        \qquad
+        \kappa = \frac{P_a - P_e}{1 - P_e},
+
+    with :math:`N_2` the items with at least 2 labels and :math:`N_1` those with at
+    least one. With the same number of labels on every item this is exactly Fleiss'
+    kappa [F1971]_ (computed then by ``statsmodels.stats.inter_rater.fleiss_kappa``);
+    with a varying number it is the standard generalisation of Gwet [G2014]_ (also
+    ``fleiss.kappa.raw`` of Gwet's irrCAC package): agreement averaged over items
+    with 2+ labels, class prevalence averaged over per-item proportions.
+
+    Parameters
+    ----------
+    counts : array-like of int, shape (N, L), LabelCounts, or Annotations
+        ``counts[i, c]`` labels of class ``c`` on item ``i``; rows without labels
+        are ignored.
+    n_bootstrap : int, default 1000
+        Item-bootstrap resamples (items with at least one label); 0 skips it.
+    confidence : float, default 0.95
+        Level of the percentile interval, in (0, 1).
+    rng : None, int or numpy.random.Generator
+        Source of the resampling randomness.
+
+    Returns
+    -------
+    AgreementCoefficient
+        ``coefficient="fleiss_kappa"``; ``value`` is NaN (with an
+        :class:`UndefinedAgreementWarning`) when no item has 2 labels or only one
+        class is ever used (:math:`P_e = 1`).
+
+    Raises
+    ------
+    StatsInputError
+        Counts that are not a non-empty (N, L) matrix of non-negative integers, or bad
+        ``n_bootstrap`` / ``confidence`` / ``rng``.
+
+    Examples
+    --------
+    The 10 subjects × 14 raters × 5 categories example (Fleiss' kappa 0.210):
+
+    >>> table = [[0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0],
+    ...          [2, 2, 8, 1, 1], [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2],
+    ...          [6, 5, 2, 1, 0], [0, 2, 2, 3, 7]]
+    >>> round(fleiss_kappa(table, n_bootstrap=0).value, 3)
+    0.21
+    """
+    arr = _as_counts(counts, "counts")
+    n_bootstrap, confidence = _check_bootstrap_args(n_bootstrap, confidence)
+    gen = as_rng(rng)
+    k = arr.sum(axis=1)
+    if (k == 0).any():
+        arr, k = arr[k >= 1], k[k >= 1]
+    rated = arr
+    n_rated = int(rated.shape[0])
+    n_pairable = int((k >= 2).sum())
+    if n_pairable == 0:
+        warnings.warn("Fleiss' kappa is undefined: no item has 2 or more labels.",
+                      UndefinedAgreementWarning, stacklevel=2)
+        return AgreementCoefficient("fleiss_kappa", np.nan, np.nan, np.nan, np.nan, np.nan,
+                                    n_rated, 0, int(k.sum()), confidence, n_bootstrap, n_bootstrap)
+    kappa, p_a, p_e = _fleiss_from_sums(_fleiss_sums(rated), n_rated)
+    value = float(kappa[0])
+    lo = hi = np.nan
+    n_undef = 0
+    if np.isnan(value):
+        warnings.warn("Fleiss' kappa is undefined: only one class is ever used (P_e = 1).",
+                      UndefinedAgreementWarning, stacklevel=2)
+        n_undef = n_bootstrap
+    else:
+        if k.min() == k.max():
+            value = _statsmodels_fleiss(rated)
+        if n_bootstrap:
+            unique, mult = _histogram(rated)
+            boot = _bootstrap_sums(_fleiss_features(unique), mult,
+                                   lambda s: _fleiss_from_sums(s, n_rated)[0], n_bootstrap, gen)
+            lo, hi, n_undef = _percentile_interval(boot, confidence)
+    return AgreementCoefficient(
+        "fleiss_kappa", value, lo, hi, float(p_a[0]), float(p_e[0]),
+        n_rated, n_pairable, int(k.sum()), confidence, n_bootstrap, n_undef,
+    )
+
+
+# ---------------------------------------------------------------------------
+# pairwise Cohen's kappa
+
+
+def _long_form(data) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple, int]:
+    """(item, annotator, label) codes, annotator names and the number of classes."""
+    if isinstance(data, Annotations):
+        return data.item, data.annotator, data.label, data.annotators, data.n_labels
+    names = None
+    if hasattr(data, "to_numpy") and hasattr(data, "columns"):
+        names = tuple(data.columns)
+        data = data.to_numpy()
+    arr = np.asarray(data)
+    if arr.ndim != 2:
+        raise StatsInputError(
+            f"`annotations` must be an Annotations table or a 2-D item × rater matrix; got shape {arr.shape}."
+        )
+    if arr.size == 0:
+        raise StatsInputError("`annotations` is empty.")
+    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.number):
+        raise StatsInputError(f"`annotations` matrix must hold integer class indices; got dtype {arr.dtype}.")
+    vals = arr.astype(np.float64)
+    present = ~(np.isnan(vals) | (vals == -1))
+    bad = present & ((vals < 0) | (vals != np.round(vals)) | ~np.isfinite(vals))
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise StatsInputError(
+            f"`annotations` row {r}, rater {c}: {arr[r, c]!r} is not a class index (use -1 or NaN for missing)."
+        )
+    if not present.any():
+        raise StatsInputError("`annotations` has no labels: every entry is missing.")
+    item, ann = np.nonzero(present)
+    label = vals[item, ann].astype(np.int64)
+    names = tuple(range(arr.shape[1])) if names is None else names
+    return item.astype(np.int64), ann.astype(np.int64), label, names, int(label.max()) + 1
+
+
+def _pairs_within_items(item: np.ndarray, annotator: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (first, second) of every pair of annotations on the same item, with
+    ``annotator[first] < annotator[second]``, fully vectorised."""
+    order = np.lexsort((annotator, item))
+    it = item[order]
+    starts = np.flatnonzero(np.r_[True, it[1:] != it[:-1]])
+    sizes = np.diff(np.r_[starts, it.size])
+    pos = np.arange(it.size) - np.repeat(starts, sizes)
+    n_after = np.repeat(sizes, sizes) - pos - 1  # partners following each annotation
+    first = np.repeat(np.arange(it.size), n_after)
+    offset = np.arange(first.size) - np.repeat(np.cumsum(n_after) - n_after, n_after) + 1
+    return order[first], order[first + offset]
+
+
+def _pair_kappas(conf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Cohen's kappa and overlap of each (P, L, L) confusion matrix (NaN if undefined)."""
+    n = conf.sum(axis=(1, 2))
+    rows = conf.sum(axis=2)
+    cols = conf.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p_o = np.trace(conf, axis1=1, axis2=2) / n
+        p_e = (rows * cols).sum(axis=1) / (n * n)
+        kappa = (p_o - p_e) / (1.0 - p_e)
+    # p_e = 1 exactly when both raters used one and the same class on every shared item.
+    undefined = (n == 0) | ((rows == n[:, None]) & (cols == n[:, None])).any(axis=1)
+    kappa[undefined] = np.nan
+    return kappa, n
+
+
+def _pair_means(kappa: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Overlap-weighted and unweighted means over pairs (last axis), ignoring NaN."""
+    ok = np.isfinite(kappa)
+    w = np.where(ok, n, 0.0)
+    k0 = np.where(ok, kappa, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        weighted = (w * k0).sum(axis=-1) / w.sum(axis=-1)
+        unweighted = k0.sum(axis=-1) / ok.sum(axis=-1)
+    return weighted, unweighted
+
+
+def pairwise_cohen_kappa(annotations, *, min_overlap: int = 10, n_bootstrap: int = 200,
+                         confidence: float = 0.95, rng=None) -> PairwiseKappa:
+    r"""Cohen's kappa for every pair of annotators sharing at least ``min_overlap`` items.
+
+    For annotators :math:`a, b` and their :math:`n_{ab}` shared items, with
+    :math:`p_o` the fraction of shared items given the same class and
+    :math:`p_{a,c}`, :math:`p_{b,c}` each one's class proportions on those items
+    [C1960]_:
+
+    .. math::
+
+        \kappa_{ab} = \frac{p_o - p_e}{1 - p_e}, \qquad p_e = \sum_c p_{a,c}\, p_{b,c}.
+
+    This is ``sklearn.metrics.cohen_kappa_score`` (unweighted) on the shared items of
+    each pair, computed for all pairs at once from one ``bincount`` of the label pairs.
+    The summaries are the overlap-weighted mean
+    :math:`\sum n_{ab}\kappa_{ab} / \sum n_{ab}` (``mean_weighted``: pairs that
+    share more items count more) and the unweighted mean over pairs
+    (``mean_unweighted``).
+
+    Parameters
+    ----------
+    annotations : Annotations, or array-like / DataFrame of shape (N, R)
+        Who gave which label: an :class:`~auditor.stats.counts.Annotations` table, or
+        an item × rater matrix of class indices ``0..L-1`` with ``-1`` (or NaN) where a
+        rater gave no label (a DataFrame's columns name the raters).
+    min_overlap : int, default 10
+        Pairs sharing fewer items get NaN and stay out of the means.
+    n_bootstrap : int, default 200
+        Item-bootstrap resamples for the intervals of the two means; 0 skips them.
+        Each resample costs one pass over all label pairs, hence the lower default.
+    confidence : float, default 0.95
+    rng : None, int or numpy.random.Generator
+
+    Returns
+    -------
+    PairwiseKappa
+        Pair kappas and overlaps as (R, R) matrices, the two means and their
+        percentile intervals. Pairs whose kappa is undefined (both annotators used
+        one same class on all shared items) are NaN, counted in ``n_pairs_undefined``
+        and left out of the means; a warning says so.
+
+    Notes
+    -----
+    Memory and time per resample are proportional to the number of label pairs,
+    :math:`\sum_n K_n(K_n-1)/2`. The set of eligible pairs is fixed on the original
+    data; a resample in which a pair shares no item leaves that pair out.
+
+    Raises
+    ------
+    StatsInputError
+        A matrix entry that is not a class index or -1/NaN, no labels, bad
+        ``min_overlap`` / ``n_bootstrap`` / ``confidence`` / ``rng``.
+
+    Examples
+    --------
+    >>> m = [[0, 0], [0, 1], [1, 1], [1, 1], [0, 0], [1, 0]]
+    >>> res = pairwise_cohen_kappa(m, min_overlap=2, n_bootstrap=0)
+    >>> round(float(res.kappa[0, 1]), 4)
+    0.3333
+    """
+    item, ann, label, names, n_labels = _long_form(annotations)
+    if isinstance(min_overlap, bool) or not isinstance(min_overlap, int | np.integer) or min_overlap < 1:
+        raise StatsInputError(f"`min_overlap` must be a positive integer; got {min_overlap!r}.")
+    n_bootstrap, confidence = _check_bootstrap_args(n_bootstrap, confidence)
+    gen = as_rng(rng)
+    n_ann = len(names)
+
+    first, second = _pairs_within_items(item, ann)
+    pair_code = ann[first] * n_ann + ann[second]
+    overlap_flat = np.bincount(pair_code, minlength=n_ann * n_ann)
+    overlap = overlap_flat.reshape(n_ann, n_ann)
+    overlap = overlap + overlap.T
+
+    eligible = np.flatnonzero(overlap_flat >= min_overlap)  # codes a * R + b, a < b
+    keep = np.isin(pair_code, eligible)
+    pair_idx = np.searchsorted(eligible, pair_code[keep])
+    n_cells = n_labels * n_labels
+    cell = pair_idx * n_cells + label[first[keep]] * n_labels + label[second[keep]]
+    pair_item = item[first[keep]]
+    n_p = eligible.size
+
+    def kappas(weights=None):
+        w = None if weights is None else weights[pair_item]
+        conf = np.bincount(cell, weights=w, minlength=n_p * n_cells).astype(np.float64)
+        return _pair_kappas(conf.reshape(n_p, n_labels, n_labels))
+
+    kappa_p, n_p_items = kappas()
+    weighted, unweighted = _pair_means(kappa_p, n_p_items)
+    n_undefined = int(np.isnan(kappa_p).sum())
+    if n_undefined:
+        warnings.warn(
+            f"Cohen's kappa is undefined for {n_undefined} of {n_p} annotator pairs "
+            "(both used one same class on every shared item); they are left out of the means.",
+            UndefinedAgreementWarning, stacklevel=2,
+        )
+    if n_p == n_undefined:
+        warnings.warn(
+            f"no annotator pair shares {min_overlap} items with a defined kappa: the means are undefined.",
+            UndefinedAgreementWarning, stacklevel=2,
+        )
+
+    kappa = np.full((n_ann, n_ann), np.nan)
+    a, b = np.divmod(eligible, n_ann)
+    kappa[a, b] = kappa_p
+    kappa[b, a] = kappa_p
+
+    entering = np.unique(pair_item)
+    w_lo = w_hi = u_lo = u_hi = np.nan
+    n_boot_undef = n_bootstrap if n_p == n_undefined else 0
+    if n_bootstrap and n_p > n_undefined:
+        boot_w = np.empty(n_bootstrap)
+        boot_u = np.empty(n_bootstrap)
+        n_items_total = int(item.max()) + 1
+        for r in range(n_bootstrap):
+            draw = gen.integers(0, entering.size, size=entering.size)
+            weights = np.bincount(entering[draw], minlength=n_items_total).astype(np.float64)
+            kb, nb = kappas(weights)
+            boot_w[r], boot_u[r] = _pair_means(kb, nb)
+        w_lo, w_hi, n_boot_undef = _percentile_interval(boot_w, confidence)
+        u_lo, u_hi, _ = _percentile_interval(boot_u, confidence)
+    return PairwiseKappa(
+        annotators=tuple(names), kappa=kappa, overlap=overlap,
+        n_pairs=int(n_p - n_undefined), n_pairs_undefined=n_undefined,
+        mean_weighted=float(weighted), mean_unweighted=float(unweighted),
+        weighted_ci_low=w_lo, weighted_ci_high=w_hi, unweighted_ci_low=u_lo, unweighted_ci_high=u_hi,
+        n_items=int(entering.size), min_overlap=int(min_overlap), confidence=confidence,
+        n_bootstrap=n_bootstrap, n_bootstrap_undefined=n_boot_undef,
+    )
+
+
+# ---------------------------------------------------------------------------
+# all at once
+
+
+def agreement(data, *, n_bootstrap: int = 1000, n_bootstrap_pairwise: int = 200,
+              min_overlap: int = 10, confidence: float = 0.95, rng=None) -> AgreementReport:
+    """Krippendorff's alpha, Fleiss' kappa and (with identities) pairwise Cohen's kappa.
+
+    Parameters
+    ----------
+    data : Annotations, LabelCounts or array-like of int, shape (N, L)
+        With an :class:`~auditor.stats.counts.Annotations` table all three are
+        computed; with label counts only alpha and Fleiss' kappa (``pairwise`` is
+        None). An item × rater matrix is not accepted here, as it cannot be told apart
+        from a count matrix: convert it with
+        :func:`~auditor.stats.counts.annotations_from_wide` first.
+    n_bootstrap : int, default 1000
+        Resamples for alpha and Fleiss' kappa.
+    n_bootstrap_pairwise : int, default 200
+        Resamples for the pairwise means.
+    min_overlap : int, default 10
+        See :func:`pairwise_cohen_kappa`.
+    confidence : float, default 0.95
+    rng : None, int or numpy.random.Generator
+        One generator drives the three bootstraps in turn.
+
+    Returns
+    -------
+    AgreementReport
+    """
+    gen = as_rng(rng)
+    counts = _as_counts(data, "data")
+    alpha = krippendorff_alpha(counts, n_bootstrap=n_bootstrap, confidence=confidence, rng=gen)
+    kappa = fleiss_kappa(counts, n_bootstrap=n_bootstrap, confidence=confidence, rng=gen)
+    pairwise = None
+    if isinstance(data, Annotations):
+        pairwise = pairwise_cohen_kappa(data, min_overlap=min_overlap, n_bootstrap=n_bootstrap_pairwise,
+                                        confidence=confidence, rng=gen)
+    return AgreementReport(alpha, kappa, pairwise)
