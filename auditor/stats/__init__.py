@@ -44,6 +44,17 @@ from auditor.stats.counts import (
 )
 
 # --- agreement coefficients ---
+# isort: split
+from auditor.stats.agreement import (
+    AgreementCoefficient,
+    AgreementReport,
+    PairwiseKappa,
+    UndefinedAgreementWarning,
+    agreement,
+    fleiss_kappa,
+    krippendorff_alpha,
+    pairwise_cohen_kappa,
+)
 
 # --- survey equivalence (Resnick et al.) ---
 
