@@ -59,6 +59,17 @@ from auditor.stats.agreement import (
 # --- survey equivalence (Resnick et al.) ---
 
 # --- BEST performance (Lourie et al.) ---
+# isort: split
+from auditor.stats.best import (
+    BEST_METRICS,
+    BestPerformance,
+    BestPerformanceWarning,
+    DirichletMultinomialFit,
+    ScoreRequestError,
+    best_performance,
+    fit_dirichlet_multinomial,
+    scoracle_score,
+)
 
 __all__ = sorted(
     name for name, value in globals().items()
