@@ -72,8 +72,8 @@ class AgreementCoefficient:
         The coefficient, ``(observed - expected) / (1 - expected)``, in [-1, 1]
         (alpha can go slightly below -1 on tiny samples); NaN when undefined.
     ci_low, ci_high : float
-        Percentile bootstrap interval over items at level ``confidence``; NaN when
-        ``n_bootstrap == 0`` or the coefficient is undefined.
+        Bootstrap interval over items at level ``confidence`` (see ``interval``); NaN
+        when ``n_bootstrap == 0`` or the coefficient is undefined.
     observed_agreement, expected_agreement : float
         The two agreement rates behind ``value`` (for alpha: ``1 - D_o`` and
         ``1 - D_e``).
@@ -85,6 +85,8 @@ class AgreementCoefficient:
     n_values : int
         Labels carried by the items that enter.
     confidence : float
+    interval : str
+        ``"percentile"`` or ``"basic"`` (see :func:`krippendorff_alpha`).
     n_bootstrap : int
         Resamples drawn.
     n_bootstrap_undefined : int
@@ -101,6 +103,7 @@ class AgreementCoefficient:
     n_pairable_items: int
     n_values: int
     confidence: float
+    interval: str
     n_bootstrap: int
     n_bootstrap_undefined: int
 
@@ -128,11 +131,13 @@ class PairwiseKappa:
     mean_unweighted : float
         The plain mean of the pair kappas (every pair counts once).
     weighted_ci_low, weighted_ci_high, unweighted_ci_low, unweighted_ci_high : float
-        Percentile bootstrap intervals over items for the two means.
+        Bootstrap intervals over items for the two means (see ``interval``).
     n_items : int
         Items labeled by at least one eligible pair (the items the bootstrap resamples).
     min_overlap : int
     confidence : float
+    interval : str
+        ``"percentile"`` or ``"basic"`` (see :func:`pairwise_cohen_kappa`).
     n_bootstrap : int
     n_bootstrap_undefined : int
         Resamples on which no pair had a defined kappa.
@@ -152,6 +157,7 @@ class PairwiseKappa:
     n_items: int
     min_overlap: int
     confidence: float
+    interval: str
     n_bootstrap: int
     n_bootstrap_undefined: int
 
@@ -185,10 +191,15 @@ class AgreementReport:
 # argument checks
 
 
-def _check_bootstrap_args(n_bootstrap, confidence) -> tuple[int, float]:
+_INTERVALS = ("percentile", "basic")
+
+
+def _check_bootstrap_args(n_bootstrap, confidence, interval) -> tuple[int, float]:
     if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, int | np.integer) or n_bootstrap < 0:
         raise StatsInputError(f"`n_bootstrap` must be a non-negative integer; got {n_bootstrap!r}.")
     conf = check_probability(confidence, name="confidence", open_interval=True)
+    if interval not in _INTERVALS:
+        raise StatsInputError(f"`interval` must be one of {list(_INTERVALS)}; got {interval!r}.")
     return int(n_bootstrap), conf
 
 
@@ -218,14 +229,23 @@ def _histogram(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return unique, mult
 
 
-def _percentile_interval(samples: np.ndarray, confidence: float) -> tuple[float, float, int]:
-    """Percentile interval of the defined (finite) samples, and how many were not."""
+def _interval(samples: np.ndarray, estimate: float, confidence: float,
+              method: str) -> tuple[float, float, int]:
+    """Bootstrap interval from the defined (finite) samples, and how many were not.
+
+    ``"percentile"``: the quantiles ``q(a/2), q(1 - a/2)`` of the resampled values.
+    ``"basic"`` (reverse percentile): ``2·estimate - q(1 - a/2), 2·estimate - q(a/2)``,
+    which corrects, to first order, a shift of the resampled values away from the
+    estimate (the statistic's own bias).
+    """
     ok = np.isfinite(samples)
     n_bad = int(samples.size - ok.sum())
-    if not ok.any():
+    if not ok.any() or not np.isfinite(estimate):
         return np.nan, np.nan, n_bad
     tail = (1.0 - confidence) / 2.0
     lo, hi = np.quantile(samples[ok], [tail, 1.0 - tail])
+    if method == "basic":
+        lo, hi = 2.0 * estimate - hi, 2.0 * estimate - lo
     return float(lo), float(hi), n_bad
 
 
@@ -286,7 +306,7 @@ def _alpha_from_sums(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarr
 
 
 def krippendorff_alpha(counts, *, n_bootstrap: int = 1000, confidence: float = 0.95,
-                       rng=None) -> AgreementCoefficient:
+                       interval: str = "percentile", rng=None) -> AgreementCoefficient:
     r"""Krippendorff's alpha for nominal data, from per-item label counts.
 
     With :math:`n_{uc}` the number of labels of class :math:`c` on unit (item)
@@ -313,7 +333,11 @@ def krippendorff_alpha(counts, *, n_bootstrap: int = 1000, confidence: float = 0
     n_bootstrap : int, default 1000
         Item-bootstrap resamples for the interval; 0 skips it.
     confidence : float, default 0.95
-        Level of the percentile interval, in (0, 1).
+        Level of the interval, in (0, 1).
+    interval : {"percentile", "basic"}, default "percentile"
+        Percentile interval of the resampled values, or the basic (reverse
+        percentile) interval ``[2·value - q_hi, 2·value - q_lo]``, which corrects a
+        bias of the statistic that shifts the resampled values off the estimate.
     rng : None, int or numpy.random.Generator
         Source of the resampling randomness.
 
@@ -348,7 +372,7 @@ def krippendorff_alpha(counts, *, n_bootstrap: int = 1000, confidence: float = 0
     0.743
     """
     arr = _as_counts(counts, "counts")
-    n_bootstrap, confidence = _check_bootstrap_args(n_bootstrap, confidence)
+    n_bootstrap, confidence = _check_bootstrap_args(n_bootstrap, confidence, interval)
     gen = as_rng(rng)
     k = arr.sum(axis=1)
     pairable = arr[k >= 2] if (k < 2).any() else arr
@@ -357,7 +381,7 @@ def krippendorff_alpha(counts, *, n_bootstrap: int = 1000, confidence: float = 0
         warnings.warn("Krippendorff's alpha is undefined: no item has 2 or more labels.",
                       UndefinedAgreementWarning, stacklevel=2)
         return AgreementCoefficient("krippendorff_alpha", np.nan, np.nan, np.nan, np.nan, np.nan,
-                                    0, 0, 0, confidence, n_bootstrap, n_bootstrap)
+                                    0, 0, 0, confidence, interval, n_bootstrap, n_bootstrap)
     # Point estimate straight from the per-item features (no histogram needed).
     alpha, a_obs, a_exp = _alpha_from_sums(_alpha_sums(pairable))
     value = float(alpha[0])
@@ -371,10 +395,10 @@ def krippendorff_alpha(counts, *, n_bootstrap: int = 1000, confidence: float = 0
         unique, mult = _histogram(pairable)
         boot = _bootstrap_sums(_alpha_features(unique), mult,
                                lambda s: _alpha_from_sums(s)[0], n_bootstrap, gen)
-        lo, hi, n_undef = _percentile_interval(boot, confidence)
+        lo, hi, n_undef = _interval(boot, value, confidence, interval)
     return AgreementCoefficient(
         "krippendorff_alpha", value, lo, hi, float(a_obs[0]), float(a_exp[0]),
-        n_pairable, n_pairable, int(pairable.sum()), confidence, n_bootstrap, n_undef,
+        n_pairable, n_pairable, int(pairable.sum()), confidence, interval, n_bootstrap, n_undef,
     )
 
 
@@ -428,7 +452,7 @@ def _statsmodels_fleiss(counts: np.ndarray) -> float:
 
 
 def fleiss_kappa(counts, *, n_bootstrap: int = 1000, confidence: float = 0.95,
-                 rng=None) -> AgreementCoefficient:
+                 interval: str = "percentile", rng=None) -> AgreementCoefficient:
     r"""Fleiss' kappa from per-item label counts, for constant or varying raters per item.
 
     For item :math:`i` with :math:`K_i` labels, :math:`n_{ic}` of class :math:`c`:
@@ -458,7 +482,9 @@ def fleiss_kappa(counts, *, n_bootstrap: int = 1000, confidence: float = 0.95,
     n_bootstrap : int, default 1000
         Item-bootstrap resamples (items with at least one label); 0 skips it.
     confidence : float, default 0.95
-        Level of the percentile interval, in (0, 1).
+        Level of the interval, in (0, 1).
+    interval : {"percentile", "basic"}, default "percentile"
+        See :func:`krippendorff_alpha`.
     rng : None, int or numpy.random.Generator
         Source of the resampling randomness.
 
@@ -486,7 +512,7 @@ def fleiss_kappa(counts, *, n_bootstrap: int = 1000, confidence: float = 0.95,
     0.21
     """
     arr = _as_counts(counts, "counts")
-    n_bootstrap, confidence = _check_bootstrap_args(n_bootstrap, confidence)
+    n_bootstrap, confidence = _check_bootstrap_args(n_bootstrap, confidence, interval)
     gen = as_rng(rng)
     k = arr.sum(axis=1)
     if (k == 0).any():
@@ -498,7 +524,8 @@ def fleiss_kappa(counts, *, n_bootstrap: int = 1000, confidence: float = 0.95,
         warnings.warn("Fleiss' kappa is undefined: no item has 2 or more labels.",
                       UndefinedAgreementWarning, stacklevel=2)
         return AgreementCoefficient("fleiss_kappa", np.nan, np.nan, np.nan, np.nan, np.nan,
-                                    n_rated, 0, int(k.sum()), confidence, n_bootstrap, n_bootstrap)
+                                    n_rated, 0, int(k.sum()), confidence, interval, n_bootstrap,
+                                    n_bootstrap)
     kappa, p_a, p_e = _fleiss_from_sums(_fleiss_sums(rated), n_rated)
     value = float(kappa[0])
     lo = hi = np.nan
@@ -514,10 +541,10 @@ def fleiss_kappa(counts, *, n_bootstrap: int = 1000, confidence: float = 0.95,
             unique, mult = _histogram(rated)
             boot = _bootstrap_sums(_fleiss_features(unique), mult,
                                    lambda s: _fleiss_from_sums(s, n_rated)[0], n_bootstrap, gen)
-            lo, hi, n_undef = _percentile_interval(boot, confidence)
+            lo, hi, n_undef = _interval(boot, value, confidence, interval)
     return AgreementCoefficient(
         "fleiss_kappa", value, lo, hi, float(p_a[0]), float(p_e[0]),
-        n_rated, n_pairable, int(k.sum()), confidence, n_bootstrap, n_undef,
+        n_rated, n_pairable, int(k.sum()), confidence, interval, n_bootstrap, n_undef,
     )
 
 
@@ -599,7 +626,8 @@ def _pair_means(kappa: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 def pairwise_cohen_kappa(annotations, *, min_overlap: int = 10, n_bootstrap: int = 200,
-                         confidence: float = 0.95, rng=None) -> PairwiseKappa:
+                         confidence: float = 0.95, interval: str = "percentile",
+                         rng=None) -> PairwiseKappa:
     r"""Cohen's kappa for every pair of annotators sharing at least ``min_overlap`` items.
 
     For annotators :math:`a, b` and their :math:`n_{ab}` shared items, with
@@ -630,6 +658,8 @@ def pairwise_cohen_kappa(annotations, *, min_overlap: int = 10, n_bootstrap: int
         Item-bootstrap resamples for the intervals of the two means; 0 skips them.
         Each resample costs one pass over all label pairs, hence the lower default.
     confidence : float, default 0.95
+    interval : {"percentile", "basic"}, default "percentile"
+        See :func:`krippendorff_alpha` and the notes below.
     rng : None, int or numpy.random.Generator
 
     Returns
@@ -645,6 +675,13 @@ def pairwise_cohen_kappa(annotations, *, min_overlap: int = 10, n_bootstrap: int
     Memory and time per resample are proportional to the number of label pairs,
     :math:`\sum_n K_n(K_n-1)/2`. The set of eligible pairs is fixed on the original
     data; a resample in which a pair shares no item leaves that pair out.
+
+    Kappa on few items is biased downwards (its chance term is estimated from the
+    same few items). When many pairs share only a few items each (a sparse crowd
+    design), the means inherit that bias, the resampled means sit lower still, and
+    the percentile interval can lie entirely below the estimate; the ``"basic"``
+    interval corrects such a shift to first order, and a larger ``min_overlap``
+    removes its cause.
 
     Raises
     ------
@@ -662,7 +699,7 @@ def pairwise_cohen_kappa(annotations, *, min_overlap: int = 10, n_bootstrap: int
     item, ann, label, names, n_labels = _long_form(annotations)
     if isinstance(min_overlap, bool) or not isinstance(min_overlap, int | np.integer) or min_overlap < 1:
         raise StatsInputError(f"`min_overlap` must be a positive integer; got {min_overlap!r}.")
-    n_bootstrap, confidence = _check_bootstrap_args(n_bootstrap, confidence)
+    n_bootstrap, confidence = _check_bootstrap_args(n_bootstrap, confidence, interval)
     gen = as_rng(rng)
     n_ann = len(names)
 
@@ -717,15 +754,15 @@ def pairwise_cohen_kappa(annotations, *, min_overlap: int = 10, n_bootstrap: int
             weights = np.bincount(entering[draw], minlength=n_items_total).astype(np.float64)
             kb, nb = kappas(weights)
             boot_w[r], boot_u[r] = _pair_means(kb, nb)
-        w_lo, w_hi, n_boot_undef = _percentile_interval(boot_w, confidence)
-        u_lo, u_hi, _ = _percentile_interval(boot_u, confidence)
+        w_lo, w_hi, n_boot_undef = _interval(boot_w, float(weighted), confidence, interval)
+        u_lo, u_hi, _ = _interval(boot_u, float(unweighted), confidence, interval)
     return PairwiseKappa(
         annotators=tuple(names), kappa=kappa, overlap=overlap,
         n_pairs=int(n_p - n_undefined), n_pairs_undefined=n_undefined,
         mean_weighted=float(weighted), mean_unweighted=float(unweighted),
         weighted_ci_low=w_lo, weighted_ci_high=w_hi, unweighted_ci_low=u_lo, unweighted_ci_high=u_hi,
         n_items=int(entering.size), min_overlap=int(min_overlap), confidence=confidence,
-        n_bootstrap=n_bootstrap, n_bootstrap_undefined=n_boot_undef,
+        interval=interval, n_bootstrap=n_bootstrap, n_bootstrap_undefined=n_boot_undef,
     )
 
 
@@ -734,7 +771,8 @@ def pairwise_cohen_kappa(annotations, *, min_overlap: int = 10, n_bootstrap: int
 
 
 def agreement(data, *, n_bootstrap: int = 1000, n_bootstrap_pairwise: int = 200,
-              min_overlap: int = 10, confidence: float = 0.95, rng=None) -> AgreementReport:
+              min_overlap: int = 10, confidence: float = 0.95, interval: str = "percentile",
+              rng=None) -> AgreementReport:
     """Krippendorff's alpha, Fleiss' kappa and (with identities) pairwise Cohen's kappa.
 
     Parameters
@@ -752,6 +790,8 @@ def agreement(data, *, n_bootstrap: int = 1000, n_bootstrap_pairwise: int = 200,
     min_overlap : int, default 10
         See :func:`pairwise_cohen_kappa`.
     confidence : float, default 0.95
+    interval : {"percentile", "basic"}, default "percentile"
+        See :func:`krippendorff_alpha`.
     rng : None, int or numpy.random.Generator
         One generator drives the three bootstraps in turn.
 
@@ -761,10 +801,11 @@ def agreement(data, *, n_bootstrap: int = 1000, n_bootstrap_pairwise: int = 200,
     """
     gen = as_rng(rng)
     counts = _as_counts(data, "data")
-    alpha = krippendorff_alpha(counts, n_bootstrap=n_bootstrap, confidence=confidence, rng=gen)
-    kappa = fleiss_kappa(counts, n_bootstrap=n_bootstrap, confidence=confidence, rng=gen)
+    common = {"confidence": confidence, "interval": interval, "rng": gen}
+    alpha = krippendorff_alpha(counts, n_bootstrap=n_bootstrap, **common)
+    kappa = fleiss_kappa(counts, n_bootstrap=n_bootstrap, **common)
     pairwise = None
     if isinstance(data, Annotations):
         pairwise = pairwise_cohen_kappa(data, min_overlap=min_overlap, n_bootstrap=n_bootstrap_pairwise,
-                                        confidence=confidence, rng=gen)
+                                        **common)
     return AgreementReport(alpha, kappa, pairwise)

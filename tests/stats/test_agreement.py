@@ -404,6 +404,16 @@ def test_histogram_bootstrap_matches_item_bootstrap(func):
     assert ours.ci_high == pytest.approx(ref.high, abs=tol)
 
 
+@pytest.mark.parametrize("func", [krippendorff_alpha, fleiss_kappa])
+def test_basic_interval_reflects_the_percentile_interval(func):
+    counts = _structured_counts(3)
+    pct = func(counts, n_bootstrap=300, rng=9)
+    basic = func(counts, n_bootstrap=300, interval="basic", rng=9)
+    assert basic.interval == "basic" and pct.interval == "percentile"
+    assert basic.ci_low == pytest.approx(2 * pct.value - pct.ci_high, abs=1e-12)
+    assert basic.ci_high == pytest.approx(2 * pct.value - pct.ci_low, abs=1e-12)
+
+
 def test_pairwise_bootstrap_interval():
     rng = np.random.default_rng(4)
     truth = rng.integers(0, 3, size=200)
@@ -416,6 +426,9 @@ def test_pairwise_bootstrap_interval():
     assert res.unweighted_ci_low < res.mean_unweighted < res.unweighted_ci_high
     again = pairwise_cohen_kappa(noisy, n_bootstrap=150, rng=0)
     assert again.weighted_ci_low == res.weighted_ci_low
+    basic = pairwise_cohen_kappa(noisy, n_bootstrap=150, interval="basic", rng=0)
+    assert basic.weighted_ci_low == pytest.approx(2 * res.mean_weighted - res.weighted_ci_high, abs=1e-12)
+    assert basic.unweighted_ci_high == pytest.approx(2 * res.mean_unweighted - res.unweighted_ci_low, abs=1e-12)
 
 
 def test_single_item_interval_collapses_to_the_value():
@@ -500,6 +513,7 @@ def test_bad_counts_name_the_argument(counts, match):
         ({"confidence": 1.0}, "`confidence`"),
         ({"confidence": 0}, "`confidence`"),
         ({"rng": "seed"}, "`rng`"),
+        ({"interval": "bca"}, "`interval`"),
     ],
 )
 def test_bad_options_name_the_argument(kwargs, match):
