@@ -63,7 +63,8 @@ class ABCModel:
         """log P_owner(z) row by row; ``owner`` and ``z`` are (M, L)."""
         n = owner.sum(axis=1)
         j = z.sum(axis=1)
-        return _log_falling(owner, z).sum(axis=1) - _log_falling(n, j)
+        # j > n implies some z_l > owner_l: probability 0, not -inf minus -inf.
+        return np.where(j > n, -np.inf, _log_falling(owner, z).sum(axis=1) - _log_falling(n, np.minimum(j, n)))
 
     def total(self, z: np.ndarray) -> np.ndarray:
         """Σ_items P_item(z) for each row of ``z`` (M, L), in chunks of bounded memory."""

@@ -26,7 +26,7 @@ from auditor.stats.equivalence._inputs import (
 from auditor.stats.equivalence.combiners import DEFAULT_CLIP, ABCModel
 from auditor.stats.equivalence.exact import exact_tables
 from auditor.stats.equivalence.sampling import sampling_classifier, sampling_curve
-from auditor.stats.equivalence.scorers import expected_item_scores
+from auditor.stats.equivalence.scorers import expected_item_scores, label_scores
 
 __all__ = [
     "ClassifierScore",
@@ -233,10 +233,11 @@ class _Problem:
     method: str
     combiner: str | None
     scorer: str
+    slots: int | None = None
 
 
 def _prepare(ratings, *, combiner, scorer, reference, n_labels, max_k, min_labels, method,
-             rng) -> _Problem:
+             rng, raters: str = "labels") -> _Problem:
     scorer = check_scorer(scorer)
     if combiner is not None:
         check_combiner(combiner)
@@ -275,8 +276,17 @@ def _prepare(ratings, *, combiner, scorer, reference, n_labels, max_k, min_label
         pool_counts = counts_of(pool, n_lab)
     if ref is not None:
         ref_counts = counts_of(ref, n_lab)
+    if raters not in ("labels", "columns"):
+        raise StatsInputError(f"`raters` must be 'labels' or 'columns'; got {raters!r}.")
+    slots = None
+    if raters == "columns":
+        if pool is None:
+            raise StatsInputError("`raters='columns'` needs a rating matrix, not counts.")
+        if reference is not None:
+            raise StatsInputError("`raters='columns'` is not available with `reference` raters.")
+        slots = pool.shape[1]
     n_per_item = pool_counts.sum(axis=1)
-    top = int(n_per_item.max()) - (1 if reference is None else 0)
+    top = (slots if slots is not None else int(n_per_item.max())) - (1 if reference is None else 0)
     if top < 0 or (reference is None and top < 1):
         raise StatsInputError("`ratings` needs at least two labels on some item (k raters plus a reference).")
     k_max = top if max_k is None else min(top, int(max_k))
@@ -297,7 +307,9 @@ def _prepare(ratings, *, combiner, scorer, reference, n_labels, max_k, min_label
                 "the same number of raters; pass `min_labels=m` to keep items with at least m "
                 "labels and m of each (or use an exact scorer)."
             )
-    return _Problem(pool, pool_counts, ref, ref_counts, rows, n_lab, k_max, method, combiner, scorer)
+    if slots is not None and method != "exact":
+        raise StatsInputError("`raters='columns'` is computed on the exact path only (agreement, cross-entropy).")
+    return _Problem(pool, pool_counts, ref, ref_counts, rows, n_lab, k_max, method, combiner, scorer, slots)
 
 
 def _fitted(problem: _Problem, combiner: str):
@@ -338,46 +350,92 @@ def _group_draws(group_mult: np.ndarray, item_group: np.ndarray, b: int,
     return out
 
 
+def _columns_run(problem: _Problem, *, combiner: str, clip: float, n_bootstrap: int,
+                 rng: np.random.Generator, pred: np.ndarray | None):
+    """``raters="columns"``: Algorithms 1 and 3 on the literal column layout.
+
+    Every score is a mean over the rater columns of a mean over the items labelled in
+    that column (the reference package's non-anonymous scoring), so the item's term
+    depends on which label sits in which column; the expectation over the k chosen
+    columns is exact (``ExactTables.per_label``). The work is proportional to
+    items × columns × k per replicate, so this compatibility mode does not scale like
+    the histogram path.
+    """
+    prior, model = _fitted(problem, combiner)
+    t = exact_tables(problem.pool_counts, None, combiner=combiner, scorer=problem.scorer,
+                     k_max=problem.k_max, prior=prior, model=model, clip=clip, slots=problem.slots)
+    has = problem.pool >= 0
+    labels = np.maximum(problem.pool, 0)
+    n, n_cols = has.shape
+    n_k = problem.k_max + 1
+    g = t.per_label[t.inverse[:, None], :, labels]            # (N, K, n_k)
+    g = np.where(has[:, :, None], g, 0.0).reshape(n, n_cols * n_k)
+    clf_terms = None
+    if pred is not None:
+        per = label_scores(problem.scorer, pred)
+        clf_terms = np.where(has, np.take_along_axis(per, labels, axis=1), 0.0)
+    hasf = has.astype(float)
+
+    def evaluate(w: np.ndarray):
+        den = w @ hasf                                           # (b, K)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            col = (w @ g).reshape(-1, n_cols, n_k) / den[:, :, None]
+            curve = np.nanmean(np.where(den[:, :, None] > 0, col, np.nan), axis=1)
+            clf = None
+            if clf_terms is not None:
+                clf = np.nanmean(np.where(den > 0, (w @ clf_terms) / den, np.nan), axis=1)
+        return curve, clf
+
+    chunks = _item_weights(n, n_bootstrap, rng)()
+    curves, clfs = zip(*(evaluate(w) for w in chunks), strict=True)
+    curve_rows = np.concatenate(curves)
+    clf_rows = np.concatenate(clfs) if clf_terms is not None else np.zeros(curve_rows.shape[0])
+    n_items = np.full(n_k, int(has.any(axis=1).sum()))
+    return curve_rows[0], curve_rows[1:], n_items, float(clf_rows[0]), clf_rows[1:]
+
+
 def _exact_run(problem: _Problem, *, combiner: str, clip: float, n_bootstrap: int,
                rng: np.random.Generator, item_scores: np.ndarray | None = None,
                item_ok: np.ndarray | None = None):
-    """Point curve, curve replicates, n_items, and (optionally) classifier replicates."""
+    """Point curve, curve replicates, n_items, classifier point and replicates.
+
+    Items that are interchangeable — same key (count vector) and same classifier term — form one group; a bootstrap sample is a multinomial draw of the
+    group sizes, so the work per replicate is proportional to the number of groups.
+    """
     prior, model = _fitted(problem, combiner)
     t = exact_tables(problem.pool_counts, problem.reference_counts, combiner=problem.combiner or combiner,
                      scorer=problem.scorer, k_max=problem.k_max, prior=prior, model=model, clip=clip)
-    num = t.multiplicity @ t.expected
-    den = t.multiplicity @ t.eligible
-    with np.errstate(invalid="ignore", divide="ignore"):
-        point = num / den
-    # Groups of interchangeable items: same key (count vector) and same classifier term.
     if item_scores is None:
-        group_key = t.inverse
-        grp, item_group, gmult = np.arange(t.keys.shape[0]), t.inverse, t.multiplicity
-        g_score = g_ok = None
+        group_of_key = np.arange(t.keys.shape[0])
+        item_group, gmult = t.inverse, t.multiplicity
+        g_score = g_ok = np.zeros(t.keys.shape[0])
     else:
         stacked = np.column_stack([t.inverse.astype(float), np.where(item_ok, item_scores, 0.0),
                                    item_ok.astype(float)])
         uniq, item_group, gmult = np.unique(stacked, axis=0, return_inverse=True, return_counts=True)
         item_group = item_group.reshape(-1)
-        grp = uniq[:, 0].astype(np.int64)
+        group_of_key = uniq[:, 0].astype(np.int64)
         g_score, g_ok = uniq[:, 1], uniq[:, 2]
-        group_key = None
-    del group_key
-    starts = np.flatnonzero(np.r_[True, grp[1:] != grp[:-1]])
-    reps = np.empty((n_bootstrap, point.shape[0]))
-    clf = np.empty(n_bootstrap) if item_scores is not None else None
+    starts = np.flatnonzero(np.r_[True, group_of_key[1:] != group_of_key[:-1]])
+
+    def evaluate(counts: np.ndarray):
+        w_key = np.add.reduceat(counts, starts, axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            curve = (w_key @ t.expected) / (w_key @ t.eligible)
+            clf = (counts @ (g_score * g_ok)) / (counts @ g_ok)
+        return curve, clf
+
+    point, clf_point = evaluate(gmult[None, :].astype(float))
+    n_items = np.rint(np.add.reduceat(gmult.astype(float), starts) @ t.eligible).astype(np.int64)
+    reps = np.empty((n_bootstrap, point.shape[1]))
+    clf = np.empty(n_bootstrap)
     step = max(1, _CHUNK_CELLS // max(1, gmult.shape[0]))
     done = 0
     while done < n_bootstrap:
         b = min(step, n_bootstrap - done)
-        counts = _group_draws(gmult, item_group, b, rng)
-        w_key = np.add.reduceat(counts, starts, axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            reps[done:done + b] = (w_key @ t.expected) / (w_key @ t.eligible)
-            if clf is not None:
-                clf[done:done + b] = (counts @ (g_score * g_ok)) / (counts @ g_ok)
+        reps[done:done + b], clf[done:done + b] = evaluate(_group_draws(gmult, item_group, b, rng))
         done += b
-    return point, reps, den.astype(np.int64), clf
+    return point[0], reps, n_items, float(clf_point[0]), clf
 
 
 def _curve(problem: _Problem, point, reps, n_items, confidence) -> PowerCurve:
@@ -406,7 +464,7 @@ def _sampling_n_items(problem: _Problem) -> np.ndarray:
 def power_curve(ratings, *, combiner: str, scorer: str, n_bootstrap: int = 500,
                 confidence: float = 0.95, rng=None, reference=None, n_labels: int | None = None,
                 max_k: int | None = None, min_labels: int | None = None, clip: float = DEFAULT_CLIP,
-                method: str = "auto") -> PowerCurve:
+                method: str = "auto", raters: str = "labels") -> PowerCurve:
     r"""Survey power curve c_k, k = 0..K−1 (Resnick et al., Algorithm 3), with intervals.
 
     c_k is the expected score of the combined labels of k raters against the label of
@@ -480,10 +538,15 @@ def power_curve(ratings, *, combiner: str, scorer: str, n_bootstrap: int = 500,
     _check_options(n_bootstrap, confidence, clip, max_k, min_labels, method)
     gen = as_rng(rng)
     problem = _prepare(ratings, combiner=combiner, scorer=scorer, reference=reference,
-                       n_labels=n_labels, max_k=max_k, min_labels=min_labels, method=method, rng=gen)
+                       n_labels=n_labels, max_k=max_k, min_labels=min_labels, method=method, rng=gen,
+                       raters=raters)
+    if problem.slots is not None:
+        point, reps, n_items, _, _ = _columns_run(problem, combiner=combiner, clip=clip,
+                                                  n_bootstrap=n_bootstrap, rng=gen, pred=None)
+        return _curve(problem, point, reps, n_items, confidence)
     if problem.method == "exact":
-        point, reps, n_items, _ = _exact_run(problem, combiner=combiner, clip=clip,
-                                             n_bootstrap=n_bootstrap, rng=gen)
+        point, reps, n_items, _, _ = _exact_run(problem, combiner=combiner, clip=clip,
+                                                n_bootstrap=n_bootstrap, rng=gen)
         return _curve(problem, point, reps, n_items, confidence)
     prior, model = _fitted(problem, combiner)
     weights = _item_weights(problem.pool.shape[0], n_bootstrap, gen)
@@ -583,7 +646,7 @@ def survey_equivalence(ratings, predictions, *, combiner: str, scorer: str, n_bo
                        confidence: float = 0.95, rng=None, reference=None,
                        n_labels: int | None = None, max_k: int | None = None,
                        min_labels: int | None = None, clip: float = DEFAULT_CLIP,
-                       method: str = "auto") -> SurveyEquivalence:
+                       method: str = "auto", raters: str = "labels") -> SurveyEquivalence:
     """Survey equivalence of a classifier: how many raters its predictions are worth.
 
     Algorithm 4 of Resnick et al.: with h the classifier's score (Algorithm 1) and c the
@@ -627,15 +690,21 @@ def survey_equivalence(ratings, predictions, *, combiner: str, scorer: str, n_bo
     _check_options(n_bootstrap, confidence, clip, max_k, min_labels, method)
     gen = as_rng(rng)
     problem = _prepare(ratings, combiner=combiner, scorer=scorer, reference=reference,
-                       n_labels=n_labels, max_k=max_k, min_labels=min_labels, method=method, rng=gen)
+                       n_labels=n_labels, max_k=max_k, min_labels=min_labels, method=method, rng=gen,
+                       raters=raters)
     pred = _validated_predictions(problem, predictions, _n_total(ratings))
     lo, hi = _bounds(confidence)
-    if problem.method == "exact":
+    if problem.slots is not None:
+        point, reps, n_items, clf_value, clf_reps = _columns_run(
+            problem, combiner=combiner, clip=clip, n_bootstrap=n_bootstrap, rng=gen, pred=pred)
+        clf = ClassifierScore(clf_value, _quantile(clf_reps, lo), _quantile(clf_reps, hi),
+                              scorer, int((problem.pool >= 0).any(axis=1).sum()), clf_reps)
+    elif problem.method == "exact":
         terms, ok = _classifier_terms(problem, pred)
-        point, reps, n_items, clf_reps = _exact_run(problem, combiner=combiner, clip=clip,
-                                                    n_bootstrap=n_bootstrap, rng=gen,
-                                                    item_scores=terms, item_ok=ok)
-        clf = ClassifierScore(float(terms[ok].mean()), _quantile(clf_reps, lo), _quantile(clf_reps, hi),
+        point, reps, n_items, clf_value, clf_reps = _exact_run(
+            problem, combiner=combiner, clip=clip, n_bootstrap=n_bootstrap, rng=gen,
+            item_scores=terms, item_ok=ok)
+        clf = ClassifierScore(clf_value, _quantile(clf_reps, lo), _quantile(clf_reps, hi),
                               scorer, int(ok.sum()), clf_reps)
     else:
         prior, model = _fitted(problem, combiner)

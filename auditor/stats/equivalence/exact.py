@@ -26,7 +26,7 @@ import numpy as np
 from scipy.special import gammaln
 
 from auditor.stats.equivalence.combiners import ABCModel, predict
-from auditor.stats.equivalence.scorers import expected_item_scores
+from auditor.stats.equivalence.scorers import label_scores
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,7 @@ class ExactTables:
     inverse: np.ndarray       # (N,) key row of each item
     expected: np.ndarray      # (U, n_k)
     eligible: np.ndarray      # (U, n_k) float 0/1
+    per_label: np.ndarray | None = None  # (U, n_k, L): columns mode, score given reference label l
 
 
 def sub_counts(unique: np.ndarray, k_max: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -66,8 +67,18 @@ def _log_comb(n: np.ndarray, k: np.ndarray) -> np.ndarray:
 
 
 def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: str, scorer: str,
-                 k_max: int, prior: np.ndarray, model: ABCModel | None, clip: float) -> ExactTables:
-    """Expected per-item scores e_k(key) for k = 0..k_max on the histogram of keys."""
+                 k_max: int, prior: np.ndarray, model: ABCModel | None, clip: float,
+                 slots: int | None = None) -> ExactTables:
+    """Expected per-item scores e_k(key) for k = 0..k_max on the histogram of keys.
+
+    With ``slots`` = K rater columns (``raters="columns"``), k counts columns of the
+    matrix, as the paper's package does on a matrix with empty cells: the reference
+    label l sits in one of the item's columns, the k chosen columns are among the other
+    K − 1 and show the item j ~ Hypergeometric(K − 1, n − 1, k) of its other labels,
+    y ~ Hypergeometric(m − e_l, j). ``per_label[u, k, l]`` is then the expected score
+    given reference label l: Σ_j P(j | k) f_j(m, l), using
+    H(y; m, j) (m_l − y_l)/(n − j) = (m_l / n) H(y; m − e_l, j).
+    """
     n_labels = pool.shape[1]
     keys_all = pool if reference is None else np.hstack([pool, reference])
     keys, inverse, mult = np.unique(keys_all, axis=0, return_inverse=True, return_counts=True)
@@ -75,7 +86,8 @@ def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: st
     u = keys[:, :n_labels]
     n_u = u.sum(axis=1)
     self_ref = reference is None
-    top = np.minimum(n_u - 1 if self_ref else n_u, k_max)
+    k_lab = k_max if slots is None else int(n_u.max()) - 1
+    top = np.minimum(n_u - 1 if self_ref else n_u, k_lab)
     owner, y = sub_counts(u, top)
     k = y.sum(axis=1)
     m = u[owner]
@@ -86,13 +98,31 @@ def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: st
     else:
         r = keys[owner, n_labels:]
         ref_dist = r / np.maximum(r.sum(axis=1), 1)[:, None]
-    score = expected_item_scores(scorer, pred, ref_dist)
-    n_k = k_max + 1
-    expected = np.bincount(owner * n_k + k, weights=np.exp(logw) * score,
-                           minlength=keys.shape[0] * n_k).reshape(-1, n_k)
-    ks = np.arange(n_k)[None, :]
+    terms = np.where(ref_dist > 0, ref_dist * label_scores(scorer, pred), 0.0) * np.exp(logw)[:, None]
+    n_j = k_lab + 1
+    index = owner * n_j + k
+    size = keys.shape[0] * n_j
+    expected = np.bincount(index, weights=terms.sum(axis=1), minlength=size).reshape(-1, n_j)
+    js = np.arange(n_j)[None, :]
     if self_ref:
-        eligible = n_u[:, None] >= ks + 1
+        eligible = n_u[:, None] >= js + 1
     else:
-        eligible = (n_u[:, None] >= ks) & (keys[:, n_labels:].sum(axis=1)[:, None] >= 1)
-    return ExactTables(keys, mult.astype(np.int64), inverse, expected, eligible.astype(float))
+        eligible = (n_u[:, None] >= js) & (keys[:, n_labels:].sum(axis=1)[:, None] >= 1)
+    eligible = eligible.astype(float)
+    if slots is None:
+        return ExactTables(keys, mult.astype(np.int64), inverse, expected, eligible)
+    per_label = np.stack([np.bincount(index, weights=terms[:, lab], minlength=size).reshape(-1, n_j)
+                          for lab in range(n_labels)], axis=2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_label = np.where(u[:, None, :] > 0, per_label * (n_u[:, None, None] / u[:, None, :]), 0.0)
+    ks = np.arange(k_max + 1)[None, None, :]
+    jj = np.arange(n_j)[None, :, None]
+    nn = (n_u - 1)[:, None, None]
+    valid = (jj <= nn) & (ks - jj >= 0) & (ks - jj <= slots - 1 - nn)
+    with np.errstate(invalid="ignore"):
+        logp = _log_comb(nn, jj) + _log_comb(slots - 1 - nn, ks - jj) - _log_comb(slots - 1, ks)
+    mix = np.where(valid, np.exp(np.where(valid, logp, 0.0)), 0.0)
+    per_label = np.einsum("ujl,ujk->ukl", per_label, mix)
+    eligible = np.repeat((n_u >= 1).astype(float)[:, None], k_max + 1, axis=1)
+    expected = np.einsum("ukl,ul->uk", per_label, u / np.maximum(n_u, 1)[:, None])
+    return ExactTables(keys, mult.astype(np.int64), inverse, expected, eligible, per_label)

@@ -129,16 +129,20 @@ SCORERS = {
 }
 
 
-def expected_item_scores(scorer: str, pred: np.ndarray, ref_dist: np.ndarray) -> np.ndarray:
-    """Per-row expected score against a reference label drawn from ``ref_dist`` (P, L).
+def label_scores(scorer: str, pred: np.ndarray) -> np.ndarray:
+    """(P, L): the score of each prediction row if the reference label were l.
 
     Only for the item-decomposable scorers (agreement, cross-entropy), whose score over
-    items is a mean of per-item terms.
+    items is a mean of such per-item terms.
     """
     if scorer == "agreement":
-        return (tie_uniform(pred) * ref_dist).sum(axis=1)
+        return tie_uniform(pred)
     if scorer == "cross_entropy":
         with np.errstate(divide="ignore"):
-            logp = np.log2(pred)
-        return np.where(ref_dist > 0, ref_dist * logp, 0.0).sum(axis=1)
+            return np.log2(pred)
     raise ValueError(scorer)  # pragma: no cover
+
+
+def expected_item_scores(scorer: str, pred: np.ndarray, ref_dist: np.ndarray) -> np.ndarray:
+    """Per-row expected score against a reference label drawn from ``ref_dist`` (P, L)."""
+    return np.where(ref_dist > 0, ref_dist * label_scores(scorer, pred), 0.0).sum(axis=1)
