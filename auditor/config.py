@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Settings", "load_settings"]
+__all__ = ["Settings", "WorkerSettings", "load_settings", "load_worker_settings"]
 
 _DEFAULT_MAX_UPLOAD = 1 << 30
 
@@ -74,3 +74,107 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides) -> Sett
     }
     values.update(overrides)
     return Settings(**values)
+
+
+# --- background workers (workers/, auditor.audit): Celery and audit settings ---------
+#
+# ``AUDITOR_CELERY_QUEUE``            queue the audit tasks use (default ``auditor``)
+# ``AUDITOR_CELERY_CONCURRENCY``      worker processes (default: Celery's, one per core)
+# ``AUDITOR_SWEEP_SECONDS``           period of the stale-dataset sweep (default 60)
+# ``AUDITOR_AUDIT_SOFT_TIME_LIMIT``   seconds before an audit is asked to stop (default 1500)
+# ``AUDITOR_AUDIT_TIME_LIMIT``        seconds before its process is killed (default 1800);
+#                                     a run still "running" after this is known dead
+# ``AUDITOR_AUDIT_MAX_RETRIES``       retries after a transient database error (default 5)
+# ``AUDITOR_AUDIT_RETRY_BACKOFF``     first retry delay in seconds, doubled each time (default 2)
+# ``AUDITOR_DB_LOCK_TIMEOUT_MS``      PostgreSQL lock_timeout of audit transactions (default 10000)
+# ``AUDITOR_AUDIT_BOOTSTRAP``         bootstrap resamples for intervals (default 500)
+# ``AUDITOR_AUDIT_SEED``              seed of every random choice of an audit (default 0)
+# ``AUDITOR_FANOUT_MIN_ITEMS``        items from which an audit fans out as a Celery group
+#                                     (default 50000)
+# ``AUDITOR_CERTIFY_THRESHOLD``       confidence a "certified" verdict needs (default 0.95)
+# ``AUDITOR_CERTIFY_BOUND``           ``theoretical`` (U_t, default) or ``empirical`` (U_e)
+# ``AUDITOR_ALERT_VENDOR_DELTA``      change of a vendor's upper bound that raises an alert
+#                                     (default 0.02); per vendor: ``AUDITOR_ALERT_VENDOR_DELTAS``
+#                                     as ``vendorA=0.05,vendorB=0.01``
+# ``AUDITOR_ALERT_WEBHOOK_URL``       where new alerts are POSTed as JSON (default: nowhere)
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """Settings of the Celery workers and of the audit pipeline; build with :func:`load_worker_settings`."""
+
+    queue: str = "auditor"
+    concurrency: int | None = None
+    sweep_seconds: float = 60.0
+    soft_time_limit: float = 1500.0
+    time_limit: float = 1800.0
+    max_retries: int = 5
+    retry_backoff: float = 2.0
+    db_lock_timeout_ms: int = 10_000
+    n_bootstrap: int = 500
+    seed: int = 0
+    fanout_min_items: int = 50_000
+    certify_threshold: float = 0.95
+    certify_bound: str = "theoretical"
+    vendor_alert_delta: float = 0.02
+    vendor_alert_deltas: tuple[tuple[str, float], ...] = ()
+    alert_webhook_url: str | None = None
+
+    def vendor_delta(self, vendor: str) -> float:
+        return dict(self.vendor_alert_deltas).get(vendor, self.vendor_alert_delta)
+
+
+def _env_number(env: Mapping[str, str], name: str, kind, default):
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a {kind.__name__}; got {raw!r}.") from None
+
+
+def _vendor_deltas(raw: str | None) -> tuple[tuple[str, float], ...]:
+    out = []
+    for part in (raw or "").split(","):
+        if not part.strip():
+            continue
+        vendor, sep, value = part.rpartition("=")
+        try:
+            out.append((vendor.strip(), float(value)))
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise ValueError(f"AUDITOR_ALERT_VENDOR_DELTAS must look like 'vendor=0.05,...'; got {part!r}.")
+    return tuple(out)
+
+
+def load_worker_settings(environ: Mapping[str, str] | None = None, **overrides) -> WorkerSettings:
+    """Worker settings from ``environ`` (default ``os.environ``); keyword overrides win."""
+    env = os.environ if environ is None else environ
+    bound = env.get("AUDITOR_CERTIFY_BOUND") or "theoretical"
+    if bound not in ("theoretical", "empirical"):
+        raise ValueError(f"AUDITOR_CERTIFY_BOUND must be 'theoretical' or 'empirical'; got {bound!r}.")
+    values = {
+        "queue": env.get("AUDITOR_CELERY_QUEUE") or "auditor",
+        "concurrency": _env_number(env, "AUDITOR_CELERY_CONCURRENCY", int, None),
+        "sweep_seconds": _env_number(env, "AUDITOR_SWEEP_SECONDS", float, 60.0),
+        "soft_time_limit": _env_number(env, "AUDITOR_AUDIT_SOFT_TIME_LIMIT", float, 1500.0),
+        "time_limit": _env_number(env, "AUDITOR_AUDIT_TIME_LIMIT", float, 1800.0),
+        "max_retries": _env_number(env, "AUDITOR_AUDIT_MAX_RETRIES", int, 5),
+        "retry_backoff": _env_number(env, "AUDITOR_AUDIT_RETRY_BACKOFF", float, 2.0),
+        "db_lock_timeout_ms": _env_number(env, "AUDITOR_DB_LOCK_TIMEOUT_MS", int, 10_000),
+        "n_bootstrap": _env_number(env, "AUDITOR_AUDIT_BOOTSTRAP", int, 500),
+        "seed": _env_number(env, "AUDITOR_AUDIT_SEED", int, 0),
+        "fanout_min_items": _env_number(env, "AUDITOR_FANOUT_MIN_ITEMS", int, 50_000),
+        "certify_threshold": _env_number(env, "AUDITOR_CERTIFY_THRESHOLD", float, 0.95),
+        "certify_bound": bound,
+        "vendor_alert_delta": _env_number(env, "AUDITOR_ALERT_VENDOR_DELTA", float, 0.02),
+        "vendor_alert_deltas": _vendor_deltas(env.get("AUDITOR_ALERT_VENDOR_DELTAS")),
+        "alert_webhook_url": env.get("AUDITOR_ALERT_WEBHOOK_URL") or None,
+    }
+    values.update(overrides)
+    if values["soft_time_limit"] >= values["time_limit"]:
+        raise ValueError("AUDITOR_AUDIT_SOFT_TIME_LIMIT must be below AUDITOR_AUDIT_TIME_LIMIT.")
+    return WorkerSettings(**values)
+# --- end background workers ---

@@ -1,0 +1,407 @@
+"""From a snapshot to result rows: which statistics an audit runs, and their row shapes.
+
+Every number comes from :mod:`auditor.stats`; this module only chooses the inputs and
+turns the results into plain dictionaries named like the result tables' columns (so
+they travel through a Celery message and into one ``finish_audit`` write unchanged).
+
+The work is split in parts that can run in separate tasks: :func:`dataset_part`
+(bounds, vendors, agreement, BEST, power curve, assumption checks) and one
+:func:`release_part` per release (L, confidence scores, verdict, survey
+equivalence), whose input :func:`release_payload` is compact and JSON-ready.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from auditor.db.queries_audit import AuditSnapshot, PreviousResults, ReleaseSnapshot
+from auditor.stats import (
+    Annotations,
+    LabelCounts,
+    StatsInputError,
+    agreement,
+    annotator_lower_bounds,
+    best_performance,
+    check_assumptions,
+    confidence,
+    lower_bound,
+    upper_bounds,
+)
+from auditor.stats.equivalence import expert_equivalence, power_curve, survey_equivalence
+
+__all__ = ["AuditOptions", "alerts_for", "dataset_part", "merge_parts", "release_part", "release_payload"]
+
+BOUND_COLUMNS = {"theoretical": "t", "empirical": "e"}
+# (combiner, scorer) pairs of the survey-equivalence analysis: majority vote scored by
+# agreement for every release; ABC scored by cross-entropy where the release gave
+# probabilities (the paper's two running examples).
+HARD_PAIR = ("majority", "agreement")
+SOFT_PAIR = ("abc", "cross_entropy")
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    """What an audit computes; recorded in the run's ``parameters``."""
+
+    n_bootstrap: int = 500
+    seed: int = 0
+    threshold: float = 0.95
+    bound: str = "theoretical"
+    method: str = "oms"
+    tau: float = 0.0
+    confidence: float = 0.95
+    vendor_delta: float = 0.02
+    vendor_deltas: tuple[tuple[str, float], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n_bootstrap": self.n_bootstrap, "seed": self.seed, "threshold": self.threshold,
+                "bound": self.bound, "method": self.method, "tau": self.tau, "confidence": self.confidence}
+
+    def delta_for(self, vendor: str) -> float:
+        return dict(self.vendor_deltas).get(vendor, self.vendor_delta)
+
+    @classmethod
+    def from_settings(cls, w) -> AuditOptions:
+        """Options from :class:`~auditor.config.WorkerSettings`."""
+        return cls(n_bootstrap=w.n_bootstrap, seed=w.seed, threshold=w.certify_threshold, bound=w.certify_bound,
+                   vendor_delta=w.vendor_alert_delta, vendor_deltas=w.vendor_alert_deltas)
+
+
+def _num(x) -> float | None:
+    """A JSON-safe float: NaN and infinities become None."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _rng(options: AuditOptions, *key: int) -> np.random.Generator:
+    # One independent, reproducible stream per part, whatever order the parts run in.
+    return np.random.default_rng([options.seed, *key])
+
+
+def _annotations(snap: AuditSnapshot) -> Annotations | None:
+    """The snapshot's annotations as a stats table, over the items that have labels."""
+    if snap.n_annotations == 0:
+        return None
+    used, item_codes = np.unique(snap.ann_item, return_inverse=True)
+    return Annotations(
+        item=item_codes.astype(np.int64), annotator=snap.ann_annotator.copy(), label=snap.ann_label.copy(),
+        items=tuple(snap.item_names[i] for i in used), annotators=snap.annotator_names, labels=snap.labels,
+    )
+
+
+def _curve_points(curve) -> list[dict[str, Any]]:
+    return [{"k": int(k), "mean": _num(m), "ci_low": _num(lo), "ci_high": _num(hi), "n_items": int(n)}
+            for k, m, lo, hi, n in zip(curve.k, curve.mean, curve.ci_low, curve.ci_high, curve.n_items,
+                                       strict=True)]
+
+
+def _equivalence_value(v) -> tuple[float | None, str | None]:
+    if isinstance(v, str):
+        return None, v
+    return _num(v), None
+
+
+def _curve_row(curve, *, options: AuditOptions, seed_key: tuple[int, ...], release_id=None, vendor=None,
+               reference="all") -> dict[str, Any]:
+    return {
+        "release_id": release_id, "vendor": vendor, "reference": reference, "combiner": curve.combiner,
+        "scorer": curve.scorer, "max_k": curve.k_max, "n_bootstrap": options.n_bootstrap,
+        "seed": options.seed * 1_000_003 + sum(seed_key), "points": _curve_points(curve),
+    }
+
+
+# ----------------------------------------------------------------------- dataset part
+
+
+def dataset_part(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:
+    """Bounds overall and per vendor, annotators, agreement, BEST, power curve, assumptions."""
+    notes: list[str] = []
+    out: dict[str, Any] = {"vendor_reports": [], "best_scores": [], "agreements": [], "power_curves": []}
+    labeled = snap.counts.sum(axis=1) > 0
+    ub = upper_bounds(snap.counts) if labeled.any() else None
+    summary: dict[str, Any] = {
+        "n_items": int(snap.counts.shape[0]), "n_labeled_items": int(labeled.sum()),
+        "n_annotations": snap.n_annotations, "n_annotators": len(snap.annotator_names),
+        "n_releases": len(snap.releases), "labels": list(snap.labels),
+        "upper": None if ub is None else {
+            "u_t": _num(ub.theoretical), "u_e": _num(ub.empirical), "n_items": ub.n_items,
+            "n_items_empirical": ub.n_items_empirical},
+    }
+    out["upper"] = {"u_t": None if ub is None else _num(ub.theoretical),
+                    "u_e": None if ub is None else _num(ub.empirical),
+                    "n_t": 0 if ub is None else ub.n_items, "n_e": 0 if ub is None else ub.n_items_empirical}
+    ann = _annotations(snap)
+    if ann is None:
+        out["summary"], out["notes"] = summary, ["no annotations yet"]
+        return out
+    counts = LabelCounts(snap.counts[labeled], snap.labels, tuple(np.asarray(snap.item_names, dtype=object)[labeled]))
+
+    # Per annotator (Theorem 3) and per vendor (Theorem 1 on the vendor's own labels).
+    bounds = annotator_lower_bounds(ann, confidence=options.confidence)
+    records = bounds.to_records()
+    vendors: dict[str, list[int]] = {}
+    for a, v in enumerate(snap.annotator_vendors):
+        if v:
+            vendors.setdefault(v, []).append(a)
+    summary["annotators_without_vendor"] = [records[a] for a, v in enumerate(snap.annotator_vendors) if not v]
+    experts = [a for a, t in enumerate(snap.annotator_tiers) if t == "expert"]
+    expert_counts = _pool_counts(snap, experts) if experts else None
+    for k, (vendor, members) in enumerate(sorted(vendors.items())):
+        sub = ann.subset([snap.annotator_names[a] for a in members])
+        vub = upper_bounds(sub.counts())
+        rep = _agreement_rows(sub, options, vendor=vendor, key=(1, k))
+        alpha = next((r["value"] for r in rep if r["coefficient"] == "krippendorff_alpha"), None)
+        out["agreements"] += rep
+        details: dict[str, Any] = {"n_items_empirical": vub.n_items_empirical}
+        expert_eq = None
+        crowd = [a for a in members if snap.annotator_tiers[a] != "expert"]
+        if expert_counts is not None and crowd:
+            expert_eq, details["expert_equivalence"] = _expert_equivalence(
+                snap, crowd, expert_counts, options, key=(2, k), notes=notes, vendor=vendor)
+        out["vendor_reports"].append({
+            "vendor": vendor, "n_annotators": len(members), "n_items": len(sub.items),
+            "n_annotations": len(sub), "u_t": _num(vub.theoretical), "u_e": _num(vub.empirical),
+            "agreement": alpha, "expert_equivalence": expert_eq,
+            "annotators": [records[a] for a in members], "details": details,
+        })
+
+    out["agreements"] += _agreement_rows(ann, options, vendor=None, key=(3,))
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        best = best_performance(counts.counts, rng=_rng(options, 4))
+    for metric, value in best.scores.items():
+        out["best_scores"].append({
+            "metric": metric, "value": float(value), "std_error": _num(best.standard_errors.get(metric)),
+            "n_items": best.n_items, "alpha": [_num(a) for a in np.asarray(best.alpha, dtype=float)],
+        })
+    notes += [f"BEST: {w.message}" for w in caught]
+
+    if (counts.counts.sum(axis=1) >= 2).any():
+        curve = power_curve(counts, combiner=HARD_PAIR[0], scorer=HARD_PAIR[1], n_bootstrap=options.n_bootstrap,
+                            confidence=options.confidence, rng=_rng(options, 5))
+        out["power_curves"].append(_curve_row(curve, options=options, seed_key=(5,)))
+    else:
+        notes.append("power curve: no item has two labels")
+
+    if (snap.gold >= 0).any():
+        summary["assumptions"] = _assumptions(snap, ann, notes)
+    out["summary"], out["notes"] = summary, notes
+    return out
+
+
+def _pool_counts(snap: AuditSnapshot, members: list[int]) -> np.ndarray:
+    keep = np.isin(snap.ann_annotator, members)
+    L = len(snap.labels)
+    flat = np.bincount(snap.ann_item[keep] * L + snap.ann_label[keep], minlength=snap.counts.shape[0] * L)
+    return flat.reshape(-1, L)
+
+
+def _expert_equivalence(snap, crowd, expert_counts, options, *, key, notes, vendor):
+    pool = _pool_counts(snap, crowd)
+    both = (pool.sum(axis=1) > 0) & (expert_counts.sum(axis=1) > 0)
+    if not both.any():
+        return None, None
+    names = tuple(np.asarray(snap.item_names, dtype=object)[both])
+    try:
+        values, lows, highs, _, _ = expert_equivalence(
+            LabelCounts(pool[both], snap.labels, names), LabelCounts(expert_counts[both], snap.labels, names),
+            combiner=HARD_PAIR[0], scorer=HARD_PAIR[1], n_bootstrap=options.n_bootstrap,
+            confidence=options.confidence, rng=_rng(options, *key))
+    except StatsInputError as exc:
+        notes.append(f"expert equivalence of {vendor}: {exc}")
+        return None, None
+    detail = [{"k": k, "value": v, "ci_low": lo, "ci_high": hi}
+              for k, (v, lo, hi) in enumerate(zip(values, lows, highs, strict=True))]
+    detail = [{key_: (_num(x) if not isinstance(x, str) and key_ != "k" else x) for key_, x in d.items()}
+              for d in detail]
+    # The vendor's headline: how many experts its full pool of k raters per item equals.
+    headline = values[-1] if values else None
+    return (None if isinstance(headline, str) else _num(headline)), detail
+
+
+def _agreement_rows(data, options: AuditOptions, *, vendor, key) -> list[dict[str, Any]]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        rep = agreement(data, n_bootstrap=options.n_bootstrap, n_bootstrap_pairwise=min(options.n_bootstrap, 200),
+                        confidence=options.confidence, rng=_rng(options, *key))
+    rows = []
+    for coef in (rep.krippendorff_alpha, rep.fleiss_kappa):
+        rows.append({"vendor": vendor, "coefficient": coef.coefficient, "value": _num(coef.value),
+                     "ci_low": _num(coef.ci_low), "ci_high": _num(coef.ci_high), "n_items": coef.n_items})
+    if rep.pairwise is not None and rep.pairwise.n_pairs:
+        pw = rep.pairwise
+        rows.append({"vendor": vendor, "coefficient": "cohen_kappa_pairwise_mean", "value": _num(pw.mean_weighted),
+                     "ci_low": _num(pw.weighted_ci_low), "ci_high": _num(pw.weighted_ci_high),
+                     "n_items": pw.n_items})
+    return rows
+
+
+def _assumptions(snap: AuditSnapshot, ann: Annotations, notes: list[str]) -> dict[str, Any] | None:
+    used = np.unique(snap.ann_item)
+    gold = snap.gold[used]
+    preds = {}
+    for rel in snap.releases:
+        full = np.full(snap.counts.shape[0], -1, dtype=np.int64)
+        full[rel.item_index] = rel.labels
+        if (full[used] >= 0).all():
+            preds[f"{rel.model} {rel.version}"] = full[used]
+    try:
+        return check_assumptions(ann, gold, predictions=preds).to_dict()
+    except StatsInputError as exc:
+        notes.append(f"assumption checks: {exc}")
+        return None
+
+
+# ----------------------------------------------------------------------- release part
+
+
+def release_payload(snap: AuditSnapshot, release: ReleaseSnapshot) -> dict[str, Any]:
+    """A release's inputs as JSON-ready lists: its items' counts and its predictions.
+
+    Hard predictions are sent as the distinct (count vector, label) rows with their
+    multiplicities: every statistic of the release depends on nothing else.
+    """
+    counts = snap.counts[release.item_index]
+    ok = release.labels >= 0
+    base = {"release_id": release.release_id, "model": release.model, "version": release.version,
+            "labels": list(snap.labels), "n_predictions": int(release.item_index.shape[0])}
+    if release.probabilities is not None:
+        return {**base, "counts": counts.tolist(), "probabilities": release.probabilities.tolist(),
+                "multiplicity": None, "hard": release.labels.tolist()}
+    rows, mult = np.unique(np.column_stack([counts[ok], release.labels[ok]]), axis=0, return_counts=True)
+    return {**base, "counts": rows[:, :-1].tolist(), "hard": rows[:, -1].tolist(),
+            "multiplicity": mult.tolist(), "probabilities": None}
+
+
+def release_part(payload: Mapping[str, Any], upper: Mapping[str, Any], options: AuditOptions) -> dict[str, Any]:
+    """L, the confidence scores with U_t and U_e, the verdict, and the survey equivalence."""
+    rid = int(payload["release_id"])
+    L = len(payload["labels"])
+    counts = np.asarray(payload["counts"], dtype=np.int64).reshape(-1, L)
+    hard = np.asarray(payload["hard"], dtype=np.int64)
+    probs = None if payload["probabilities"] is None else np.asarray(payload["probabilities"], dtype=float)
+    if payload["multiplicity"] is not None:
+        mult = np.asarray(payload["multiplicity"], dtype=np.int64)
+        counts, hard = np.repeat(counts, mult, axis=0), np.repeat(hard, mult)
+    labeled = counts.sum(axis=1) > 0
+    notes: list[str] = []
+    if not labeled.any() or upper.get("u_t") is None:
+        return {"certifications": [], "power_curves": [],
+                "notes": [f"release {rid}: none of its items has a human label yet"]}
+    lb = lower_bound(counts[labeled], hard[labeled])
+    scores: dict[str, Any] = {}
+    for bound, col in BOUND_COLUMNS.items():
+        u, n_u = upper[f"u_{col}"], upper[f"n_{col}"]
+        for method in ("hms", "oms"):
+            if u is None:
+                scores[f"{bound}/{method}"] = {"score": None, "t_u": None, "t_l": None}
+                continue
+            c = confidence(lb.value, u, n_u, n_lower=lb.n_items, tau=options.tau, method=method)
+            scores[f"{bound}/{method}"] = {"score": _num(c.score), "t_u": _num(c.t_u), "t_l": _num(c.t_l)}
+    chosen = scores[f"{options.bound}/{options.method}"]["score"]
+    certified = chosen is not None and chosen >= options.threshold
+    verdict = "undefined" if chosen is None else ("certified" if certified else "not certified")
+    cert = {
+        "release_id": rid, "n_items_upper": upper["n_t"], "n_items_lower": lb.n_items,
+        "u_t": upper["u_t"], "u_e": upper["u_e"], "l": lb.value, "tau": options.tau,
+        "s_hms_t": scores["theoretical/hms"]["score"], "s_oms_t": scores["theoretical/oms"]["score"],
+        "s_hms_e": scores["empirical/hms"]["score"], "s_oms_e": scores["empirical/oms"]["score"],
+        "certified": bool(certified), "certified_with": "U_" + BOUND_COLUMNS[options.bound], "verdict": verdict,
+        "details": {"confidence": scores, "method": options.method, "threshold": options.threshold,
+                    "aggregation": lb.aggregation, "n_predictions": payload["n_predictions"],
+                    "model": payload["model"], "version": payload["version"]},
+    }
+    curves = []
+    lc = LabelCounts(counts[labeled], tuple(payload["labels"]), tuple(range(int(labeled.sum()))))
+    if (lc.counts.sum(axis=1) >= 2).any():
+        pairs = [(HARD_PAIR, hard[labeled], 6)]
+        if probs is not None:
+            pairs.append((SOFT_PAIR, probs[labeled], 7))
+        for (combiner, scorer), pred, key in pairs:
+            eq = survey_equivalence(lc, pred, combiner=combiner, scorer=scorer, n_bootstrap=options.n_bootstrap,
+                                    confidence=options.confidence, rng=_rng(options, key, rid))
+            row = _curve_row(eq.curve, options=options, seed_key=(key, rid), release_id=rid)
+            value, note = _equivalence_value(eq.value)
+            low, low_note = _equivalence_value(eq.ci_low)
+            high, high_note = _equivalence_value(eq.ci_high)
+            row.update({
+                "classifier_score": _num(eq.classifier_score.value),
+                "classifier_low": _num(eq.classifier_score.ci_low),
+                "classifier_high": _num(eq.classifier_score.ci_high),
+                "equivalence": value, "equivalence_low": low, "equivalence_high": high,
+                "equivalence_note": note,
+            })
+            if low_note or high_note:
+                row["points"] = [*row["points"], {"interval_notes": {"low": low_note, "high": high_note}}]
+            curves.append(row)
+    else:
+        notes.append(f"release {rid}: survey equivalence needs items with two labels")
+    return {"certifications": [cert], "power_curves": curves, "notes": notes}
+
+
+# ----------------------------------------------------------------------- assembly
+
+
+def merge_parts(dataset: Mapping[str, Any], releases: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """The result rows of the whole audit, and its summary."""
+    results = {key: list(dataset.get(key, [])) for key in
+               ("vendor_reports", "best_scores", "agreements", "power_curves")}
+    results["certifications"] = []
+    notes = list(dataset.get("notes", []))
+    for part in releases:
+        results["certifications"] += part["certifications"]
+        results["power_curves"] += part["power_curves"]
+        notes += part.get("notes", [])
+    summary = dict(dataset.get("summary", {}))
+    summary["certified_releases"] = [c["release_id"] for c in results["certifications"] if c["certified"]]
+    summary["notes"] = notes
+    return {"results": results, "summary": summary}
+
+
+def alerts_for(previous: PreviousResults, results: Mapping[str, Any], options: AuditOptions) -> list[dict[str, Any]]:
+    """Alerts on what changed since the last succeeded audit.
+
+    A release whose verdict changed (or that is certified on its first audit), and a
+    vendor whose upper bound moved by more than its threshold.
+    """
+    alerts = []
+    for c in results["certifications"]:
+        before = previous.certifications.get(c["release_id"])
+        name = f"{c['details']['model']} {c['details']['version']}"
+        if before is None and not c["certified"]:
+            continue
+        if before is not None and before["verdict"] == c["verdict"]:
+            continue
+        was = "new" if before is None else before["verdict"]
+        alerts.append({
+            "kind": "certification_changed", "severity": "info" if c["certified"] else "warning",
+            "subject": name[:200], "message": f"{name}: {was} → {c['verdict']} (L={c['l']:.4f}, U_t={c['u_t']:.4f})",
+            "details": {"release_id": c["release_id"], "before": was, "after": c["verdict"],
+                        "l": c["l"], "u_t": c["u_t"], "score": c[f"s_{options.method}_{BOUND_COLUMNS[options.bound]}"]},
+        })
+    for v in results["vendor_reports"]:
+        before = previous.vendors.get(v["vendor"])
+        if before is None or before.get("u_t") is None or v["u_t"] is None:
+            continue
+        delta = v["u_t"] - before["u_t"]
+        limit = options.delta_for(v["vendor"])
+        if abs(delta) > limit:
+            word = "dropped" if delta < 0 else "rose"
+            alerts.append({
+                "kind": "vendor_quality_changed", "severity": "critical" if delta < 0 else "info",
+                "subject": v["vendor"][:200],
+                "message": f"vendor {v['vendor']}: upper bound {word} from {before['u_t']:.4f} to {v['u_t']:.4f} "
+                           f"(threshold {limit:g})",
+                "details": {"vendor": v["vendor"], "before": before["u_t"], "after": v["u_t"], "delta": delta,
+                            "threshold": limit},
+            })
+    return alerts

@@ -1,0 +1,151 @@
+"""Claiming, running and recording one audit, with a session factory and nothing else.
+
+The Celery tasks call these steps; so can a test or a notebook. Each step owns one
+transaction: the claim, the read-only snapshot, the single result write.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+from sqlalchemy.orm import Session, sessionmaker
+
+from auditor.audit.pipeline import (
+    AuditOptions,
+    alerts_for,
+    dataset_part,
+    merge_parts,
+    release_part,
+    release_payload,
+)
+from auditor.db.queries_audit import (
+    AuditSnapshot,
+    Claim,
+    Finished,
+    PreviousResults,
+    claim_audit,
+    fail_audit,
+    finish_audit,
+    load_snapshot,
+)
+from auditor.db.session import session_scope
+
+__all__ = ["Outcome", "claim", "compute_inline", "fail", "finish", "plain", "run_audit", "snapshot"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one audit request (``state`` as in :class:`~auditor.db.queries_audit.Claim`,
+    or ``"succeeded"`` / ``"lost"`` after a run)."""
+
+    state: str
+    run_id: int | None = None
+    data_version: int | None = None
+    current_version: int | None = None
+    alert_ids: tuple[int, ...] = ()
+    timings: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def needs_follow_up(self) -> bool:
+        """Data arrived while this run computed: exactly one more run is due."""
+        return (self.state == "succeeded" and self.current_version is not None
+                and self.data_version is not None and self.current_version > self.data_version)
+
+
+def plain(obj: Any) -> Any:
+    """JSON-ready copy: numpy scalars and arrays to Python, NaN/inf floats to None."""
+    if isinstance(obj, Mapping):
+        return {str(k): plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [plain(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return plain(obj.tolist())
+    if isinstance(obj, np.bool_ | bool):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, float | np.floating):
+        x = float(obj)
+        return x if math.isfinite(x) else None
+    return obj
+
+
+def claim(factory: sessionmaker[Session], dataset_id: int, *, task_id: str, lease: timedelta,
+          options: AuditOptions) -> Claim:
+    with session_scope(factory) as session:
+        return claim_audit(session, dataset_id, task_id=task_id, lease=lease, parameters=options.to_dict())
+
+
+def snapshot(factory: sessionmaker[Session], dataset_id: int) -> AuditSnapshot:
+    with session_scope(factory) as session:
+        return load_snapshot(session, dataset_id)
+
+
+def compute_inline(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:
+    """Every part of the audit in this process, merged."""
+    ds = dataset_part(snap, options)
+    parts = [release_part(release_payload(snap, r), ds["upper"], options) for r in snap.releases]
+    return merge_parts(ds, parts)
+
+
+def finish(factory: sessionmaker[Session], run_id: int, *, task_id: str, data_version: int,
+           merged: Mapping[str, Any], previous: PreviousResults | Mapping[str, Any], options: AuditOptions,
+           timings: Mapping[str, float]) -> Finished:
+    """One transaction: all result rows, alerts, the run marked succeeded, the outbox processed."""
+    if not isinstance(previous, PreviousResults):
+        previous = PreviousResults(previous.get("run_id"),
+                                   {int(k): v for k, v in previous.get("certifications", {}).items()},
+                                   dict(previous.get("vendors", {})))
+    results = plain(merged["results"])
+    alerts = alerts_for(previous, results, options)
+    with session_scope(factory) as session:
+        return finish_audit(session, run_id, task_id=task_id, data_version=data_version, results=results,
+                            summary=plain(merged["summary"]), alerts=plain(alerts), timings=timings)
+
+
+def fail(factory: sessionmaker[Session], run_id: int, *, task_id: str, exc: BaseException) -> bool:
+    """Record the run as failed with the error; never raises (the database may be the problem)."""
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    try:
+        with session_scope(factory) as session:
+            return fail_audit(session, run_id, task_id=task_id, error=text)
+    except Exception:  # recording is best effort; the sweep retries the audit anyway
+        return False
+
+
+def previous_dict(previous: PreviousResults) -> dict[str, Any]:
+    """The previous results as a JSON-ready mapping (to travel to a chord's callback)."""
+    return plain({"run_id": previous.run_id, "certifications": dict(previous.certifications),
+                  "vendors": dict(previous.vendors)})
+
+
+def run_audit(factory: sessionmaker[Session], dataset_id: int, *, task_id: str, options: AuditOptions,
+              lease: timedelta, clock: Callable[[], float] = time.perf_counter) -> Outcome:
+    """Claim, snapshot, compute and write one audit in this process."""
+    t0 = clock()
+    c = claim(factory, dataset_id, task_id=task_id, lease=lease, options=options)
+    if c.state != "claimed":
+        return Outcome(c.state, c.run_id, c.data_version)
+    try:
+        t1 = clock()
+        snap = snapshot(factory, dataset_id)
+        t2 = clock()
+        merged = compute_inline(snap, options)
+        t3 = clock()
+        timings = {"claim": t1 - t0, "snapshot": t2 - t1, "compute": t3 - t2}
+        done = finish(factory, c.run_id, task_id=task_id, data_version=snap.data_version, merged=merged,
+                      previous=snap.previous, options=options, timings=timings)
+    except BaseException as exc:
+        fail(factory, c.run_id, task_id=task_id, exc=exc)
+        raise
+    timings["write"] = clock() - t3
+    if not done.written:
+        return Outcome("lost", c.run_id, snap.data_version, done.current_version)
+    return Outcome("succeeded", c.run_id, snap.data_version, done.current_version, done.alert_ids, timings)

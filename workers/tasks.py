@@ -1,0 +1,202 @@
+"""Celery tasks: thin wrappers around :mod:`auditor.audit.runner`. They take ids, never objects.
+
+``audit_dataset(dataset_id)`` claims the dataset's one running audit (or returns at once
+when another run is live, or when the last audit is current), loads a snapshot,
+computes, and writes all results in one transaction. Large datasets fan the per-release
+work out as a Celery chord whose callback, ``finish_audit``, does the write. A run that
+saw data arrive while it computed enqueues exactly one follow-up. ``sweep`` (Celery
+beat) enqueues every dataset whose data is newer than its last succeeded audit.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from datetime import timedelta
+from functools import lru_cache
+from typing import Any
+
+from celery import chord, shared_task
+from celery.exceptions import SoftTimeLimitExceeded
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.orm import Session, sessionmaker
+
+from auditor.audit import runner
+from auditor.audit.alerts import post_alerts
+from auditor.audit.pipeline import (
+    AuditOptions,
+    dataset_part,
+    merge_parts,
+    release_part,
+    release_payload,
+)
+from auditor.config import WorkerSettings, load_worker_settings
+from auditor.db import make_engine, make_session_factory
+from auditor.db.queries_audit import alerts_by_id, stale_datasets
+from auditor.db.session import session_scope
+
+__all__ = ["audit_dataset", "audit_release", "deliver_alerts", "finish_audit", "sweep"]
+
+log = logging.getLogger(__name__)
+
+# Errors after which the same audit may well succeed: the database went away, a lock
+# timed out, a serialization conflict. Anything else is recorded and left to the sweep.
+TRANSIENT = (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError)
+
+
+def _worker_settings(task) -> WorkerSettings:
+    return task.app.conf.get("auditor_worker") or load_worker_settings()
+
+
+@lru_cache(maxsize=8)
+def _factory(url: str, lock_timeout_ms: int) -> sessionmaker[Session]:
+    # One engine per process and database (prefork children build their own after fork).
+    kwargs: dict[str, Any] = {}
+    if url.startswith("postgres"):
+        # Waiting forever on a lock would hold the audit's slot; fail, record, retry instead.
+        kwargs["connect_args"] = {"options": f"-c lock_timeout={int(lock_timeout_ms)}"}
+    return make_session_factory(make_engine(url, **kwargs))
+
+
+def _session_factory(task) -> sessionmaker[Session]:
+    w = _worker_settings(task)
+    return _factory(task.app.conf.get("auditor_database_url"), w.db_lock_timeout_ms)
+
+
+def _lease(w: WorkerSettings) -> timedelta:
+    # Celery kills a task at its hard time limit: a run "running" for longer is dead.
+    return timedelta(seconds=w.time_limit + 5)
+
+
+def _after_run(task, outcome: runner.Outcome) -> None:
+    w = _worker_settings(task)
+    if outcome.alert_ids and w.alert_webhook_url:
+        deliver_alerts.delay(list(outcome.alert_ids))
+    if outcome.needs_follow_up:
+        audit_dataset.delay(_dataset_of(task, outcome.run_id))
+
+
+def _dataset_of(task, run_id: int) -> int:
+    from auditor.db.models import AuditRun
+
+    with session_scope(_session_factory(task)) as session:
+        return session.get(AuditRun, run_id).dataset_id
+
+
+def _retry_or_raise(task, exc: BaseException):
+    w = _worker_settings(task)
+    if isinstance(exc, TRANSIENT) and task.request.retries < w.max_retries:
+        countdown = w.retry_backoff * 2 ** task.request.retries
+        log.warning("audit attempt failed (%s); retrying in %.1fs", exc.__class__.__name__, countdown)
+        raise task.retry(exc=exc, countdown=countdown, max_retries=w.max_retries)
+    raise exc
+
+
+@shared_task(bind=True, name="workers.tasks.audit_dataset")
+def audit_dataset(self, dataset_id: int) -> dict[str, Any]:
+    """Audit one dataset if it needs it; returns the outcome (state, run id, versions)."""
+    w = _worker_settings(self)
+    options = AuditOptions.from_settings(w)
+    factory = _session_factory(self)
+    task_id = self.request.id or uuid.uuid4().hex
+    try:
+        c = runner.claim(factory, dataset_id, task_id=task_id, lease=_lease(w), options=options)
+    except TRANSIENT as exc:
+        _retry_or_raise(self, exc)
+    if c.state != "claimed":
+        return {"state": c.state, "run_id": c.run_id, "data_version": c.data_version}
+    t0 = time.perf_counter()
+    try:
+        snap = runner.snapshot(factory, dataset_id)
+        t1 = time.perf_counter()
+        if snap.releases and snap.counts.shape[0] >= w.fanout_min_items:
+            return _fan_out(self, c.run_id, task_id, snap, options, {"snapshot": t1 - t0})
+        merged = runner.compute_inline(snap, options)
+        t2 = time.perf_counter()
+        timings = {"snapshot": t1 - t0, "compute": t2 - t1}
+        done = runner.finish(factory, c.run_id, task_id=task_id, data_version=snap.data_version, merged=merged,
+                             previous=snap.previous, options=options, timings=timings)
+    except SoftTimeLimitExceeded as exc:
+        runner.fail(factory, c.run_id, task_id=task_id, exc=exc)
+        return {"state": "failed", "run_id": c.run_id, "error": "soft time limit exceeded"}
+    except BaseException as exc:
+        runner.fail(factory, c.run_id, task_id=task_id, exc=exc)
+        _retry_or_raise(self, exc)
+    outcome = runner.Outcome("succeeded" if done.written else "lost", c.run_id, snap.data_version,
+                             done.current_version, done.alert_ids)
+    _after_run(self, outcome)
+    return {"state": outcome.state, "run_id": c.run_id, "data_version": snap.data_version,
+            "follow_up": outcome.needs_follow_up}
+
+
+def _fan_out(task, run_id: int, task_id: str, snap, options: AuditOptions, timings: dict) -> dict[str, Any]:
+    """Per-release parts as a chord; the dataset part runs here meanwhile; the callback writes."""
+    payloads = [release_payload(snap, r) for r in snap.releases]
+    t0 = time.perf_counter()
+    ds = runner.plain(dataset_part(snap, options))
+    timings = {**timings, "dataset_part": time.perf_counter() - t0}
+    opts = options.__dict__
+    header = [audit_release.s(p, ds["upper"], opts) for p in payloads]
+    callback = finish_audit.s(run_id, task_id, snap.data_version, ds, runner.previous_dict(snap.previous), opts,
+                              timings)
+    chord(header)(callback)
+    return {"state": "fanned_out", "run_id": run_id, "data_version": snap.data_version, "parts": len(header)}
+
+
+def _options_from(opts: dict[str, Any]) -> AuditOptions:
+    opts = dict(opts)
+    opts["vendor_deltas"] = tuple(tuple(x) for x in opts.get("vendor_deltas", ()))
+    return AuditOptions(**opts)
+
+
+@shared_task(bind=True, name="workers.tasks.audit_release")
+def audit_release(self, payload: dict[str, Any], upper: dict[str, Any], opts: dict[str, Any]) -> dict[str, Any]:
+    """One release's certification and survey equivalence (a part of a fanned-out audit)."""
+    return runner.plain(release_part(payload, upper, _options_from(opts)))
+
+
+@shared_task(bind=True, name="workers.tasks.finish_audit")
+def finish_audit(self, parts: list[dict[str, Any]], run_id: int, task_id: str, data_version: int,
+                 ds: dict[str, Any], previous: dict[str, Any], opts: dict[str, Any],
+                 timings: dict[str, float]) -> dict[str, Any]:
+    """The chord's callback: merge the parts and write the run's results in one transaction."""
+    factory = _session_factory(self)
+    options = _options_from(opts)
+    try:
+        done = runner.finish(factory, run_id, task_id=task_id, data_version=data_version,
+                             merged=merge_parts(ds, parts), previous=previous, options=options, timings=timings)
+    except BaseException as exc:
+        if not (isinstance(exc, TRANSIENT) and self.request.retries < _worker_settings(self).max_retries):
+            runner.fail(factory, run_id, task_id=task_id, exc=exc)
+        _retry_or_raise(self, exc)
+    outcome = runner.Outcome("succeeded" if done.written else "lost", run_id, data_version, done.current_version,
+                             done.alert_ids)
+    _after_run(self, outcome)
+    return {"state": outcome.state, "run_id": run_id, "data_version": data_version,
+            "follow_up": outcome.needs_follow_up}
+
+
+@shared_task(bind=True, name="workers.tasks.sweep")
+def sweep(self) -> list[int]:
+    """Enqueue an audit of every dataset whose data is newer than its last succeeded audit."""
+    w = _worker_settings(self)
+    with session_scope(_session_factory(self)) as session:
+        ids = stale_datasets(session, lease=_lease(w), retry_backoff=w.retry_backoff)
+    for dataset_id in ids:
+        audit_dataset.delay(dataset_id)
+    return ids
+
+
+@shared_task(bind=True, name="workers.tasks.deliver_alerts", max_retries=8)
+def deliver_alerts(self, alert_ids: list[int]) -> int:
+    """POST stored alerts to the configured webhook, retrying with backoff."""
+    w = _worker_settings(self)
+    if not w.alert_webhook_url:
+        return 0
+    with session_scope(_session_factory(self)) as session:
+        alerts = alerts_by_id(session, alert_ids)
+    try:
+        return post_alerts(w.alert_webhook_url, alerts)
+    except OSError as exc:
+        raise self.retry(exc=exc, countdown=min(600, 5 * 2 ** self.request.retries)) from exc
