@@ -229,6 +229,17 @@ def _histogram(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return unique, mult
 
 
+def _undefined(coefficient: str, *, n_items: int, n_values: int, confidence: float,
+               interval: str, n_bootstrap: int) -> AgreementCoefficient:
+    """The result when no item has two labels: nothing to agree on."""
+    return AgreementCoefficient(
+        coefficient=coefficient, value=np.nan, ci_low=np.nan, ci_high=np.nan,
+        observed_agreement=np.nan, expected_agreement=np.nan, n_items=n_items,
+        n_pairable_items=0, n_values=n_values, confidence=confidence, interval=interval,
+        n_bootstrap=n_bootstrap, n_bootstrap_undefined=n_bootstrap,
+    )
+
+
 def _interval(samples: np.ndarray, estimate: float, confidence: float,
               method: str) -> tuple[float, float, int]:
     """Bootstrap interval from the defined (finite) samples, and how many were not.
@@ -380,8 +391,8 @@ def krippendorff_alpha(counts, *, n_bootstrap: int = 1000, confidence: float = 0
     if n_pairable == 0:
         warnings.warn("Krippendorff's alpha is undefined: no item has 2 or more labels.",
                       UndefinedAgreementWarning, stacklevel=2)
-        return AgreementCoefficient("krippendorff_alpha", np.nan, np.nan, np.nan, np.nan, np.nan,
-                                    0, 0, 0, confidence, interval, n_bootstrap, n_bootstrap)
+        return _undefined("krippendorff_alpha", n_items=0, n_values=0, confidence=confidence,
+                          interval=interval, n_bootstrap=n_bootstrap)
     # Point estimate straight from the per-item features (no histogram needed).
     alpha, a_obs, a_exp = _alpha_from_sums(_alpha_sums(pairable))
     value = float(alpha[0])
@@ -397,8 +408,11 @@ def krippendorff_alpha(counts, *, n_bootstrap: int = 1000, confidence: float = 0
                                lambda s: _alpha_from_sums(s)[0], n_bootstrap, gen)
         lo, hi, n_undef = _interval(boot, value, confidence, interval)
     return AgreementCoefficient(
-        "krippendorff_alpha", value, lo, hi, float(a_obs[0]), float(a_exp[0]),
-        n_pairable, n_pairable, int(pairable.sum()), confidence, interval, n_bootstrap, n_undef,
+        coefficient="krippendorff_alpha", value=value, ci_low=lo, ci_high=hi,
+        observed_agreement=float(a_obs[0]), expected_agreement=float(a_exp[0]),
+        n_items=n_pairable, n_pairable_items=n_pairable, n_values=int(pairable.sum()),
+        confidence=confidence, interval=interval, n_bootstrap=n_bootstrap,
+        n_bootstrap_undefined=n_undef,
     )
 
 
@@ -523,9 +537,8 @@ def fleiss_kappa(counts, *, n_bootstrap: int = 1000, confidence: float = 0.95,
     if n_pairable == 0:
         warnings.warn("Fleiss' kappa is undefined: no item has 2 or more labels.",
                       UndefinedAgreementWarning, stacklevel=2)
-        return AgreementCoefficient("fleiss_kappa", np.nan, np.nan, np.nan, np.nan, np.nan,
-                                    n_rated, 0, int(k.sum()), confidence, interval, n_bootstrap,
-                                    n_bootstrap)
+        return _undefined("fleiss_kappa", n_items=n_rated, n_values=int(k.sum()),
+                          confidence=confidence, interval=interval, n_bootstrap=n_bootstrap)
     kappa, p_a, p_e = _fleiss_from_sums(_fleiss_sums(rated), n_rated)
     value = float(kappa[0])
     lo = hi = np.nan
@@ -543,8 +556,11 @@ def fleiss_kappa(counts, *, n_bootstrap: int = 1000, confidence: float = 0.95,
                                    lambda s: _fleiss_from_sums(s, n_rated)[0], n_bootstrap, gen)
             lo, hi, n_undef = _interval(boot, value, confidence, interval)
     return AgreementCoefficient(
-        "fleiss_kappa", value, lo, hi, float(p_a[0]), float(p_e[0]),
-        n_rated, n_pairable, int(k.sum()), confidence, interval, n_bootstrap, n_undef,
+        coefficient="fleiss_kappa", value=value, ci_low=lo, ci_high=hi,
+        observed_agreement=float(p_a[0]), expected_agreement=float(p_e[0]),
+        n_items=n_rated, n_pairable_items=n_pairable, n_values=int(k.sum()),
+        confidence=confidence, interval=interval, n_bootstrap=n_bootstrap,
+        n_bootstrap_undefined=n_undef,
     )
 
 
