@@ -57,6 +57,17 @@ from auditor.stats.agreement import (
 )
 
 # --- survey equivalence (Resnick et al.) ---
+from auditor.stats.equivalence import (
+    ClassifierScore,
+    PowerCurve,
+    SurveyEquivalence,
+    calibrate_probabilities,
+    classifier_score,
+    expert_equivalence,
+    plot_power_curve,
+    power_curve,
+    survey_equivalence,
+)
 
 # --- BEST performance (Lourie et al.) ---
 # isort: split

@@ -5,6 +5,7 @@ of k combined raters against a held-out reference rater; :func:`survey_equivalen
 finds where a classifier's score crosses that curve.
 """
 
+from auditor.stats.equivalence.calibration import calibrate_probabilities
 from auditor.stats.equivalence.curve import (
     ClassifierScore,
     PowerCurve,
@@ -14,13 +15,16 @@ from auditor.stats.equivalence.curve import (
     power_curve,
     survey_equivalence,
 )
+from auditor.stats.equivalence.plot import plot_power_curve
 
 __all__ = [
     "ClassifierScore",
     "PowerCurve",
     "SurveyEquivalence",
+    "calibrate_probabilities",
     "classifier_score",
     "expert_equivalence",
+    "plot_power_curve",
     "power_curve",
     "survey_equivalence",
 ]
