@@ -1,0 +1,39 @@
+"""What a rejected import says: every error names the row, the field and the reason."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["MAX_REPORTED_ERRORS", "ImportRejected", "IngestError", "RowError"]
+
+MAX_REPORTED_ERRORS = 20
+"""A rejected batch reports at most this many row errors (the first ones in file order)."""
+
+
+class IngestError(Exception):
+    """A request that cannot be served as asked (unknown dataset, bad option...)."""
+
+
+@dataclass(frozen=True, order=True)
+class RowError:
+    """One invalid row. ``row`` counts data rows from 1 (a CSV header is not a row)."""
+
+    row: int
+    field: str | None
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"row {self.row}" if self.row > 0 else "file"
+        return f"{where}, field {self.field!r}: {self.reason}" if self.field else f"{where}: {self.reason}"
+
+
+class ImportRejected(IngestError):
+    """The whole batch was rejected and nothing of it was written."""
+
+    def __init__(self, errors: list[RowError], *, source: str | None = None):
+        self.errors = sorted(errors)[:MAX_REPORTED_ERRORS]
+        self.source = source
+        head = f"{source}: " if source else ""
+        more = " (first errors shown)" if len(errors) > MAX_REPORTED_ERRORS else ""
+        lines = "\n".join(f"  {e}" for e in self.errors)
+        super().__init__(f"{head}batch rejected, nothing was written{more}:\n{lines}")

@@ -1,0 +1,603 @@
+"""Reading import files row by row, with per-row checks, in bounded memory.
+
+Formats (``format=`` or detected from the name and the first bytes):
+
+``csv`` / ``tsv``
+    Long annotations: a header with ``item_id, annotator_id, label`` and optionally
+    ``vendor, tier, timestamp``; other columns are ignored. A header without
+    ``annotator_id`` is read as ``wide``.
+``wide``
+    CSV/TSV, first column the item id, every other column one annotator (its header
+    is the annotator id); an empty cell is no label.
+``jsonl``
+    One JSON object per line with the same fields as ``csv``; instead of
+    ``annotator_id``/``label``, a ``labels`` list gives anonymous positional raters
+    named ``pos1, pos2, ...``.
+``label-studio``
+    A Label Studio JSON export (a list of tasks): ``annotations`` with
+    ``completed_by`` and a ``choices`` result; ``predictions`` with ``model_version``.
+    The export is one JSON document, so it is read whole: use CSV/JSONL for large
+    imports.
+
+Predictions: ``item_id`` and ``label`` (a label name) and/or ``probabilities`` (a
+list in the dataset's label order, or an object label → p); in CSV, one column per
+label instead. Gold: ``item_id``, ``label`` and optionally ``source``.
+
+``field_map`` renames source fields to these names, e.g. ``{"item_id": "pairID"}``.
+Files may be gzip-compressed. Rows are numbered from 1, the header not counted.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import gzip
+import hashlib
+import io
+import json
+import math
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, RowError
+
+__all__ = [
+    "ANNOTATION_FORMATS",
+    "Source",
+    "detect_format",
+    "open_source",
+    "read_annotations",
+    "read_gold",
+    "read_predictions",
+]
+
+ANNOTATION_FORMATS = ("csv", "tsv", "wide", "jsonl", "label-studio")
+PREDICTION_FORMATS = ("csv", "tsv", "jsonl", "label-studio")
+TIERS = ("crowd", "expert")
+PROBABILITY_ATOL = 1e-6
+_CHUNK = 1 << 20
+
+
+# --- sources -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Source:
+    """A re-readable byte source (decompressed), with a name for messages."""
+
+    name: str
+    _open: Callable[[], IO[bytes]]
+    size: int | None = None
+
+    def open(self) -> IO[bytes]:
+        return self._open()
+
+    def chunks(self, progress: Callable[[int], None] | None = None) -> Iterator[bytes]:
+        with self.open() as fh:
+            while chunk := fh.read(_CHUNK):
+                if progress is not None:
+                    progress(len(chunk))
+                yield chunk
+
+    def sha256(self) -> str:
+        digest = hashlib.sha256()
+        for chunk in self.chunks():
+            digest.update(chunk)
+        return digest.hexdigest()
+
+    def head(self, n: int = 65536) -> bytes:
+        with self.open() as fh:
+            return fh.read(n)
+
+
+class _Borrowed(io.RawIOBase):
+    """Reads a caller's file object without closing it (the caller owns it)."""
+
+    def __init__(self, fh: IO[bytes]):
+        self._fh = fh
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self._fh.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _is_gzip(opener: Callable[[], IO[bytes]]) -> bool:
+    with opener() as fh:
+        return fh.read(2) == b"\x1f\x8b"
+
+
+def open_source(source: str | Path | bytes | IO[bytes], *, name: str | None = None) -> Source:
+    """A :class:`Source` over a path, bytes or a binary file object (spooled if unseekable)."""
+    if isinstance(source, Source):
+        return source
+    if isinstance(source, str | Path):
+        path = Path(source)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such file")
+        raw: Callable[[], IO[bytes]] = lambda: open(path, "rb")  # noqa: E731
+        name = name or str(path)
+        size: int | None = path.stat().st_size
+    elif isinstance(source, bytes | bytearray):
+        data = bytes(source)
+        raw = lambda: io.BytesIO(data)  # noqa: E731
+        name = name or "<upload>"
+        size = len(data)
+    else:
+        fh = source
+        if not (hasattr(fh, "seekable") and fh.seekable()):
+            spool = tempfile.SpooledTemporaryFile(max_size=64 << 20)
+            shutil.copyfileobj(fh, spool)
+            fh = spool
+        start = fh.tell()
+
+        def raw() -> IO[bytes]:
+            fh.seek(start)
+            return io.BufferedReader(_Borrowed(fh))
+
+        name = name or getattr(source, "name", None) or "<upload>"
+        size = None
+    if _is_gzip(raw):
+        return Source(str(name), lambda: gzip.open(raw(), "rb"), None)
+    return Source(str(name), raw, size)
+
+
+def detect_format(source: Source, kind: str) -> str:
+    """Guess the format from the file name and its first bytes."""
+    name = source.name.lower().removesuffix(".gz")
+    head = source.head(4096).lstrip(codecs.BOM_UTF8).lstrip()
+    if name.endswith((".jsonl", ".ndjson")) or head.startswith(b"{"):
+        return "jsonl"
+    if head.startswith(b"["):
+        return "label-studio"
+    return "tsv" if name.endswith((".tsv", ".tab")) else "csv"
+
+
+# --- error collection --------------------------------------------------------------
+
+
+class _Errors:
+    """Collects row errors; stops the read once there are enough to report."""
+
+    def __init__(self, source: Source, progress: Callable[[int], None] | None = None):
+        self.source = source
+        self.progress = progress
+        self.errors: list[RowError] = []
+
+    def add(self, row: int, field: str | None, reason: str) -> None:
+        self.errors.append(RowError(row, field, reason))
+        if len(self.errors) >= MAX_REPORTED_ERRORS:
+            self.raise_if_any()
+
+    def raise_if_any(self) -> None:
+        if self.errors:
+            raise ImportRejected(self.errors, source=self.source.name)
+
+
+# --- low-level readers: (row number, record mapping) --------------------------------
+
+
+def _decoded_lines(source: Source, errors: _Errors, first_row: int) -> Iterator[str]:
+    """Lines decoded one by one, so a bad byte is reported at its row."""
+    progress, pending = errors.progress, 0
+    with source.open() as fh:
+        for lineno, raw in enumerate(fh):
+            if progress is not None:
+                pending += len(raw)
+                if pending >= _CHUNK:
+                    progress(pending)
+                    pending = 0
+            try:
+                line = raw.decode("utf-8-sig" if lineno == 0 else "utf-8")
+            except UnicodeDecodeError as exc:
+                errors.add(lineno + first_row, None,
+                           f"not valid UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})")
+                continue
+            yield line
+
+
+def _csv_records(source: Source, errors: _Errors, delimiter: str) -> tuple[list[str], Iterator[tuple[int, list[str]]]]:
+    lines = _decoded_lines(source, errors, first_row=0)
+    reader = csv.reader(lines, delimiter=delimiter, strict=True)
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        errors.add(0, None, "the file is empty")
+        errors.raise_if_any()
+        raise AssertionError("unreachable") from None
+    except csv.Error as exc:
+        errors.add(0, None, f"cannot read the header: {exc}")
+        errors.raise_if_any()
+        raise
+
+    def records() -> Iterator[tuple[int, list[str]]]:
+        row = 0
+        while True:
+            try:
+                rec = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                errors.add(row + 1, None, f"malformed CSV: {exc}")
+                return
+            row += 1
+            if not rec:
+                continue
+            if len(rec) != len(header):
+                more = "more" if len(rec) > len(header) else "fewer"
+                errors.add(row, None, f"{more} than the header's {len(header)} columns (found {len(rec)})")
+                continue
+            yield row, rec
+
+    return header, records()
+
+
+def _jsonl_records(source: Source, errors: _Errors) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    for row, line in enumerate(_decoded_lines(source, errors, first_row=1), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            errors.add(row, None, f"not valid JSON ({exc.msg} at column {exc.colno})")
+            continue
+        if not isinstance(rec, dict):
+            errors.add(row, None, f"expected a JSON object, found {type(rec).__name__}")
+            continue
+        yield row, rec
+
+
+def _load_json_document(source: Source, errors: _Errors) -> Any:
+    try:
+        with source.open() as fh:
+            return json.load(io.TextIOWrapper(fh, encoding="utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        errors.add(0, None, f"not valid UTF-8 text ({exc.reason})")
+    except json.JSONDecodeError as exc:
+        errors.add(exc.lineno, None, f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})")
+    errors.raise_if_any()
+
+
+def _renamer(field_map: Mapping[str, str] | None) -> Callable[[str], str]:
+    inverse = {src: canonical for canonical, src in (field_map or {}).items()}
+    return lambda name: inverse.get(name, name)
+
+
+def _text(value: Any) -> str | None:
+    """A field as text: None/blank → None; JSON numbers keep their literal form."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    text = str(value).strip()
+    return text or None
+
+
+def parse_timestamp(text: str) -> datetime:
+    """ISO 8601 → aware datetime (naive values are taken as UTC)."""
+    value = datetime.fromisoformat(text)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+# --- annotations -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AnnotationDefaults:
+    """Batch-level values for rows that do not carry their own."""
+
+    vendor: str | None = None
+    tier: str | None = None
+
+
+def _annotation_row(row: int, rec: Mapping[str, Any], codes: Mapping[str, int], defaults: AnnotationDefaults,
+                    errors: _Errors) -> tuple | None:
+    ok = True
+    values: dict[str, Any] = {}
+    for name in ("item_id", "annotator_id", "label"):
+        values[name] = _text(rec.get(name))
+        if values[name] is None:
+            errors.add(row, name, "missing")
+            ok = False
+    label = values["label"]
+    code = codes.get(label) if label is not None else None
+    if label is not None and code is None:
+        errors.add(row, "label", f"{label!r} is not one of the dataset's labels {list(codes)}")
+        ok = False
+    vendor = _text(rec.get("vendor")) or defaults.vendor
+    tier = _text(rec.get("tier")) or defaults.tier
+    if tier is not None and tier not in TIERS:
+        errors.add(row, "tier", f"{tier!r} is not one of {list(TIERS)}")
+        ok = False
+    ts_text = _text(rec.get("timestamp"))
+    ts = None
+    if ts_text is not None:
+        try:
+            ts = parse_timestamp(ts_text)
+        except ValueError:
+            errors.add(row, "timestamp", f"{ts_text!r} is not an ISO 8601 date-time")
+            ok = False
+    if not ok:
+        return None
+    return (row, values["item_id"], values["annotator_id"], code, vendor, tier, ts)
+
+
+def read_annotations(source: Source, fmt: str, labels: Sequence[str], *, field_map: Mapping[str, str] | None = None,
+                     defaults: AnnotationDefaults = AnnotationDefaults(),
+                     progress: Callable[[int], None] | None = None) -> Iterator[tuple]:
+    """Rows ``(row, item_id, annotator_id, label_code, vendor, tier, timestamp)``.
+
+    Raises :class:`ImportRejected` (after the read, or as soon as there are
+    ``MAX_REPORTED_ERRORS``) when any row is invalid.
+    """
+    errors = _Errors(source, progress)
+    codes = {str(lab): i for i, lab in enumerate(labels)}
+    rename = _renamer(field_map)
+    if fmt in ("csv", "tsv", "wide"):
+        delimiter = "\t" if fmt == "tsv" or source.name.lower().removesuffix(".gz").endswith((".tsv", ".tab")) else ","
+        header, records = _csv_records(source, errors, delimiter)
+        names = [rename(h) for h in header]
+        if fmt != "wide" and not {"item_id", "annotator_id", "label"} <= set(names):
+            if "annotator_id" in names or "label" in names:
+                missing = sorted({"item_id", "annotator_id", "label"} - set(names))
+                errors.add(0, None, f"the header lacks the column(s) {missing} (columns: {header})")
+                errors.raise_if_any()
+            fmt = "wide"
+        if fmt == "wide":
+            if len(names) < 2:
+                errors.add(0, None, "a wide file needs an item column and at least one annotator column")
+                errors.raise_if_any()
+            annotators = header[1:]
+            for row, rec in records:
+                item = _text(rec[0])
+                if item is None:
+                    errors.add(row, header[0], "missing item id")
+                    continue
+                for annotator, cell in zip(annotators, rec[1:], strict=True):
+                    if _text(cell) is None:
+                        continue
+                    out = _annotation_row(row, {"item_id": item, "annotator_id": annotator, "label": cell},
+                                          codes, defaults, errors)
+                    if out is not None:
+                        yield out
+        else:
+            for row, rec in records:
+                out = _annotation_row(row, dict(zip(names, rec, strict=True)), codes, defaults, errors)
+                if out is not None:
+                    yield out
+    elif fmt == "jsonl":
+        for row, raw in _jsonl_records(source, errors):
+            rec = {rename(k): v for k, v in raw.items()}
+            if "labels" in rec and "annotator_id" not in rec:
+                values = rec["labels"]
+                if not isinstance(values, list) or not values:
+                    errors.add(row, "labels", "expected a non-empty list of labels")
+                    continue
+                for k, value in enumerate(values, 1):
+                    out = _annotation_row(row, {**rec, "annotator_id": f"pos{k}", "label": value},
+                                          codes, defaults, errors)
+                    if out is not None:
+                        yield out
+                continue
+            out = _annotation_row(row, rec, codes, defaults, errors)
+            if out is not None:
+                yield out
+    elif fmt == "label-studio":
+        for row, task, item in _label_studio_tasks(source, errors, field_map):
+            for ann in task.get("annotations") or []:
+                if not isinstance(ann, dict) or ann.get("was_cancelled"):
+                    continue
+                choice = _label_studio_choice(ann.get("result"), row, errors)
+                if choice is None:
+                    continue
+                who = ann.get("completed_by")
+                if isinstance(who, dict):
+                    who = who.get("email") or who.get("id")
+                out = _annotation_row(row, {"item_id": item, "annotator_id": who, "label": choice,
+                                            "timestamp": ann.get("created_at")}, codes, defaults, errors)
+                if out is not None:
+                    yield out
+    else:
+        raise ValueError(f"unknown annotation format {fmt!r}; expected one of {ANNOTATION_FORMATS}")
+    errors.raise_if_any()
+
+
+def _label_studio_tasks(source: Source, errors: _Errors, field_map: Mapping[str, str] | None
+                        ) -> Iterator[tuple[int, dict, str | None]]:
+    tasks = _load_json_document(source, errors)
+    if not isinstance(tasks, list):
+        errors.add(0, None, "a Label Studio export is a JSON list of tasks")
+        errors.raise_if_any()
+    item_field = (field_map or {}).get("item_id", "item_id")
+    for row, task in enumerate(tasks, 1):
+        if not isinstance(task, dict):
+            errors.add(row, None, "a task must be a JSON object")
+            continue
+        data = task.get("data") if isinstance(task.get("data"), dict) else {}
+        item = _text(data.get(item_field)) or _text(task.get("id"))
+        if item is None:
+            errors.add(row, item_field, "the task has neither data.item_id nor an id")
+            continue
+        yield row, task, item
+
+
+def _label_studio_choice(result: Any, row: int, errors: _Errors) -> str | None:
+    for region in result or []:
+        choices = (region.get("value") or {}).get("choices") if isinstance(region, dict) else None
+        if choices is None:
+            continue
+        if len(choices) != 1:
+            errors.add(row, "choices", f"expected exactly one choice, found {choices!r}")
+            return None
+        return choices[0]
+    errors.add(row, "result", "no `choices` result in this annotation")
+    return None
+
+
+# --- predictions ------------------------------------------------------------------
+
+
+def _probabilities(value: Any, labels: Sequence[str], row: int, errors: _Errors) -> list[float] | None:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            errors.add(row, "probabilities", f"{value!r} is not a JSON list of numbers")
+            return None
+    if isinstance(value, dict):
+        missing = [lab for lab in labels if lab not in value]
+        if missing:
+            errors.add(row, "probabilities", f"no probability for label(s) {missing}")
+            return None
+        value = [value[lab] for lab in labels]
+    if not isinstance(value, list):
+        errors.add(row, "probabilities", f"expected a list of {len(labels)} numbers")
+        return None
+    if len(value) != len(labels):
+        errors.add(row, "probabilities", f"expected {len(labels)} probabilities (one per label), found {len(value)}")
+        return None
+    probs: list[float] = []
+    for lab, p in zip(labels, value, strict=True):
+        try:
+            x = float(p)
+        except (TypeError, ValueError):
+            errors.add(row, f"probabilities[{lab}]", f"{p!r} is not a number")
+            return None
+        if math.isnan(x) or math.isinf(x):
+            errors.add(row, f"probabilities[{lab}]", f"{p!r} is not a finite number")
+            return None
+        if x < 0:
+            errors.add(row, f"probabilities[{lab}]", f"{x!r} is negative")
+            return None
+        probs.append(x)
+    total = math.fsum(probs)
+    if abs(total - 1.0) > PROBABILITY_ATOL:
+        errors.add(row, "probabilities", f"sum to {total!r}, not 1 (tolerance {PROBABILITY_ATOL:g})")
+        return None
+    return probs
+
+
+def _prediction_row(row: int, rec: Mapping[str, Any], labels: Sequence[str], codes: Mapping[str, int],
+                    errors: _Errors) -> tuple | None:
+    item = _text(rec.get("item_id"))
+    if item is None:
+        errors.add(row, "item_id", "missing")
+        return None
+    label_text = _text(rec.get("label"))
+    code = None
+    if label_text is not None:
+        code = codes.get(label_text)
+        if code is None:
+            errors.add(row, "label", f"{label_text!r} is not one of the dataset's labels {list(codes)}")
+            return None
+    probs = None
+    if rec.get("probabilities") is not None:
+        probs = _probabilities(rec["probabilities"], labels, row, errors)
+        if probs is None:
+            return None
+    if code is None and probs is None:
+        errors.add(row, "label", "a prediction needs a label or probabilities")
+        return None
+    return (row, item, code, probs)
+
+
+def read_predictions(source: Source, fmt: str, labels: Sequence[str], *, field_map: Mapping[str, str] | None = None,
+                     release: str | None = None, progress: Callable[[int], None] | None = None) -> Iterator[tuple]:
+    """Rows ``(row, item_id, label_code or None, probabilities or None)``."""
+    errors = _Errors(source, progress)
+    labels = [str(lab) for lab in labels]
+    codes = {lab: i for i, lab in enumerate(labels)}
+    rename = _renamer(field_map)
+    if fmt in ("csv", "tsv", "wide"):
+        delimiter = "\t" if fmt == "tsv" or source.name.lower().removesuffix(".gz").endswith((".tsv", ".tab")) else ","
+        header, records = _csv_records(source, errors, delimiter)
+        names = [rename(h) for h in header]
+        per_label = all(lab in names for lab in labels)
+        if "item_id" not in names or not ("label" in names or "probabilities" in names or per_label):
+            errors.add(0, None, f"needs `item_id` and `label` or one probability column per label {labels} "
+                                f"(columns: {header})")
+            errors.raise_if_any()
+        for row, rec in records:
+            fields: dict[str, Any] = dict(zip(names, rec, strict=True))
+            if per_label and "probabilities" not in fields:
+                fields["probabilities"] = {lab: fields[lab] for lab in labels}
+            for key in ("label", "probabilities"):
+                if fields.get(key) == "":
+                    fields[key] = None
+            out = _prediction_row(row, fields, labels, codes, errors)
+            if out is not None:
+                yield out
+    elif fmt == "jsonl":
+        for row, raw in _jsonl_records(source, errors):
+            out = _prediction_row(row, {rename(k): v for k, v in raw.items()}, labels, codes, errors)
+            if out is not None:
+                yield out
+    elif fmt == "label-studio":
+        seen_versions: set[str] = set()
+        for row, task, item in _label_studio_tasks(source, errors, field_map):
+            for pred in task.get("predictions") or []:
+                if not isinstance(pred, dict):
+                    continue
+                version = _text(pred.get("model_version"))
+                seen_versions.add(str(version))
+                if release is not None and version != release:
+                    continue
+                choice = _label_studio_choice(pred.get("result"), row, errors)
+                if choice is None:
+                    continue
+                out = _prediction_row(row, {"item_id": item, "label": choice}, labels, codes, errors)
+                if out is not None:
+                    yield out
+        if release is not None and release not in seen_versions:
+            errors.add(0, "model_version", f"no prediction has model_version {release!r} "
+                                           f"(found {sorted(seen_versions)})")
+    else:
+        raise ValueError(f"unknown prediction format {fmt!r}; expected one of {PREDICTION_FORMATS}")
+    errors.raise_if_any()
+
+
+# --- gold --------------------------------------------------------------------------
+
+
+def read_gold(source: Source, fmt: str, labels: Sequence[str], *, field_map: Mapping[str, str] | None = None,
+              default_source: str | None = None, progress: Callable[[int], None] | None = None) -> Iterator[tuple]:
+    """Rows ``(row, item_id, label_code, source)``."""
+    errors = _Errors(source, progress)
+    codes = {str(lab): i for i, lab in enumerate(labels)}
+    rename = _renamer(field_map)
+    if fmt in ("csv", "tsv", "wide"):
+        delimiter = "\t" if fmt == "tsv" or source.name.lower().removesuffix(".gz").endswith((".tsv", ".tab")) else ","
+        header, records = _csv_records(source, errors, delimiter)
+        names = [rename(h) for h in header]
+        if not {"item_id", "label"} <= set(names):
+            errors.add(0, None, f"needs `item_id` and `label` columns (columns: {header})")
+            errors.raise_if_any()
+        rows: Iterable[tuple[int, Mapping[str, Any]]] = (
+            (row, dict(zip(names, rec, strict=True))) for row, rec in records)
+    elif fmt == "jsonl":
+        rows = ((row, {rename(k): v for k, v in raw.items()}) for row, raw in _jsonl_records(source, errors))
+    else:
+        raise ValueError(f"unknown gold format {fmt!r}; expected csv, tsv or jsonl")
+    for row, rec in rows:
+        item, label = _text(rec.get("item_id")), _text(rec.get("label"))
+        if item is None:
+            errors.add(row, "item_id", "missing")
+            continue
+        if label is None:
+            errors.add(row, "label", "missing")
+            continue
+        if label not in codes:
+            errors.add(row, "label", f"{label!r} is not one of the dataset's labels {list(codes)}")
+            continue
+        yield (row, item, codes[label], _text(rec.get("source")) or default_source)
+    errors.raise_if_any()
