@@ -9,5 +9,13 @@ from auditor.db.session import (
     normalize_url,
     session_scope,
 )
+from auditor.db.snapshot import (
+    ReleaseInfo,
+    ReleasePredictions,
+    Snapshot,
+    SnapshotError,
+    load_snapshot,
+)
 
-__all__ = [*_models_all, "WRITE_OPTIONS", "make_engine", "make_session_factory", "normalize_url", "session_scope"]
+__all__ = [*_models_all, "ReleaseInfo", "ReleasePredictions", "Snapshot", "SnapshotError", "load_snapshot",
+           "WRITE_OPTIONS", "make_engine", "make_session_factory", "normalize_url", "session_scope"]

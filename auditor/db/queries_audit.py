@@ -87,9 +87,14 @@ class Claim:
     took_over: bool = False
 
 
+def _begin_write(session: Session) -> None:
+    # SQLite: BEGIN IMMEDIATE serialises writers; PostgreSQL: the row lock below does.
+    if not session.in_transaction() or session.get_transaction().connections == {}:
+        session.connection(execution_options=WRITE_OPTIONS)
+
+
 def _lock_dataset(session: Session, dataset_id: int) -> Dataset | None:
-    # SQLite: BEGIN IMMEDIATE serialises writers; PostgreSQL: the row lock does.
-    session.connection(execution_options=WRITE_OPTIONS)
+    _begin_write(session)
     return session.execute(select(Dataset).where(Dataset.id == dataset_id).with_for_update()).scalar_one_or_none()
 
 
@@ -144,7 +149,7 @@ def claim_audit(session: Session, dataset_id: int, *, task_id: str, lease: timed
 
 def fail_audit(session: Session, run_id: int, *, task_id: str, error: str) -> bool:
     """Record the run as failed with ``error``, if ``task_id`` still owns it."""
-    session.connection(execution_options=WRITE_OPTIONS)
+    _begin_write(session)
     res = session.execute(
         update(AuditRun).where(AuditRun.id == run_id, AuditRun.task_id == task_id,
                                AuditRun.status == AuditStatus.RUNNING)
@@ -391,8 +396,9 @@ def finish_audit(session: Session, run_id: int, *, task_id: str, data_version: i
     Nothing is written unless ``task_id`` still owns the running run (a run taken over
     after its lease expired is finished by its new owner only).
     """
-    run = session.execute(select(AuditRun).where(AuditRun.id == run_id)).scalar_one()
-    dataset = _lock_dataset(session, run.dataset_id)
+    _begin_write(session)
+    dataset_id = session.execute(select(AuditRun.dataset_id).where(AuditRun.id == run_id)).scalar_one()
+    dataset = _lock_dataset(session, dataset_id)
     run = session.execute(select(AuditRun).where(AuditRun.id == run_id).with_for_update()).scalar_one()
     if run.status != AuditStatus.RUNNING or run.task_id != task_id:
         return Finished(False, int(dataset.data_version))
