@@ -79,6 +79,7 @@ from auditor.stats.best import (
     ScoreRequestError,
     best_performance,
     fit_dirichlet_multinomial,
+    parse_score_request,
     scoracle_score,
 )
 

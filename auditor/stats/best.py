@@ -43,6 +43,7 @@ __all__ = [
     "ScoreRequestError",
     "best_performance",
     "fit_dirichlet_multinomial",
+    "parse_score_request",
     "scoracle_score",
 ]
 
@@ -738,7 +739,7 @@ def best_performance(label_counts, /, *, metrics: Iterable[str] = BEST_METRICS, 
         elif name == "f1 (macro)":
             value, se, f1_method = _f1_macro(weights, gold, probs, generator, target_se,
                                              int(max_f1_draws))
-            method = f1_method if fit.regime == "finite" else f"{how}; {f1_method}"
+            method = f1_method if fit.regime == "finite" or se > 0 else how
             if se > target_se:
                 _warn(messages, f"f1 (macro): Monte Carlo standard error {se:.2g} is above "
                                 f"the target {target_se:g} after {max_f1_draws} draws.")
@@ -834,6 +835,24 @@ def _json_number(x: float) -> float | str:
     return x
 
 
+def parse_score_request(body, /) -> tuple[np.ndarray, list[str]]:
+    """Validate a Scoracle request body; return its count matrix and metric names.
+
+    Applies Scoracle's checks in its order and with its wording (extended with the
+    offending entry), and also refuses booleans (which Scoracle would take for
+    integers) and counts with no annotation at all.
+
+    Raises
+    ------
+    ScoreRequestError
+        With ``errors``, Scoracle's list of ``{"error": ..., "message": ...}``.
+    """
+    errors, counts, metrics = _request_errors(body)
+    if errors:
+        raise ScoreRequestError(errors)
+    return np.array(counts, dtype=np.int64), list(metrics)
+
+
 def scoracle_score(body, /, *, rng=0) -> list[dict[str, object]]:
     """Answer a Scoracle ``POST /api/score`` request body.
 
@@ -857,21 +876,19 @@ def scoracle_score(body, /, *, rng=0) -> list[dict[str, object]]:
     Raises
     ------
     ScoreRequestError
-        A body Scoracle would refuse (and booleans, which it would take for integers,
-        and counts with no annotation at all). ``errors`` holds Scoracle's error
-        objects, each message naming the field and, where it applies, the entry.
+        A body :func:`parse_score_request` refuses; ``errors`` holds Scoracle's
+        error objects, each message naming the field and, where it applies, the
+        entry.
 
     Examples
     --------
     >>> scoracle_score({"metrics": ["accuracy"], "labelCounts": [[3, 2], [0, 5]]})
-    [{'metric': 'accuracy', 'score': 0.762...}]
+    [{'metric': 'accuracy', 'score': 0.76229...}]
     """
-    errors, counts, metrics = _request_errors(body)
-    if errors:
-        raise ScoreRequestError(errors)
+    counts, metrics = parse_score_request(body)
     if not metrics:
         return []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BestPerformanceWarning)
-        result = best_performance(np.array(counts, dtype=np.int64), metrics=metrics, rng=rng)
+        result = best_performance(counts, metrics=metrics, rng=rng)
     return [{"metric": name, "score": _json_number(result.scores[name])} for name in metrics]
