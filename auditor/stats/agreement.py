@@ -572,6 +572,11 @@ def _long_form(data) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple, int]:
     """(item, annotator, label) codes, annotator names and the number of classes."""
     if isinstance(data, Annotations):
         return data.item, data.annotator, data.label, data.annotators, data.n_labels
+    if isinstance(data, LabelCounts):
+        raise StatsInputError(
+            "`annotations` is a label-count matrix: pairwise Cohen's kappa needs who gave which "
+            "label (an Annotations table or an item × rater matrix)."
+        )
     names = None
     if hasattr(data, "to_numpy") and hasattr(data, "columns"):
         names = tuple(data.columns)
@@ -584,7 +589,10 @@ def _long_form(data) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple, int]:
     if arr.size == 0:
         raise StatsInputError("`annotations` is empty.")
     if arr.dtype == bool or not np.issubdtype(arr.dtype, np.number):
-        raise StatsInputError(f"`annotations` matrix must hold integer class indices; got dtype {arr.dtype}.")
+        raise StatsInputError(
+            f"`annotations` matrix must hold integer class indices; got dtype {arr.dtype} "
+            "(build an Annotations table with annotations_from_wide for label names)."
+        )
     vals = arr.astype(np.float64)
     present = ~(np.isnan(vals) | (vals == -1))
     bad = present & ((vals < 0) | (vals != np.round(vals)) | ~np.isfinite(vals))

@@ -538,6 +538,12 @@ def test_bad_rater_matrix(matrix, match):
         pairwise_cohen_kappa(matrix)
 
 
+def test_pairwise_refuses_label_counts():
+    counts = annotations_from_wide(KRIPPENDORFF_2011.T).counts()
+    with pytest.raises(StatsInputError, match="label-count matrix"):
+        pairwise_cohen_kappa(counts)
+
+
 def test_bad_min_overlap():
     with pytest.raises(StatsInputError, match="`min_overlap`"):
         pairwise_cohen_kappa([[0, 1]], min_overlap=0)
