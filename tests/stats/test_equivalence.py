@@ -137,7 +137,7 @@ def test_case_study_with_own_labels_semantics_runs_on_ragged_items(datasets_dir)
 
     Items with fewer than k + 1 labels leave c_k; the counts say so.
     """
-    matrix, preds, _, _ = _saved(datasets_dir, "Fig6a/toxicity", ["a", "n"])
+    matrix, _, _, _ = _saved(datasets_dir, "Fig6a/toxicity", ["a", "n"])
     n_labels = (matrix >= 0).sum(axis=1)
     curve = power_curve(matrix, combiner="abc", scorer="cross_entropy", n_bootstrap=20, rng=0)
     assert curve.k_max == n_labels.max() - 1

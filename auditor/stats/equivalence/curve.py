@@ -440,12 +440,14 @@ def _exact_run(problem: _Problem, *, combiner: str, clip: float, n_bootstrap: in
 
 def _curve(problem: _Problem, point, reps, n_items, confidence) -> PowerCurve:
     lo, hi = _bounds(confidence)
-    if reps.shape[0]:
-        with np.errstate(invalid="ignore"):
-            ci_low = np.nanquantile(reps, lo, axis=0) if np.isfinite(reps).any() else np.full_like(point, np.nan)
-            ci_high = np.nanquantile(reps, hi, axis=0) if np.isfinite(reps).any() else np.full_like(point, np.nan)
-    else:
-        ci_low = ci_high = np.full_like(point, np.nan)
+    ci_low = np.full_like(point, np.nan)
+    ci_high = np.full_like(point, np.nan)
+    # A c_k can be undefined on every replicate (e.g. a correlation with constant
+    # predictions at k = 0); its interval stays NaN.
+    cols = np.isfinite(reps).any(axis=0) if reps.shape[0] else np.zeros(point.shape, dtype=bool)
+    if cols.any():
+        ci_low[cols] = np.nanquantile(reps[:, cols], lo, axis=0)
+        ci_high[cols] = np.nanquantile(reps[:, cols], hi, axis=0)
     return PowerCurve(np.arange(point.shape[0]), point, ci_low, ci_high, np.asarray(n_items, dtype=np.int64),
                       reps, problem.combiner, problem.scorer, problem.method, float(confidence))
 

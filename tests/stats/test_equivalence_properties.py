@@ -1,0 +1,279 @@
+"""Survey equivalence: invariants, the information-theoretic limit, and the two paths agreeing."""
+
+from __future__ import annotations
+
+from math import comb
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.special import comb as scomb
+from sklearn.metrics import f1_score, roc_auc_score
+
+from auditor.stats import (
+    LabelCounts,
+    StatsInputError,
+    calibrate_probabilities,
+    classifier_score,
+    expert_equivalence,
+    power_curve,
+    survey_equivalence,
+)
+from auditor.stats.equivalence import scorers
+from auditor.stats.equivalence.curve import equivalence_values
+
+
+def _draw(rng, n_items, n_raters, states, weights):
+    """Binary ratings from a finite mixture of item states (P(class 1) = state)."""
+    state = rng.choice(np.asarray(states), size=n_items, p=np.asarray(weights))
+    return (rng.random((n_items, n_raters)) < state[:, None]).astype(np.int64), state
+
+
+def _entropy(p):
+    p = np.clip(p, 1e-300, 1.0)
+    q = np.clip(1.0 - p, 1e-300, 1.0)
+    return -(p * np.log2(p) + q * np.log2(q))
+
+
+def _mutual_information(k, states, weights):
+    """MI(Y_{k+1}; Y_1..Y_k) in bits for i.i.d. labels given a state from a finite mixture."""
+    s, w = np.asarray(states), np.asarray(weights)
+    h1 = _entropy((w * s).sum())
+    h_cond = 0.0
+    for c in range(k + 1):
+        seq = (w * s**c * (1 - s) ** (k - c)).sum()          # P(one sequence with c ones)
+        nxt = (w * s ** (c + 1) * (1 - s) ** (k - c)).sum() / seq
+        h_cond += scomb(k, c) * seq * _entropy(nxt)
+    return h1 - h_cond
+
+
+@pytest.mark.slow
+def test_abc_cross_entropy_gain_is_the_mutual_information():
+    """Theorem 4.1: with many items, c_k − c_0 of ABC + cross-entropy → MI(Y_{k+1}; Y_1..Y_k).
+
+    200,000 items × 10 raters from the running example's kind of model (three item
+    states); the analytic MI comes from the model, not from the data.
+    """
+    states, weights = [0.8, 0.1, 0.5], [0.7, 0.2, 0.1]
+    ratings, _ = _draw(np.random.default_rng(11), 200_000, 10, states, weights)
+    curve = power_curve(ratings, combiner="abc", scorer="cross_entropy", n_bootstrap=0)
+    gain = curve.mean - curve.mean[0]
+    expected = np.array([_mutual_information(k, states, weights) for k in curve.k])
+    np.testing.assert_allclose(gain, expected, atol=0.002)
+    assert np.all(np.diff(curve.mean) > 0)
+
+
+@pytest.mark.parametrize(("n_raters", "n_labels"), [(6, 2), (5, 3), (10, 2)])
+@pytest.mark.parametrize(("combiner", "scorer"), [
+    ("plurality", "agreement"), ("frequency", "cross_entropy"), ("abc", "cross_entropy"),
+    ("abc", "agreement"), ("frequency", "agreement"),
+])
+def test_exact_path_equals_all_subsets_sampling(n_raters, n_labels, combiner, scorer):
+    """Where C(K, k) ≤ 200 the subset path enumerates every subset: the same number to 1e-9."""
+    rng = np.random.default_rng(n_raters * 10 + n_labels)
+    theta = rng.dirichlet(np.ones(n_labels), size=150)
+    ratings = np.array([rng.choice(n_labels, size=n_raters, p=t) for t in theta])
+    exact = power_curve(ratings, combiner=combiner, scorer=scorer, n_bootstrap=0, method="exact")
+    sampled = power_curve(ratings, combiner=combiner, scorer=scorer, n_bootstrap=0, method="sampling", rng=0)
+    full = [k for k in exact.k if comb(n_raters, k) <= 200]
+    np.testing.assert_allclose(exact.mean[full], sampled.mean[full], rtol=0, atol=1e-9)
+    # Elsewhere the 200 random subsets are a Monte-Carlo estimate of the same number.
+    np.testing.assert_allclose(exact.mean, sampled.mean, atol=0.01)
+
+
+def test_exact_and_sampling_agree_with_reference_raters():
+    rng = np.random.default_rng(5)
+    pool, state = _draw(rng, 200, 4, [0.2, 0.7], [0.5, 0.5])
+    expert = (rng.random((200, 3)) < state[:, None]).astype(np.int64)
+    for combiner, scorer in [("majority", "agreement"), ("abc", "cross_entropy")]:
+        e = power_curve(pool, combiner=combiner, scorer=scorer, reference=expert, n_bootstrap=0)
+        s = power_curve(pool, combiner=combiner, scorer=scorer, reference=expert, n_bootstrap=0,
+                        method="sampling", rng=0)
+        assert e.k.tolist() == [0, 1, 2, 3, 4]
+        np.testing.assert_allclose(e.mean, s.mean, atol=1e-9)
+
+
+def test_counts_input_equals_matrix_input():
+    rng = np.random.default_rng(2)
+    ratings, _ = _draw(rng, 300, 7, [0.1, 0.6, 0.9], [0.3, 0.4, 0.3])
+    counts = np.stack([(ratings == 0).sum(axis=1), (ratings == 1).sum(axis=1)], axis=1)
+    lc = LabelCounts(counts, (0, 1), tuple(range(300)))
+    a = power_curve(ratings, combiner="abc", scorer="cross_entropy", n_bootstrap=30, rng=4)
+    b = power_curve(lc, combiner="abc", scorer="cross_entropy", n_bootstrap=30, rng=4)
+    np.testing.assert_allclose(a.mean, b.mean, atol=1e-12)
+    np.testing.assert_allclose(a.replicates, b.replicates, atol=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_raters=st.integers(2, 6), n_labels=st.integers(2, 3),
+       combiner=st.sampled_from(["plurality", "frequency", "abc"]))
+def test_curve_is_invariant_to_item_and_rater_order_and_label_names(seed, n_raters, n_labels, combiner):
+    rng = np.random.default_rng(seed)
+    ratings = rng.integers(0, n_labels, size=(40, n_raters))
+    ratings[rng.random(ratings.shape) < 0.2] = -1
+    ratings[:, :2] = rng.integers(0, n_labels, size=(40, 2))  # every item has two labels
+    scorer = "cross_entropy" if combiner != "plurality" else "agreement"
+    base = power_curve(ratings, combiner=combiner, scorer=scorer, n_bootstrap=0, n_labels=n_labels)
+    shuffled = ratings[rng.permutation(40)][:, rng.permutation(n_raters)]
+    perm = rng.permutation(n_labels)
+    relabeled = np.where(ratings >= 0, perm[np.maximum(ratings, 0)], -1)
+    for other in (shuffled, relabeled):
+        again = power_curve(other, combiner=combiner, scorer=scorer, n_bootstrap=0, n_labels=n_labels)
+        np.testing.assert_allclose(again.mean, base.mean, atol=1e-9)
+    assert np.all(base.n_items[:-1] >= base.n_items[1:])
+
+
+def test_bootstrap_is_reproducible_and_brackets_the_estimate():
+    rng = np.random.default_rng(8)
+    ratings, state = _draw(rng, 500, 8, [0.15, 0.85], [0.4, 0.6])
+    probs = np.column_stack([1 - state, state]) * 0.8 + 0.1
+    a = survey_equivalence(ratings, probs, combiner="abc", scorer="cross_entropy", n_bootstrap=200, rng=3)
+    b = survey_equivalence(ratings, probs, combiner="abc", scorer="cross_entropy", n_bootstrap=200, rng=3)
+    assert a.value == b.value and a.ci_low == b.ci_low and a.ci_high == b.ci_high
+    np.testing.assert_array_equal(a.curve.replicates, b.curve.replicates)
+    assert np.all(a.curve.ci_low <= a.curve.mean) and np.all(a.curve.mean <= a.curve.ci_high)
+    assert a.classifier_score.ci_low <= a.classifier_score.value <= a.classifier_score.ci_high
+    assert a.curve.replicates.shape == (200, 8)
+
+
+def test_equivalence_beyond_the_curve_is_reported_not_capped():
+    """The reference package caps it at the largest k; here it is "> K − 1" (and "< 0")."""
+    rng = np.random.default_rng(1)
+    ratings, state = _draw(rng, 400, 5, [0.05, 0.95], [0.5, 0.5])
+    # The omniscient classifier (it outputs each item's state) beats any finite survey.
+    omniscient = np.column_stack([1 - state, state])
+    above = survey_equivalence(ratings, omniscient, combiner="abc", scorer="cross_entropy", n_bootstrap=20, rng=0)
+    assert above.value == "> 4" and above.position == "above"
+    # A classifier that points the wrong way scores below the prior's c_0.
+    reversed_ = np.column_stack([state, 1 - state]) * 0.9 + 0.05
+    below = survey_equivalence(ratings, reversed_, combiner="abc", scorer="cross_entropy",
+                               n_bootstrap=20, rng=0)
+    assert below.value == "< 0" and below.position == "below"
+    assert below.ci_low == "< 0" and below.ci_high == "< 0"
+
+
+def test_equivalence_values_follow_algorithm_4():
+    curve = np.array([[0.5, 0.6, 0.7, 0.65, 0.8]])
+    values = equivalence_values(np.repeat(curve, 5, axis=0), np.array([0.4, 0.5, 0.65, 0.75, 0.9]))
+    assert values[0] == -np.inf and values[1] == -np.inf   # h ≤ c_0 → "< 0"
+    assert values[2] == pytest.approx(1.5)                  # leftmost crossing, interpolated
+    assert values[3] == pytest.approx(3 + (0.75 - 0.65) / (0.8 - 0.65))
+    assert values[4] == np.inf
+
+
+def test_auc_ranks_by_probability_of_the_positive_class():
+    """A perfect ranking scores 1 (the reference package's max(p, 1−p) ranking gives 0.5 here)."""
+    labels = np.array([0, 0, 0, 1, 1, 1])
+    p1 = np.array([0.1, 0.2, 0.3, 0.7, 0.8, 0.9])
+    pred = np.column_stack([1 - p1, p1])
+    assert scorers.auc(pred, labels, np.ones((1, 6)))[0] == pytest.approx(1.0)
+    ratings = np.column_stack([labels, labels])
+    assert classifier_score(ratings, pred, scorer="auc", n_bootstrap=0).value == pytest.approx(1.0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_labels=st.integers(2, 4))
+def test_scorers_match_scikit_learn_and_numpy(seed, n_labels):
+    rng = np.random.default_rng(seed)
+    n = 60
+    labels = rng.integers(0, n_labels, n)
+    hard = rng.integers(0, n_labels, n)
+    onehot = np.eye(n_labels)[hard]
+    ones = np.ones((1, n))
+    average = "binary" if n_labels == 2 else "macro"
+    expected_f1 = f1_score(labels, hard, average=average, zero_division=0)
+    assert scorers.f1(onehot, labels, ones)[0] == pytest.approx(expected_f1, abs=1e-12)
+    assert scorers.agreement(onehot, labels, ones)[0] == pytest.approx((labels == hard).mean())
+    if n_labels == 2 and len(set(labels)) == 2:
+        p1 = rng.random(n)
+        probs = np.column_stack([1 - p1, p1])
+        assert scorers.auc(probs, labels, ones)[0] == pytest.approx(roc_auc_score(labels, p1), abs=1e-12)
+        assert scorers.pearson(probs, labels, ones)[0] == pytest.approx(np.corrcoef(p1, labels)[0, 1], abs=1e-9)
+    # Integer weights are repeated items.
+    w = rng.integers(0, 3, n)
+    rep = np.repeat(np.arange(n), w)
+    if rep.size and n_labels == 2 and len(set(labels[rep])) == 2:
+        probs = np.column_stack([1 - hard * 0.7, hard * 0.7])
+        a = scorers.auc(probs, labels, w[None, :].astype(float))[0]
+        assert a == pytest.approx(scorers.auc(probs[rep], labels[rep], np.ones((1, rep.size)))[0])
+
+
+def test_dmi_is_absolute_determinant_of_the_joint_distribution():
+    labels = np.array([0, 0, 1, 1])
+    pred = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
+    assert scorers.dmi(pred, labels, np.ones((1, 4)))[0] == pytest.approx(0.25)
+    # Invariant to renaming the predicted classes; zero when prediction and label are independent.
+    assert scorers.dmi(pred[::-1], labels, np.ones((1, 4)))[0] == pytest.approx(0.25)
+    independent = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
+    assert scorers.dmi(independent, labels, np.ones((1, 4)))[0] == pytest.approx(0.0)
+
+
+def test_non_decomposable_scorers_use_the_subset_path():
+    rng = np.random.default_rng(4)
+    ratings, state = _draw(rng, 120, 5, [0.2, 0.8], [0.5, 0.5])
+    preds = (state > 0.5).astype(int)
+    for scorer in ("f1", "auc", "pearson", "dmi"):
+        eq = survey_equivalence(ratings, preds, combiner="majority", scorer=scorer, n_bootstrap=20, rng=0)
+        assert eq.curve.method == "sampling"
+        assert np.all(np.isfinite(eq.curve.mean[1:]))
+        assert eq.curve.mean[-1] > eq.curve.mean[1]
+
+
+def test_expert_equivalence_of_pool_raters():
+    """Pool raters as good as experts: k pool raters are worth about k experts."""
+    rng = np.random.default_rng(9)
+    pool, state = _draw(rng, 3000, 4, [0.15, 0.85], [0.5, 0.5])
+    expert = (rng.random((3000, 5)) < state[:, None]).astype(np.int64)
+    values, lows, highs, pool_curve, expert_curve = expert_equivalence(
+        pool, expert, combiner="abc", scorer="cross_entropy", n_bootstrap=50, rng=0)
+    assert pool_curve.k.tolist() == [0, 1, 2, 3, 4]
+    assert expert_curve.k.tolist() == [0, 1, 2, 3, 4]
+    for k in (1, 2, 3):
+        assert values[k] == pytest.approx(k, abs=0.25)
+        assert lows[k] <= values[k] <= highs[k]
+
+
+def test_calibration_recovers_the_label_frequencies():
+    rng = np.random.default_rng(6)
+    ratings, state = _draw(rng, 2000, 6, [0.1, 0.5, 0.8], [0.3, 0.3, 0.4])
+    # A miscalibrated but monotone score of the state.
+    raw = np.column_stack([1 - state**3, state**3])
+    cal = calibrate_probabilities(ratings, raw)
+    for s in (0.1, 0.5, 0.8):
+        assert cal[state == s, 1].mean() == pytest.approx(s, abs=0.03)
+    np.testing.assert_allclose(cal.sum(axis=1), 1.0)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"combiner": "median", "scorer": "agreement"}, "`combiner` must be one of"),
+    ({"combiner": "majority", "scorer": "cross_entropy"}, "needs a soft combiner"),
+    ({"combiner": "frequency", "scorer": "brier"}, "`scorer` must be one of"),
+    ({"combiner": "frequency", "scorer": "agreement", "n_bootstrap": -1}, "`n_bootstrap`"),
+    ({"combiner": "frequency", "scorer": "agreement", "confidence": 1.5}, "`confidence`"),
+    ({"combiner": "frequency", "scorer": "f1"}, "missing entries"),
+    ({"combiner": "frequency", "scorer": "agreement", "rng": "seed"}, "`rng`"),
+])
+def test_bad_options_raise_naming_the_argument(kwargs, message):
+    ratings = np.array([[0, 1, -1], [1, 1, 0], [0, 0, 0]])
+    with pytest.raises(StatsInputError, match=message):
+        power_curve(ratings, **kwargs)
+
+
+def test_bad_data_raise_naming_the_row():
+    with pytest.raises(StatsInputError, match="row 1, rater 2"):
+        power_curve(np.array([[0, 1, 1], [1, 0, 0.5]]), combiner="plurality", scorer="agreement")
+    with pytest.raises(StatsInputError, match="predictions"):
+        survey_equivalence(np.array([[0, 1], [1, 1]]), np.array([0, 1]), combiner="abc",
+                           scorer="cross_entropy")
+    with pytest.raises(StatsInputError, match="`predictions` row 0"):
+        survey_equivalence(np.array([[0, 1], [1, 1]]), np.array([[0.5, 0.6], [0.5, 0.5]]),
+                           combiner="abc", scorer="cross_entropy")
+
+
+def test_nan_marks_missing_ratings_and_min_labels_keeps_full_rows():
+    ratings = np.array([[0, 1, np.nan], [1, 1, 0], [0, 0, 1], [np.nan, 1, 1]])
+    curve = power_curve(ratings, combiner="plurality", scorer="agreement", n_bootstrap=0)
+    assert curve.n_items.tolist() == [4, 4, 2]
+    f1 = power_curve(ratings, combiner="plurality", scorer="f1", n_bootstrap=0, min_labels=2, rng=0)
+    assert f1.k.tolist() == [0, 1]
