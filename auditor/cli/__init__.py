@@ -18,6 +18,7 @@ _COMMAND_MODULES = [
     "certify",
     "simulate",
     "db",
+    "ingest",
     "best",
 ]
 
