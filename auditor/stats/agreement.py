@@ -359,18 +359,29 @@ def krippendorff_alpha(counts, *, n_bootstrap: int = 1000, confidence: float = 0
         :class:`UndefinedAgreementWarning`) when no item has 2 labels or every
         pairable label is the same class (:math:`D_e = 0`).
 
+    Raises
+    ------
+    StatsInputError
+        Counts that are not a non-empty (N, L) matrix of non-negative integers, or bad
+        ``n_bootstrap`` / ``confidence`` / ``interval`` / ``rng``.
+
+    Warns
+    -----
+    UndefinedAgreementWarning
+        When alpha is undefined (returned as NaN).
+
     Notes
     -----
     The interval resamples pairable *items* with replacement (by a multinomial on the
     multiplicities of the distinct count vectors), which is the usual unit of sampling
     in annotation audits; Krippendorff's own bootstrap resamples pairs of values
-    instead and gives somewhat different intervals.
+    instead and gives somewhat different intervals. Time and memory of the bootstrap
+    grow with the number of distinct count vectors, not with the number of items.
 
-    Raises
-    ------
-    StatsInputError
-        Counts that are not a non-empty (N, L) matrix of non-negative integers, or bad
-        ``n_bootstrap`` / ``confidence`` / ``rng``.
+    References
+    ----------
+    K. Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", sections A
+    (nominal data) and C (missing values).
 
     Examples
     --------
@@ -513,7 +524,17 @@ def fleiss_kappa(counts, *, n_bootstrap: int = 1000, confidence: float = 0.95,
     ------
     StatsInputError
         Counts that are not a non-empty (N, L) matrix of non-negative integers, or bad
-        ``n_bootstrap`` / ``confidence`` / ``rng``.
+        ``n_bootstrap`` / ``confidence`` / ``interval`` / ``rng``.
+
+    Warns
+    -----
+    UndefinedAgreementWarning
+        When kappa is undefined (returned as NaN).
+
+    References
+    ----------
+    J. L. Fleiss (1971), "Measuring nominal scale agreement among many raters";
+    K. L. Gwet (2014), *Handbook of Inter-Rater Reliability*, 4th ed.
 
     Examples
     --------
@@ -690,9 +711,21 @@ def pairwise_cohen_kappa(annotations, *, min_overlap: int = 10, n_bootstrap: int
     -------
     PairwiseKappa
         Pair kappas and overlaps as (R, R) matrices, the two means and their
-        percentile intervals. Pairs whose kappa is undefined (both annotators used
+        bootstrap intervals. Pairs whose kappa is undefined (both annotators used
         one same class on all shared items) are NaN, counted in ``n_pairs_undefined``
         and left out of the means; a warning says so.
+
+    Raises
+    ------
+    StatsInputError
+        Label counts instead of who-labeled-what, a matrix entry that is not a class
+        index or -1/NaN, no labels, bad ``min_overlap`` / ``n_bootstrap`` /
+        ``confidence`` / ``interval`` / ``rng``.
+
+    Warns
+    -----
+    UndefinedAgreementWarning
+        When some eligible pairs, or all of them, have an undefined kappa.
 
     Notes
     -----
@@ -700,18 +733,16 @@ def pairwise_cohen_kappa(annotations, *, min_overlap: int = 10, n_bootstrap: int
     :math:`\sum_n K_n(K_n-1)/2`. The set of eligible pairs is fixed on the original
     data; a resample in which a pair shares no item leaves that pair out.
 
-    Kappa on few items is biased downwards (its chance term is estimated from the
-    same few items). When many pairs share only a few items each (a sparse crowd
+    Kappa on few items is biased, typically downwards (its chance term is estimated
+    from the same few items). When many pairs share only a few items each (a sparse crowd
     design), the means inherit that bias, the resampled means sit lower still, and
     the percentile interval can lie entirely below the estimate; the ``"basic"``
     interval corrects such a shift to first order, and a larger ``min_overlap``
-    removes its cause.
+    reduces its cause.
 
-    Raises
-    ------
-    StatsInputError
-        A matrix entry that is not a class index or -1/NaN, no labels, bad
-        ``min_overlap`` / ``n_bootstrap`` / ``confidence`` / ``rng``.
+    References
+    ----------
+    J. Cohen (1960), "A coefficient of agreement for nominal scales".
 
     Examples
     --------
