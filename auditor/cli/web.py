@@ -1,0 +1,127 @@
+"""``auditor serve``, ``auditor users create``, ``auditor tokens create``: the web app and its accounts."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import click
+
+from auditor.cli import main
+
+_ROLES = ["admin", "analyst", "vendor", "viewer"]
+
+
+def _session_scope():
+    from auditor.db import make_engine, make_session_factory, session_scope
+
+    return session_scope(make_session_factory(make_engine()))
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535), help="Port to listen on.")
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 64),
+              help="Gunicorn worker processes.")
+@click.option("--threads", default=4, show_default=True, type=click.IntRange(1, 64), help="Threads per worker.")
+@click.option("--dev", is_flag=True, help="Flask's reloading development server instead of gunicorn.")
+def serve(host: str, port: int, workers: int, threads: int, dev: bool) -> None:
+    """Run the web app (JSON API and dashboards) with gunicorn."""
+    from auditor.web import create_app
+
+    if dev:
+        create_app().run(host=host, port=port, debug=False, use_reloader=True)
+        return
+    from gunicorn.app.base import BaseApplication
+
+    class _Server(BaseApplication):
+        def load_config(self):
+            for key, value in {"bind": f"{host}:{port}", "workers": workers, "threads": threads,
+                               "accesslog": "-", "worker_class": "gthread"}.items():
+                self.cfg.set(key, value)
+
+        def load(self):
+            return create_app()
+
+    _Server().run()
+
+
+@main.group()
+def users() -> None:
+    """User accounts of the web UI and API."""
+
+
+@users.command("create")
+@click.option("--workspace", default="default", show_default=True, help="Workspace slug (created if new).")
+@click.option("--email", required=True, help="Login name.")
+@click.option("--role", type=click.Choice(_ROLES), default="viewer", show_default=True)
+@click.option("--vendor", help="For the vendor role: the vendor this user speaks for.")
+@click.option("--name", "display_name", help="Display name.")
+@click.option("--password", prompt=True, hide_input=True, confirmation_prompt=True,
+              help="Password for the UI (prompted when omitted).")
+def users_create(workspace: str, email: str, role: str, vendor: str | None, display_name: str | None,
+                 password: str) -> None:
+    """Create a user (or reset its role, vendor and password)."""
+    from sqlalchemy import select
+
+    from auditor.db import Role, User
+    from auditor.ingest import get_workspace
+    from auditor.web.security import hash_password
+
+    if role == "vendor" and not vendor:
+        raise click.UsageError("--vendor is required for the vendor role.")
+    if len(password) < 8:
+        raise click.BadParameter("use at least 8 characters.", param_hint="--password")
+    email = email.strip().lower()
+    with _session_scope() as db:
+        ws = get_workspace(db, workspace, create=True)
+        user = db.scalar(select(User).where(User.workspace_id == ws.id, User.email == email))
+        verb = "updated" if user is not None else "created"
+        if user is None:
+            user = User(workspace_id=ws.id, email=email)
+            db.add(user)
+        user.role, user.vendor, user.display_name = Role(role), vendor, display_name or user.display_name
+        user.password_hash = hash_password(password)
+        db.flush()
+        click.echo(f"user {email} ({role}) {verb} in workspace {workspace}")
+
+
+@main.group()
+def tokens() -> None:
+    """API tokens (stored hashed; shown once)."""
+
+
+@tokens.command("create")
+@click.option("--workspace", default="default", show_default=True, help="Workspace slug.")
+@click.option("--user", "email", required=True, help="Email of the user the token acts for.")
+@click.option("--role", type=click.Choice(_ROLES), help="Narrow the token to this role (default: the user's).")
+@click.option("--dataset", "datasets", multiple=True,
+              help="Grant the user this dataset (vendors submit only to granted datasets); repeatable.")
+@click.option("--name", default="cli", show_default=True, help="A label for the token.")
+@click.option("--expires-days", type=click.IntRange(1, 3650), help="Expire after this many days.")
+def tokens_create(workspace: str, email: str, role: str | None, datasets: tuple[str, ...], name: str,
+                  expires_days: int | None) -> None:
+    """Create an API token and print it (the only time it is shown)."""
+    from sqlalchemy import select
+
+    from auditor.db import DatasetGrant, Role, User, Workspace
+    from auditor.ingest import IngestError, get_dataset
+    from auditor.web.security import issue_token
+
+    with _session_scope() as db:
+        user = db.scalar(select(User).join(Workspace).where(Workspace.slug == workspace,
+                                                            User.email == email.strip().lower()))
+        if user is None:
+            raise click.UsageError(f"no user {email!r} in workspace {workspace!r}; create it with "
+                                   "'auditor users create'.")
+        if role == "vendor" and user.role != Role.VENDOR:
+            raise click.UsageError(f"{email} is a {user.role.value}, not a vendor: create a vendor user.")
+        for ds_name in datasets:
+            try:
+                ds = get_dataset(db, ds_name, workspace=workspace)
+            except IngestError as exc:
+                raise click.UsageError(str(exc)) from None
+            if db.get(DatasetGrant, (ds.id, user.id)) is None:
+                db.add(DatasetGrant(dataset_id=ds.id, user_id=user.id))
+        expires = datetime.now(UTC) + timedelta(days=expires_days) if expires_days else None
+        _, plaintext = issue_token(db, user, name=name, role=Role(role) if role else None, expires_at=expires)
+        click.echo(plaintext)

@@ -1,0 +1,205 @@
+"""Bulk ingestion endpoints: JSON bodies, CSV/JSONL bodies or multipart uploads, answered with 202.
+
+Validation, idempotency and the all-or-nothing rule are the ingestion use cases'
+(``auditor.ingest``, shared with the CLI); this module only turns an HTTP request into
+their arguments, commits, and asks the workers for an audit.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+from flask import current_app, request
+from sqlalchemy import select, update
+
+from auditor.db import Annotation, Annotator, ImportBatch, Role
+from auditor.ingest import (
+    ImportRejected,
+    IngestError,
+    import_annotations,
+    import_gold,
+    import_predictions,
+)
+from auditor.web.api import serializers as s
+from auditor.web.api.framework import Param, endpoint
+from auditor.web.api.routes import get_dataset, get_release
+from auditor.web.errors import ApiError
+
+__all__ = ["submit_annotations", "submit_gold", "submit_predictions"]
+
+log = logging.getLogger(__name__)
+
+# Content type of a raw body → the ingestion format it holds (None: detect csv/wide from the header).
+_RAW_FORMATS = {
+    "text/csv": None,
+    "text/tab-separated-values": "tsv",
+    "application/x-ndjson": "jsonl",
+    "application/jsonl": "jsonl",
+    "application/x-jsonlines": "jsonl",
+}
+FILE_FORMAT = Param("file_format", "string", "Format of an uploaded file (default: detected from its name "
+                    "and first bytes).", enum=("csv", "tsv", "wide", "jsonl", "label-studio"))
+IDEMPOTENCY = Param("idempotency_key", "string", "Re-sending a batch with the same key changes nothing "
+                    "(the Idempotency-Key header works too).", max_length=200)
+
+
+def _ingest_limit() -> str:
+    return current_app.config["AUDITOR_INGEST_LIMIT"]
+
+
+def _source(body: dict | None, file_format: str | None) -> tuple[object, str | None, str]:
+    """(bytes or stream, format, name) of the batch in this request."""
+    if request.is_json:
+        # The JSON form is the JSONL form, one object per record: same fields, same checks.
+        records = body["records"]
+        data = "\n".join(json.dumps(r, ensure_ascii=False) for r in records).encode("utf-8")
+        return data, "jsonl", "request.json"
+    mimetype = request.mimetype
+    if mimetype == "multipart/form-data":
+        upload = request.files.get("file")
+        if upload is None:
+            raise ApiError(400, "A multipart upload must carry the batch in a field named 'file'.", field="file")
+        name = (upload.filename or "upload")[-200:]
+        return upload.stream, file_format, name
+    if mimetype in _RAW_FORMATS:
+        return request.stream, file_format or _RAW_FORMATS[mimetype], f"request.{mimetype.split('/')[-1]}"
+    raise ApiError(415, f"Unsupported Content-Type {mimetype!r}: send application/json, text/csv, "
+                        "application/x-ndjson, text/tab-separated-values or a multipart/form-data file.",
+                   field="Content-Type")
+
+
+def _options(idempotency_key: str | None) -> dict:
+    key = idempotency_key or request.headers.get("Idempotency-Key") or None
+    if request.mimetype == "multipart/form-data":
+        key = key or request.form.get("idempotency_key") or None
+    if request.is_json:
+        key = key or (request.get_json(silent=True) or {}).get("idempotency_key")
+    if key is not None and (len(key) > 200 or "\x00" in key):
+        raise ApiError(400, "idempotency_key must be at most 200 characters.", field="idempotency_key")
+    return {"idempotency_key": key}
+
+
+def _run(db, principal, dataset, fn, *args, **kwargs) -> dict:
+    # End the read-only transaction of the lookups: the import opens its own writing one.
+    db.commit()
+    try:
+        result = fn(db, dataset, *args, workspace=principal.workspace_slug, submitted_by=principal.email, **kwargs)
+    except ImportRejected as exc:
+        db.rollback()
+        errors = [{"row": e.row, "field": e.field, "message": e.reason} for e in exc.errors]
+        first = exc.errors[0] if exc.errors else None
+        message = ("Batch rejected, nothing was written: " + (str(first) if first else "invalid batch") +
+                   (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
+        raise ApiError(400, message, field=first.field if first else None, errors=errors,
+                       code="batch_rejected") from None
+    except IngestError as exc:
+        db.rollback()
+        raise ApiError(400, str(exc), code="batch_rejected") from None
+    except UnicodeDecodeError as exc:
+        db.rollback()
+        raise ApiError(400, f"The upload is not UTF-8 text: {exc.reason}.", field="file") from None
+    return result
+
+
+def _accepted(db, principal, dataset, result) -> dict:
+    if result.batch_id is not None and result.changed:
+        db.execute(update(ImportBatch).where(ImportBatch.id == result.batch_id)
+                   .values(submitted_by_id=principal.user_id))
+    db.commit()
+    if result.changed:
+        from workers.dispatch import request_audit
+
+        request_audit(dataset.id)
+    return {"batch_id": result.batch_id, "data_version": result.data_version, "dataset_id": dataset.id,
+            "kind": result.kind, "status": result.status, "rows": result.rows, "inserted": result.inserted,
+            "updated": result.updated, "unchanged": result.unchanged, "new_items": result.new_items,
+            "new_annotators": result.new_annotators, "duplicate": result.status == "duplicate",
+            "message": result.message}
+
+
+_ACCEPTED = s.ref("Accepted")
+
+
+@endpoint("POST", "/datasets/<int:dataset_id>/annotations", summary="Submit annotations", tag="ingestion",
+          roles={Role.ADMIN, Role.VENDOR}, body=s.BODIES["AnnotationsIngest"], body_name="AnnotationsIngest",
+          uploads=True, response=_ACCEPTED, status=202, limit=_ingest_limit,
+          query=[FILE_FORMAT, IDEMPOTENCY,
+                 Param("vendor", "string", "Vendor of rows that name none.", max_length=200),
+                 Param("tier", "string", "Tier of rows that name none.", enum=("crowd", "expert"))])
+def submit_annotations(principal, db, dataset_id, file_format, idempotency_key, vendor, tier, body=None):
+    """One batch of annotations (item_id, annotator_id, label[, vendor, tier, timestamp]), all or nothing.
+
+    A vendor token may submit only to the datasets it is granted, only as its own vendor.
+    """
+    ds = get_dataset(principal, db, dataset_id)
+    if principal.role == Role.VENDOR:
+        if not principal.vendor:
+            raise ApiError(403, "This vendor account has no vendor name; ask an admin to set one.")
+        if vendor is not None and vendor != principal.vendor:
+            raise ApiError(403, f"A vendor token submits as {principal.vendor!r} only.", field="vendor")
+        vendor = principal.vendor
+    data, fmt, name = _source(body, file_format)
+    if request.is_json and body is not None:
+        vendor = vendor or body.get("vendor")
+        tier = tier or body.get("tier")
+    src = _named(data, name)
+    result = _run(db, principal, ds, import_annotations, src, format=fmt, vendor=vendor, tier=tier,
+                  **_options(idempotency_key))
+    if principal.role == Role.VENDOR and result.changed:
+        # Every annotator of the batch must be this vendor's: rows naming another vendor,
+        # or another vendor's annotator ids, are refused and the batch rolled back.
+        foreign = db.execute(select(Annotator.external_id, Annotator.vendor)
+                             .join(Annotation, Annotation.annotator_id == Annotator.id)
+                             .where(Annotation.dataset_id == ds.id, Annotation.batch_id == result.batch_id,
+                                    Annotator.vendor.is_distinct_from(principal.vendor)).limit(1)).first()
+        if foreign is not None:
+            db.rollback()
+            raise ApiError(403, f"Annotator {foreign[0]!r} belongs to vendor {foreign[1]!r}, not to "
+                                f"{principal.vendor!r}; nothing was written.", field="vendor")
+    return _accepted(db, principal, ds, result)
+
+
+@endpoint("POST", "/datasets/<int:dataset_id>/gold", summary="Submit gold labels", tag="ingestion",
+          roles={Role.ADMIN, Role.ANALYST}, body=s.BODIES["GoldIngest"], body_name="GoldIngest", uploads=True,
+          response=_ACCEPTED, status=202, limit=_ingest_limit,
+          query=[FILE_FORMAT, IDEMPOTENCY,
+                 Param("source", "string", "Where the gold labels come from (e.g. 'adjudicated').", max_length=200)])
+def submit_gold(principal, db, dataset_id, file_format, idempotency_key, source, body=None):
+    """One batch of gold labels (item_id, label[, source]), all or nothing."""
+    ds = get_dataset(principal, db, dataset_id)
+    data, fmt, name = _source(body, file_format)
+    if fmt in ("wide", "label-studio"):
+        raise ApiError(400, "Gold labels come as csv, tsv or jsonl.", field="file_format")
+    if request.is_json and body is not None:
+        source = source or body.get("source")
+    result = _run(db, principal, ds, import_gold, _named(data, name), format=fmt, gold_source=source,
+                  **_options(idempotency_key))
+    return _accepted(db, principal, ds, result)
+
+
+@endpoint("POST", "/datasets/<int:dataset_id>/predictions", summary="Submit predictions", tag="ingestion",
+          roles={Role.ADMIN, Role.ANALYST}, body=s.BODIES["PredictionsIngest"], body_name="PredictionsIngest",
+          uploads=True, response=_ACCEPTED, status=202, limit=_ingest_limit,
+          query=[Param("release_id", "integer", "The release these predictions are of.", required=True),
+                 FILE_FORMAT, IDEMPOTENCY])
+def submit_predictions(principal, db, dataset_id, release_id, file_format, idempotency_key, body=None):
+    """One release's predictions (item_id, label and/or probabilities), all or nothing."""
+    ds = get_dataset(principal, db, dataset_id)
+    rel = get_release(principal, db, release_id)
+    if file_format == "wide":
+        raise ApiError(400, "Predictions come as csv, tsv, jsonl or label-studio.", field="file_format")
+    data, fmt, name = _source(body, file_format)
+    result = _run(db, principal, ds, import_predictions, _named(data, name), format=fmt,
+                  model=rel.model.name, release=rel.version, **_options(idempotency_key))
+    return _accepted(db, principal, ds, result)
+
+
+def _named(data, name: str):
+    """The ingestion reader names its source after the file object's ``name``."""
+    from auditor.ingest.formats import open_source
+
+    if isinstance(data, bytes):
+        return open_source(data, name=name)
+    return open_source(data if hasattr(data, "read") else io.BytesIO(data), name=name)

@@ -1,0 +1,288 @@
+"""One JSON shape per resource: the serializer and its JSON Schema side by side."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any
+
+from auditor.db import (
+    Alert,
+    Annotator,
+    AuditRun,
+    Dataset,
+    ImportBatch,
+    Item,
+    Model,
+    PowerCurve,
+    Release,
+)
+
+__all__ = ["BODIES", "SCHEMAS", "page_of", "ref"]
+
+
+def ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def page_of(name: str) -> dict:
+    return {"type": "object", "required": ["items", "page", "per_page", "total"],
+            "properties": {"items": {"type": "array", "items": ref(name)},
+                           "page": {"type": "integer"}, "per_page": {"type": "integer"},
+                           "total": {"type": "integer"}}}
+
+
+def _n(t: str | dict) -> dict:
+    if isinstance(t, dict):
+        return {"anyOf": [t, {"type": "null"}]}
+    return {"type": [t, "null"]}
+
+
+def _obj(required: list[str], **props) -> dict:
+    return {"type": "object", "required": required, "properties": props}
+
+
+INT, NUM, STR, BOOL = {"type": "integer"}, {"type": "number"}, {"type": "string"}, {"type": "boolean"}
+TIME = {"type": "string", "format": "date-time"}
+ANY_JSON: dict = {}
+
+
+def _t(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _f(value: float | None) -> float | None:
+    # JSON has no NaN/Infinity: a non-finite statistic is reported as null.
+    if value is None or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _clean(node: Any) -> Any:
+    if isinstance(node, float):
+        return _f(node)
+    if isinstance(node, dict):
+        return {k: _clean(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_clean(v) for v in node]
+    return node
+
+
+# --- resources ---------------------------------------------------------------------
+
+
+def dataset(d: Dataset) -> dict:
+    return {"id": d.id, "name": d.name, "description": d.description, "labels": list(d.labels),
+            "data_version": d.data_version, "created_at": _t(d.created_at), "updated_at": _t(d.updated_at)}
+
+
+def item(i: Item, labels: list[str] | None = None) -> dict:
+    gold = i.gold_label
+    return {"id": i.id, "dataset_id": i.dataset_id, "external_id": i.external_id,
+            "gold_label": labels[gold] if labels is not None and gold is not None and gold < len(labels) else gold,
+            "gold_source": i.gold_source, "label_counts": list(i.label_counts or []),
+            "n_labels": sum(i.label_counts or []), "created_at": _t(i.created_at)}
+
+
+def annotator(a: Annotator) -> dict:
+    return {"id": a.id, "external_id": a.external_id, "vendor": a.vendor, "tier": str(a.tier),
+            "created_at": _t(a.created_at)}
+
+
+def vendor(row) -> dict:
+    name, n_annotators, n_experts = row
+    return {"name": name, "n_annotators": int(n_annotators), "n_experts": int(n_experts or 0)}
+
+
+def model(m: Model) -> dict:
+    return {"id": m.id, "name": m.name, "description": m.description, "created_at": _t(m.created_at)}
+
+
+def release(r: Release) -> dict:
+    return {"id": r.id, "model_id": r.model_id, "version": r.version, "alias": r.alias, "tags": r.tags,
+            "released_at": _t(r.released_at), "created_at": _t(r.created_at)}
+
+
+def batch(b: ImportBatch) -> dict:
+    return {"id": b.id, "dataset_id": b.dataset_id, "kind": str(b.kind), "format": b.format,
+            "source_name": b.source_name, "release_id": b.release_id, "submitted_by": b.submitted_by,
+            "row_count": b.row_count, "data_version": b.data_version, "checksum": b.checksum,
+            "idempotency_key": b.idempotency_key, "stats": b.stats, "created_at": _t(b.created_at)}
+
+
+def _seconds(a: datetime | None, b: datetime | None) -> float | None:
+    return None if a is None or b is None else (b - a).total_seconds()
+
+
+def audit_run(r: AuditRun) -> dict:
+    return {"id": r.id, "dataset_id": r.dataset_id, "data_version": r.data_version, "status": str(r.status),
+            "error": r.error, "created_at": _t(r.created_at), "started_at": _t(r.started_at),
+            "finished_at": _t(r.finished_at), "queued_seconds": _seconds(r.created_at, r.started_at),
+            "run_seconds": _seconds(r.started_at, r.finished_at), "summary": _clean(r.summary),
+            "parameters": r.parameters}
+
+
+def certification(row) -> dict:
+    c, rel, mod, run = row
+    return {"id": c.id, "audit_run_id": c.audit_run_id, "dataset_id": run.dataset_id,
+            "data_version": c.data_version, "model_id": mod.id, "model": mod.name, "release_id": rel.id,
+            "version": rel.version, "released_at": _t(rel.released_at), "run_finished_at": _t(run.finished_at),
+            "n_items_upper": c.n_items_upper, "n_items_lower": c.n_items_lower, "u_t": _f(c.u_t),
+            "u_e": _f(c.u_e), "l": _f(c.l), "tau": _f(c.tau), "s_hms_t": _f(c.s_hms_t), "s_oms_t": _f(c.s_oms_t),
+            "s_hms_e": _f(c.s_hms_e), "s_oms_e": _f(c.s_oms_e), "certified": c.certified,
+            "certified_with": c.certified_with, "verdict": c.verdict, "created_at": _t(c.created_at)}
+
+
+def power_curve(p: PowerCurve) -> dict:
+    return {"id": p.id, "audit_run_id": p.audit_run_id, "release_id": p.release_id, "vendor": p.vendor,
+            "reference": p.reference, "combiner": p.combiner, "scorer": p.scorer, "max_k": p.max_k,
+            "n_bootstrap": p.n_bootstrap, "seed": p.seed, "points": _clean(p.points or []),
+            "classifier_score": _f(p.classifier_score), "classifier_low": _f(p.classifier_low),
+            "classifier_high": _f(p.classifier_high), "equivalence": _f(p.equivalence),
+            "equivalence_low": _f(p.equivalence_low), "equivalence_high": _f(p.equivalence_high),
+            "equivalence_note": p.equivalence_note, "created_at": _t(p.created_at)}
+
+
+def power_curve_points(curve: dict):
+    """CSV: one row per point k of the curve."""
+    for pt in curve["points"] or [{}]:
+        yield {**curve, **{f"point_{k}": v for k, v in pt.items()}}
+
+
+def vendor_report(row) -> dict:
+    v, run = row
+    return {"id": v.id, "audit_run_id": v.audit_run_id, "dataset_id": run.dataset_id,
+            "data_version": run.data_version, "run_finished_at": _t(run.finished_at), "vendor": v.vendor,
+            "n_annotators": v.n_annotators, "n_items": v.n_items, "n_annotations": v.n_annotations,
+            "u_t": _f(v.u_t), "u_e": _f(v.u_e), "agreement": _f(v.agreement),
+            "expert_equivalence": _f(v.expert_equivalence), "created_at": _t(v.created_at)}
+
+
+def annotator_bound(row: dict) -> dict:
+    return _clean(row)
+
+
+def best_score(row) -> dict:
+    b, run = row
+    return {"id": b.id, "audit_run_id": b.audit_run_id, "data_version": run.data_version, "metric": b.metric,
+            "value": _f(b.value), "std_error": _f(b.std_error), "n_items": b.n_items,
+            "alpha": _clean(list(b.alpha) if b.alpha is not None else None), "created_at": _t(b.created_at)}
+
+
+def alert(a: Alert) -> dict:
+    return {"id": a.id, "dataset_id": a.dataset_id, "audit_run_id": a.audit_run_id, "kind": a.kind,
+            "severity": str(a.severity), "subject": a.subject, "message": a.message,
+            "details": _clean(a.details), "created_at": _t(a.created_at),
+            "acknowledged_at": _t(a.acknowledged_at)}
+
+
+# --- JSON Schemas ---------------------------------------------------------------------
+
+_LABEL = {"type": "string", "minLength": 1, "maxLength": 200}
+_NAME = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"}
+_EXTERNAL_ID = {"type": "string", "minLength": 1, "maxLength": 512}
+
+SCHEMAS: dict[str, dict] = {
+    "Error": _obj(["error", "message"], error=STR, message=STR, field=STR,
+                  errors={"type": "array", "items": _obj(["message"], field=STR, message=STR)}),
+    "Me": _obj(["user_id", "workspace", "email", "role"], user_id=INT, workspace=STR, email=STR, role=STR,
+               vendor=_n("string"), datasets=_n({"type": "array", "items": INT})),
+    "Dataset": _obj(["id", "name", "labels", "data_version"], id=INT, name=STR, description=STR,
+                    labels={"type": "array", "items": STR}, data_version=INT, created_at=_n(TIME),
+                    updated_at=_n(TIME)),
+    "Item": _obj(["id", "dataset_id", "external_id", "label_counts"], id=INT, dataset_id=INT,
+                 external_id=STR, gold_label=_n("string"), gold_source=_n("string"),
+                 label_counts={"type": "array", "items": INT}, n_labels=INT, created_at=_n(TIME)),
+    "Annotator": _obj(["id", "external_id", "tier"], id=INT, external_id=STR, vendor=_n("string"),
+                      tier={"type": "string", "enum": ["crowd", "expert"]}, created_at=_n(TIME)),
+    "Vendor": _obj(["name", "n_annotators"], name=STR, n_annotators=INT, n_experts=INT),
+    "Model": _obj(["id", "name"], id=INT, name=STR, description=_n("string"), created_at=_n(TIME)),
+    "Release": _obj(["id", "model_id", "version"], id=INT, model_id=INT, version=STR, alias=_n("string"),
+                    tags=ANY_JSON, released_at=_n(TIME), created_at=_n(TIME)),
+    "Batch": _obj(["id", "dataset_id", "kind", "row_count", "data_version"], id=INT, dataset_id=INT,
+                  kind=STR, format=STR, source_name=_n("string"), release_id=_n("integer"),
+                  submitted_by=_n("string"), row_count=INT, data_version=INT, checksum=STR,
+                  idempotency_key=_n("string"), stats=ANY_JSON, created_at=_n(TIME)),
+    "Accepted": _obj(["batch_id", "data_version", "dataset_id"], batch_id=INT, data_version=INT,
+                     dataset_id=INT, kind=STR, row_count=INT, duplicate=BOOL),
+    "AuditRun": _obj(["id", "dataset_id", "data_version", "status"], id=INT, dataset_id=INT,
+                     data_version=INT, status={"type": "string", "enum": ["queued", "running", "succeeded", "failed"]},
+                     error=_n("string"), created_at=_n(TIME), started_at=_n(TIME), finished_at=_n(TIME),
+                     queued_seconds=_n("number"), run_seconds=_n("number"), summary=ANY_JSON,
+                     parameters=ANY_JSON),
+    "AuditRunDetail": {"allOf": [ref("AuditRun"), _obj(
+        [], best_scores={"type": "array", "items": ref("BestScore")},
+        agreements={"type": "array", "items": _obj(["coefficient"], vendor=_n("string"), coefficient=STR,
+                                                   value=_n("number"), ci_low=_n("number"),
+                                                   ci_high=_n("number"), n_items=INT)},
+        n_certifications=INT, n_power_curves=INT, n_vendor_reports=INT)]},
+    "Certification": _obj(["id", "audit_run_id", "release_id", "l", "u_t", "certified"], id=INT,
+                          audit_run_id=INT, dataset_id=INT, data_version=INT, model_id=INT, model=STR,
+                          release_id=INT, version=STR, released_at=_n(TIME), run_finished_at=_n(TIME),
+                          n_items_upper=INT, n_items_lower=INT, u_t=_n("number"), u_e=_n("number"),
+                          l=_n("number"), tau=_n("number"), s_hms_t=_n("number"), s_oms_t=_n("number"),
+                          s_hms_e=_n("number"), s_oms_e=_n("number"), certified=BOOL, certified_with=STR,
+                          verdict=STR, created_at=_n(TIME)),
+    "PowerCurve": _obj(["id", "audit_run_id", "points"], id=INT, audit_run_id=INT, release_id=_n("integer"),
+                       vendor=_n("string"), reference=STR, combiner=STR, scorer=STR, max_k=INT,
+                       n_bootstrap=INT, seed=_n("integer"),
+                       points={"type": "array", "items": {"type": "object"}},
+                       classifier_score=_n("number"), classifier_low=_n("number"),
+                       classifier_high=_n("number"), equivalence=_n("number"), equivalence_low=_n("number"),
+                       equivalence_high=_n("number"), equivalence_note=_n("string"), created_at=_n(TIME)),
+    "VendorReport": _obj(["id", "audit_run_id", "vendor"], id=INT, audit_run_id=INT, dataset_id=INT,
+                         data_version=INT, run_finished_at=_n(TIME), vendor=STR, n_annotators=INT, n_items=INT,
+                         n_annotations=INT, u_t=_n("number"), u_e=_n("number"), agreement=_n("number"),
+                         expert_equivalence=_n("number"), created_at=_n(TIME)),
+    "AnnotatorBound": {"type": "object", "required": ["vendor"], "properties": {"vendor": STR}},
+    "BestScore": _obj(["metric", "value"], id=INT, audit_run_id=INT, data_version=INT, metric=STR,
+                      value=_n("number"), std_error=_n("number"), n_items=INT,
+                      alpha=_n({"type": "array", "items": _n("number")}), created_at=_n(TIME)),
+    "Alert": _obj(["id", "kind", "severity", "message"], id=INT, dataset_id=_n("integer"),
+                  audit_run_id=_n("integer"), kind=STR, severity=STR, subject=_n("string"), message=STR,
+                  details=ANY_JSON, created_at=_n(TIME), acknowledged_at=_n(TIME)),
+}
+
+_RECORD_LIMIT = 1_000_000
+
+
+def _ingest(description: str, **options) -> dict:
+    # Field-level checks are the ingestion use cases' (the same as for files): here only the shape.
+    return {"type": "object", "required": ["records"], "additionalProperties": False,
+            "properties": {"records": {"type": "array", "minItems": 1, "maxItems": _RECORD_LIMIT,
+                                       "description": description, "items": {"type": "object"}},
+                           "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 200},
+                           **options}}
+
+BODIES: dict[str, dict] = {
+    "DatasetCreate": {"type": "object", "required": ["name", "labels"], "additionalProperties": False,
+                      "properties": {"name": _NAME, "description": {"type": "string", "maxLength": 10_000},
+                                     "labels": {"type": "array", "items": _LABEL, "minItems": 2,
+                                                "maxItems": 1000, "uniqueItems": True}}},
+    "ItemsCreate": {"type": "object", "required": ["items"], "additionalProperties": False,
+                    "properties": {"items": {"type": "array", "minItems": 1, "maxItems": 100_000,
+                                             "items": {"type": "object", "required": ["external_id"],
+                                                       "additionalProperties": False,
+                                                       "properties": {"external_id": _EXTERNAL_ID}}}}},
+    "AnnotatorCreate": {"type": "object", "required": ["external_id"], "additionalProperties": False,
+                        "properties": {"external_id": _EXTERNAL_ID,
+                                       "vendor": {"type": ["string", "null"], "minLength": 1, "maxLength": 200},
+                                       "tier": {"type": "string", "enum": ["crowd", "expert"]}}},
+    "ModelCreate": {"type": "object", "required": ["name"], "additionalProperties": False,
+                    "properties": {"name": _NAME, "description": {"type": ["string", "null"], "maxLength": 10_000}}},
+    "ReleaseCreate": {"type": "object", "required": ["version"], "additionalProperties": False,
+                      "properties": {"version": {"type": "string", "minLength": 1, "maxLength": 100, "pattern": r"\S"},
+                                     "alias": {"type": ["string", "null"], "maxLength": 100},
+                                     "released_at": {"type": ["string", "null"], "format": "date-time",
+                                                     "maxLength": 64},
+                                     "tags": {}}},
+    "AnnotationsIngest": _ingest(
+        "Records as in a JSONL file: item_id, annotator_id, label, and optionally vendor, tier, timestamp.",
+        vendor={"type": "string", "minLength": 1, "maxLength": 200},
+        tier={"type": "string", "enum": ["crowd", "expert"]}),
+    "GoldIngest": _ingest("Records as in a JSONL file: item_id, label, and optionally source.",
+                          source={"type": "string", "minLength": 1, "maxLength": 200}),
+    "PredictionsIngest": _ingest(
+        "Records as in a JSONL file: item_id, and label and/or probabilities (a list in the dataset's "
+        "label order, or an object label → probability)."),
+}

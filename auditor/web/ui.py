@@ -1,0 +1,132 @@
+"""Server-rendered dashboards and the login form."""
+
+from __future__ import annotations
+
+from functools import wraps
+
+from flask import (
+    Blueprint,
+    abort,
+    current_app,
+    flash,
+    g,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
+from sqlalchemy import select
+
+from auditor.db import Dataset, Model, Role, User, Workspace
+from auditor.web import dashboards
+from auditor.web.db import get_session
+from auditor.web.security import limiter, load_principal, verify_password
+
+__all__ = ["bp"]
+
+bp = Blueprint("ui", __name__)
+
+
+def login_required(*, readers_only: bool = True):
+    """Pages need a logged-in user; most also need a role that reads the whole workspace."""
+
+    def decorate(fn):
+        @wraps(fn)
+        def wrapper(**kwargs):
+            principal = load_principal(get_session(), allow_session=True)
+            if principal is None:
+                return redirect(url_for("ui.login", next=request.path))
+            if readers_only and not principal.reads_all:
+                if principal.role == Role.VENDOR and principal.vendor:
+                    return redirect(url_for("ui.vendor", name=principal.vendor))
+                abort(403)
+            return fn(**kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def _login_limit() -> str:
+    return current_app.config["AUDITOR_LOGIN_LIMIT"]
+
+
+@bp.route("/login", methods=["GET", "POST"])
+@limiter.limit(_login_limit, methods=["POST"])
+def login():
+    """Workspace, email and password; the CSRF token is checked before this runs."""
+    error = None
+    if request.method == "POST":
+        db = get_session()
+        slug = request.form.get("workspace", "").strip()
+        email = request.form.get("email", "").strip().lower()
+        password = request.form.get("password", "")
+        row = db.execute(select(User, Workspace).join(Workspace, User.workspace_id == Workspace.id)
+                         .where(Workspace.slug == slug, User.email == email)).first()
+        if row is not None and row[0].is_active and verify_password(row[0].password_hash, password):
+            user, ws = row
+            session.clear()
+            session["user_id"], session["workspace_id"] = user.id, ws.id
+            session.permanent = False
+            target = request.args.get("next", "")
+            # Only local paths: an open redirect would let a phishing link bounce through us.
+            if not target.startswith("/") or target.startswith("//") or "\\" in target:
+                target = url_for("ui.overview")
+            return redirect(target)
+        error = "Unknown workspace, email or password."
+    return render_template("login.html", error=error), (401 if error else 200)
+
+
+@bp.post("/logout")
+def logout():
+    session.clear()
+    flash("Logged out.")
+    return redirect(url_for("ui.login"))
+
+
+@bp.get("/")
+@login_required()
+def overview():
+    data = dashboards.overview(get_session(), g.principal.workspace_id)
+    return render_template("overview.html", **data)
+
+
+def _dataset(dataset_id: int) -> Dataset:
+    ds = get_session().get(Dataset, dataset_id)
+    if ds is None or ds.workspace_id != g.principal.workspace_id:
+        abort(404)
+    return ds
+
+
+@bp.get("/datasets/<int:dataset_id>")
+@login_required()
+def dataset(dataset_id: int):
+    return render_template("dataset.html", **dashboards.dataset_page(get_session(), _dataset(dataset_id)))
+
+
+@bp.get("/models/<int:model_id>")
+@login_required()
+def model(model_id: int):
+    m = get_session().get(Model, model_id)
+    if m is None or m.workspace_id != g.principal.workspace_id:
+        abort(404)
+    dataset_id = request.args.get("dataset_id", type=int)
+    return render_template("model.html", **dashboards.model_page(get_session(), m, dataset_id,
+                                                                 g.principal.workspace_id))
+
+
+@bp.get("/vendors/<name>")
+@login_required(readers_only=False)
+def vendor(name: str):
+    principal = g.principal
+    if not principal.reads_all and (principal.role != Role.VENDOR or principal.vendor != name):
+        abort(404)
+    data = dashboards.vendor_page(get_session(), principal.workspace_id, name)
+    return render_template("vendor.html", **data)
+
+
+@bp.get("/audit-runs")
+@login_required()
+def audit_runs():
+    return render_template("audit_runs.html", runs=dashboards.audit_runs(get_session(), g.principal.workspace_id))
