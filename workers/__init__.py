@@ -41,12 +41,7 @@ def celery_config(settings: Settings | None = None, worker: WorkerSettings | Non
         # Publishing from a web request must fail fast when the broker is down.
         "broker_connection_timeout": 2.0,
         "broker_connection_retry_on_startup": True,
-        "broker_transport_options": {
-            # Redis redelivers an unacknowledged message after this; it must outlive an audit.
-            "visibility_timeout": int(w.time_limit + 60),
-            # sqla/filesystem transports: how often an idle worker polls.
-            "polling_interval": 0.2,
-        },
+        "broker_transport_options": _transport_options(s.broker_url, w),
         "worker_concurrency": w.concurrency,
         "beat_schedule": {
             "auditor-sweep": {"task": "workers.tasks.sweep", "schedule": w.sweep_seconds},
@@ -55,6 +50,14 @@ def celery_config(settings: Settings | None = None, worker: WorkerSettings | Non
         "auditor_database_url": s.database_url,
         "auditor_worker": w,
     }
+
+
+def _transport_options(broker_url: str, w: WorkerSettings) -> dict[str, Any]:
+    if broker_url.startswith(("redis", "rediss")):
+        # Redis redelivers an unacknowledged message after this; it must outlive an audit.
+        return {"visibility_timeout": int(w.time_limit + 60)}
+    # The SQLAlchemy transport hands its options to create_engine: give it none.
+    return {}
 
 
 celery_app = Celery("auditor")
