@@ -21,6 +21,7 @@ _COMMAND_MODULES = [
     "ingest",
     "best",
     "web",
+    "equivalence",
 ]
 
 
