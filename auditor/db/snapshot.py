@@ -14,11 +14,13 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sqlalchemy import Connection, Engine, text
 
-from auditor.stats import Annotations, LabelCounts
+if TYPE_CHECKING:
+    from auditor.stats import Annotations, LabelCounts
 
 __all__ = ["ReleaseInfo", "ReleasePredictions", "Snapshot", "SnapshotError", "load_snapshot"]
 
@@ -197,6 +199,9 @@ def load_snapshot(bind: Engine | Connection, dataset_id: int, *, annotations: bo
         Release ids whose predictions to read (default: every release with predictions
         on this dataset).
     """
+    # Imported here so that importing the persistence layer stays cheap for the web process.
+    from auditor.stats import Annotations, LabelCounts
+
     with _reading(bind) as conn:
         row = conn.execute(text("SELECT name, labels, data_version FROM dataset WHERE id = :d"),
                            {"d": dataset_id}).one_or_none()
