@@ -213,18 +213,7 @@ def _as_counts(data, name: str) -> np.ndarray:
 
 
 def _histogram(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows of ``counts`` and their multiplicities.
-
-    Rows are encoded as one mixed-radix integer when the radices fit in int64, so a
-    million rows take a 1-D ``np.unique`` (tens of milliseconds) instead of a row-wise
-    one (seconds); otherwise falls back to :func:`count_histogram`.
-    """
-    radix = counts.max(axis=0).astype(np.float64) + 1.0
-    if np.sum(np.log2(radix)) < 62:
-        place = np.cumprod(np.concatenate([[1], radix[:-1]])).astype(np.int64)
-        keys = counts @ place
-        _, first, mult = np.unique(keys, return_index=True, return_counts=True)
-        return counts[first], mult.astype(np.int64)
+    """Distinct rows of ``counts`` and their multiplicities."""
     unique, mult, _ = count_histogram(counts)
     return unique, mult
 

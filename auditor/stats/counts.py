@@ -322,5 +322,13 @@ def count_histogram(counts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     row of ``unique`` and weight by ``multiplicity``.
     """
     arr = as_count_matrix(counts)
+    radix = arr.max(axis=0).astype(np.float64) + 1.0
+    if np.sum(np.log2(radix)) < 62:
+        # One mixed-radix integer per row: a 1-D unique (milliseconds for a million rows)
+        # instead of a row-wise one (seconds). Keys sort like the rows' reversed columns.
+        place = np.cumprod(np.concatenate([[1.0], radix[:-1]])).astype(np.int64)
+        keys = arr @ place
+        _, first, inverse, mult = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
+        return arr[first], mult.astype(np.int64), inverse.reshape(-1).astype(np.int64)
     unique, inverse, mult = np.unique(arr, axis=0, return_inverse=True, return_counts=True)
     return unique, mult.astype(np.int64), inverse.reshape(-1).astype(np.int64)
