@@ -21,6 +21,7 @@ from auditor.stats import (
     survey_equivalence,
 )
 from auditor.stats.equivalence import scorers
+from auditor.stats.equivalence._inputs import row_histogram
 from auditor.stats.equivalence.curve import equivalence_values
 
 
@@ -277,3 +278,18 @@ def test_nan_marks_missing_ratings_and_min_labels_keeps_full_rows():
     assert curve.n_items.tolist() == [4, 4, 2]
     f1 = power_curve(ratings, combiner="plurality", scorer="f1", n_bootstrap=0, min_labels=2, rng=0)
     assert f1.k.tolist() == [0, 1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_rows=st.integers(1, 60), n_cols=st.integers(1, 4),
+       floats=st.booleans())
+def test_row_histogram_equals_numpy_unique(seed, n_rows, n_cols, floats):
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(0, 3, size=(n_rows, n_cols))
+    if floats:
+        rows = rows * 0.5 - np.inf * (rng.random(rows.shape) < 0.1)
+    uniq, inverse, counts = row_histogram(rows)
+    ref_u, ref_i, ref_c = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
+    np.testing.assert_array_equal(uniq, ref_u)
+    np.testing.assert_array_equal(inverse, ref_i.reshape(-1))
+    np.testing.assert_array_equal(counts, ref_c)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from auditor.stats._validation import StatsInputError, as_count_matrix, as_rng
 from auditor.stats.counts import Annotations, LabelCounts
@@ -101,6 +102,12 @@ def n_labels_of(*matrices, n_labels: int | None) -> int:
 def counts_of(matrix: np.ndarray, n_labels: int) -> np.ndarray:
     """Per-item label counts (N, L) of a code matrix with -1 for missing."""
     n, _ = matrix.shape
+    if n_labels <= 16:
+        # One comparison pass per class beats a bincount over every cell for few classes.
+        out = np.empty((n, n_labels), dtype=np.int64)
+        for lab in range(n_labels):
+            out[:, lab] = np.count_nonzero(matrix == lab, axis=1)
+        return out
     rows = np.repeat(np.arange(n), matrix.shape[1])
     flat = matrix.ravel()
     keep = flat >= 0
@@ -137,6 +144,33 @@ def compact_rows(matrix: np.ndarray, m: int, rng: np.random.Generator) -> tuple[
     keys[sub < 0] = 2.0
     order = np.argsort(keys, axis=1)[:, :m]
     return rows, np.take_along_axis(sub, order, axis=1)
+
+
+def row_histogram(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct rows (sorted lexicographically), each row's index into them, and counts.
+
+    Same result as ``np.unique(rows, axis=0, return_inverse=True, return_counts=True)``
+    but in time linear in the number of rows: each column is factorised by hashing
+    (its codes keep the sort order), the codes are combined into one integer key, and
+    only the distinct keys are sorted.
+    """
+    n, n_cols = rows.shape
+    codes = np.zeros(n, dtype=np.int64)
+    radix = 1
+    for j in range(n_cols):
+        col_codes, uniq = pd.factorize(rows[:, j], sort=True, use_na_sentinel=False)
+        size = max(len(uniq), 1)
+        if radix > (2**62) // size:
+            uniq_rows, inverse, counts = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
+            return uniq_rows, inverse.reshape(-1), counts
+        codes = codes * size + col_codes
+        radix *= size
+    key_codes, _ = pd.factorize(codes, sort=True)
+    key_codes = key_codes.astype(np.int64)
+    counts = np.bincount(key_codes)
+    first = np.empty(counts.shape[0], dtype=np.int64)
+    first[key_codes[::-1]] = np.arange(n - 1, -1, -1)
+    return rows[first], key_codes, counts
 
 
 def is_full(matrix: np.ndarray) -> bool:

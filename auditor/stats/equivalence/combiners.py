@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import gammaln
 
+from auditor.stats.equivalence._inputs import row_histogram
+
 #: The paper's implementation moves soft predictions of 0 or 1 to 0.02 / 0.98 before
 #: scoring them with cross-entropy (Resnick et al., §3.2), then renormalises.
 DEFAULT_CLIP = 0.02
@@ -90,7 +92,7 @@ class ABCModel:
         """Predictions (P, L) for sub-counts ``y`` of items with full counts ``own``."""
         p, n_labels = y.shape
         z = (y[:, None, :] + np.eye(n_labels, dtype=np.int64)[None]).reshape(-1, n_labels)
-        uniq, inv = np.unique(z, axis=0, return_inverse=True)
+        uniq, inv, _ = row_histogram(z)
         total = self.total(uniq)[inv.reshape(-1)].reshape(p, n_labels)
         own_p = np.exp(self.sequence_log_prob(np.repeat(own, n_labels, axis=0), z)).reshape(p, n_labels)
         num = total - own_p

@@ -22,6 +22,7 @@ from auditor.stats.equivalence._inputs import (
     counts_of,
     is_full,
     n_labels_of,
+    row_histogram,
 )
 from auditor.stats.equivalence.combiners import DEFAULT_CLIP, ABCModel
 from auditor.stats.equivalence.exact import exact_tables
@@ -317,7 +318,7 @@ def _fitted(problem: _Problem, combiner: str):
     prior = counts.sum(axis=0) / counts.sum()
     model = None
     if combiner == "abc":
-        uniq, mult = np.unique(counts, axis=0, return_counts=True)
+        uniq, _, mult = row_histogram(counts)
         model = ABCModel(uniq, mult)
     return prior, model
 
@@ -412,8 +413,7 @@ def _exact_run(problem: _Problem, *, combiner: str, clip: float, n_bootstrap: in
     else:
         stacked = np.column_stack([t.inverse.astype(float), np.where(item_ok, item_scores, 0.0),
                                    item_ok.astype(float)])
-        uniq, item_group, gmult = np.unique(stacked, axis=0, return_inverse=True, return_counts=True)
-        item_group = item_group.reshape(-1)
+        uniq, item_group, gmult = row_histogram(stacked)
         group_of_key = uniq[:, 0].astype(np.int64)
         g_score, g_ok = uniq[:, 1], uniq[:, 2]
     starts = np.flatnonzero(np.r_[True, group_of_key[1:] != group_of_key[:-1]])
@@ -623,8 +623,7 @@ def _score_classifier(problem: _Problem, pred, n_bootstrap, confidence, gen) -> 
     lo, hi = _bounds(confidence)
     if problem.method == "exact":
         terms, ok = _classifier_terms(problem, pred)
-        uniq, item_group, gmult = np.unique(np.column_stack([np.where(ok, terms, 0.0), ok]), axis=0,
-                                            return_inverse=True, return_counts=True)
+        uniq, item_group, gmult = row_histogram(np.column_stack([np.where(ok, terms, 0.0), ok]))
         reps = np.empty(n_bootstrap)
         step = max(1, _CHUNK_CELLS // max(1, uniq.shape[0]))
         done = 0
@@ -797,8 +796,7 @@ def _joint_expert_replicates(ratings, reference, *, combiner, scorer, n_bootstra
                                  k_max=prob.k_max, prior=prior, model=model, clip=clip))
     n = pool_p.pool_counts.shape[0]
     pair = np.column_stack([tabs[0].inverse, tabs[1].inverse])
-    uniq, item_group, gmult = np.unique(pair, axis=0, return_inverse=True, return_counts=True)
-    item_group = item_group.reshape(-1)
+    uniq, item_group, gmult = row_histogram(pair)
     out = [np.empty((n_bootstrap, t.expected.shape[1])) for t in tabs]
     step = max(1, _CHUNK_CELLS // max(1, uniq.shape[0]))
     done = 0

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln
 
+from auditor.stats.equivalence._inputs import row_histogram
 from auditor.stats.equivalence.combiners import ABCModel, predict
 from auditor.stats.equivalence.scorers import label_scores
 
@@ -81,8 +82,7 @@ def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: st
     """
     n_labels = pool.shape[1]
     keys_all = pool if reference is None else np.hstack([pool, reference])
-    keys, inverse, mult = np.unique(keys_all, axis=0, return_inverse=True, return_counts=True)
-    inverse = inverse.reshape(-1)
+    keys, inverse, mult = row_histogram(keys_all)
     u = keys[:, :n_labels]
     n_u = u.sum(axis=1)
     self_ref = reference is None
