@@ -285,6 +285,9 @@ def _finish(b: _Batch, stats: dict[str, int]) -> None:
 def _savepoint(session: Session):
     """A savepoint; rolled back (and the error passed on) when the block raises."""
     nested = session.begin_nested()
+    # The ORM emits SAVEPOINT lazily, on its next use of the connection; our statements go
+    # through the Connection directly, so make it emit the savepoint now.
+    session.connection()
     try:
         yield nested
     except BaseException:
@@ -368,9 +371,9 @@ def _copy_error(exc: Exception, header: list[str]) -> RowError:
     message = re.sub(r'column "?c(\d+)"?', lambda m: f"column {header[int(m.group(1))]!r}"
                      if int(m.group(1)) < len(header) else m.group(0), message)
     if "extra data after last expected column" in message:
-        message = f"more than the header's {len(header)} columns"
+        message, name = f"more than the header's {len(header)} columns", None
     elif "missing data for column" in message:
-        message = f"fewer than the header's {len(header)} columns"
+        message, name = f"fewer than the header's {len(header)} columns", None
     elif "invalid byte sequence" in message:
         message = f"not valid UTF-8 text ({message})"
     return RowError(row, name, message)

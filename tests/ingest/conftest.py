@@ -1,0 +1,43 @@
+"""Fixtures for ingestion tests: a session factory and fresh datasets on either database."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+
+import pytest
+from sqlalchemy import Engine, text
+
+from auditor.db import Base, make_session_factory, session_scope
+from auditor.ingest import create_dataset
+
+
+@pytest.fixture
+def factory(db_engine):
+    return make_session_factory(db_engine)
+
+
+@pytest.fixture
+def new_dataset(factory):
+    """Make a dataset in a workspace of its own; returns (workspace, name)."""
+
+    def make(labels=("a", "b", "c")) -> tuple[str, str]:
+        workspace = f"ws-{uuid.uuid4().hex[:8]}"
+        name = f"ds-{uuid.uuid4().hex[:8]}"
+        with session_scope(factory) as s:
+            create_dataset(s, name, list(labels), workspace=workspace)
+        return workspace, name
+
+    return make
+
+
+def fingerprint(engine: Engine) -> str:
+    """A hash of every row of every table (tests compare it before and after a rejection)."""
+    digest = hashlib.sha256()
+    with engine.connect() as conn:
+        for table in Base.metadata.sorted_tables:
+            cols = ", ".join(c.name for c in table.columns)
+            order = ", ".join(c.name for c in table.primary_key.columns)
+            for row in conn.execute(text(f"SELECT {cols} FROM {table.name} ORDER BY {order}")):
+                digest.update(repr(tuple(row)).encode())
+    return digest.hexdigest()
