@@ -287,7 +287,7 @@ def test_row_histogram_equals_numpy_unique(seed, n_rows, n_cols, floats):
     rng = np.random.default_rng(seed)
     rows = rng.integers(0, 3, size=(n_rows, n_cols))
     if floats:
-        rows = rows * 0.5 - np.inf * (rng.random(rows.shape) < 0.1)
+        rows = np.where(rng.random(rows.shape) < 0.1, -np.inf, rows * 0.5)
     uniq, inverse, counts = row_histogram(rows)
     ref_u, ref_i, ref_c = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
     np.testing.assert_array_equal(uniq, ref_u)
