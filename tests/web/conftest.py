@@ -59,7 +59,9 @@ def app_config(pg_engine, **overrides) -> dict:
 @pytest.fixture(scope="session")
 def app(pg_engine):
     _require_redis()
-    return create_app(app_config(pg_engine))
+    app = create_app(app_config(pg_engine))
+    yield app
+    app.extensions["auditor.engine"].dispose()
 
 
 @pytest.fixture

@@ -10,6 +10,8 @@ from __future__ import annotations
 import io
 import json
 import logging
+import shutil
+import tempfile
 
 from flask import current_app, request
 from sqlalchemy import select, update
@@ -64,7 +66,12 @@ def _source(body: dict | None, file_format: str | None) -> tuple[object, str | N
         name = (upload.filename or "upload")[-200:]
         return upload.stream, file_format, name
     if mimetype in _RAW_FORMATS:
-        return request.stream, file_format or _RAW_FORMATS[mimetype], f"request.{mimetype.split('/')[-1]}"
+        # Spool the body (the limit on its size is already enforced by the request stream):
+        # the reader passes over a batch more than once (checksum, format, rows).
+        spool = tempfile.SpooledTemporaryFile(max_size=64 << 20)
+        shutil.copyfileobj(request.stream, spool)
+        spool.seek(0)
+        return spool, file_format or _RAW_FORMATS[mimetype], f"request.{mimetype.split('/')[-1]}"
     raise ApiError(415, f"Unsupported Content-Type {mimetype!r}: send application/json, text/csv, "
                         "application/x-ndjson, text/tab-separated-values or a multipart/form-data file.",
                    field="Content-Type")

@@ -1,0 +1,307 @@
+"""Every /api/v1 endpoint on a dataset filled through the API and audited by a real audit run."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from tests.web.conftest import eager_audits, make_tenant
+
+pytestmark = pytest.mark.services
+
+
+@pytest.fixture(scope="module")
+def ctx(seeded):
+    return seeded
+
+
+def get(client, ctx, path, role="admin", **kw):
+    r = client.get("/api/v1" + path, headers=ctx.tenant.auth(role), **kw)
+    return r
+
+
+def rows_of_csv(response) -> list[dict]:
+    assert response.mimetype == "text/csv"
+    return list(csv.DictReader(io.StringIO(response.get_data(as_text=True))))
+
+
+def test_me(client, ctx):
+    body = get(client, ctx, "/me").get_json()
+    assert body["role"] == "admin" and body["workspace"] == ctx.tenant.slug
+    vendor = get(client, ctx, "/me", role="vendor").get_json()
+    assert vendor["vendor"] == "acme-labeling" and vendor["datasets"] == [ctx.dataset_id]
+
+
+def test_datasets_list_read_filter_paginate_csv(client, ctx):
+    admin = ctx.tenant.auth()
+    r = client.post("/api/v1/datasets", json={"name": "second set", "labels": ["a", "b", "c"]}, headers=admin)
+    assert r.status_code == 201
+    body = get(client, ctx, "/datasets").get_json()
+    assert body["total"] == 2 and {d["name"] for d in body["items"]} == {"sentiment", "second set"}
+    page = get(client, ctx, "/datasets?per_page=1&page=2").get_json()
+    assert page["page"] == 2 and len(page["items"]) == 1 and page["total"] == 2
+    assert get(client, ctx, "/datasets?name=sec").get_json()["total"] == 1
+    one = get(client, ctx, f"/datasets/{ctx.dataset_id}").get_json()
+    assert one["labels"] == ["negative", "positive"] and one["data_version"] == 2 + len(ctx.release_ids)
+    assert {r["name"] for r in rows_of_csv(get(client, ctx, "/datasets?format=csv"))} == {"sentiment", "second set"}
+
+
+def test_dataset_create_conflict_and_field_errors(client, ctx):
+    admin = ctx.tenant.auth()
+    r = client.post("/api/v1/datasets", json={"name": "sentiment", "labels": ["x", "y"]}, headers=admin)
+    assert r.status_code == 409 and r.get_json()["field"] == "name"
+    r = client.post("/api/v1/datasets", json={"name": "z", "labels": ["x", "x"]}, headers=admin)
+    assert r.status_code == 400 and r.get_json()["field"] == "labels"
+    r = client.post("/api/v1/datasets", json={"name": "z", "labels": ["x", 3]}, headers=admin)
+    assert r.status_code == 400 and r.get_json()["field"] == "labels[1]"
+    r = client.post("/api/v1/datasets", json={"labels": ["x", "y"]}, headers=admin)
+    assert r.status_code == 400 and "name" in r.get_json()["message"]
+    r = get(client, ctx, "/datasets?per_page=100000")
+    assert r.status_code == 400 and r.get_json()["field"] == "per_page"
+
+
+def test_items(client, ctx):
+    body = get(client, ctx, f"/datasets/{ctx.dataset_id}/items?per_page=500").get_json()
+    assert body["total"] == 120
+    annotated = {}
+    for row in ctx.data.annotations:
+        annotated[row["item_id"]] = annotated.get(row["item_id"], 0) + 1
+    assert {i["external_id"]: i["n_labels"] for i in body["items"]} == annotated
+    gold = get(client, ctx, f"/datasets/{ctx.dataset_id}/items?has_gold=true&per_page=500").get_json()
+    assert gold["total"] == len(ctx.data.gold)
+    assert {g["item_id"]: g["label"] for g in ctx.data.gold} == {i["external_id"]: i["gold_label"] for i in gold["items"]}
+    first = body["items"][0]
+    assert get(client, ctx, f"/datasets/{ctx.dataset_id}/items/{first['id']}").get_json() == first
+    one = get(client, ctx, f"/datasets/{ctx.dataset_id}/items?external_id={first['external_id']}").get_json()
+    assert one["items"] == [first]
+    many = get(client, ctx, f"/datasets/{ctx.dataset_id}/items?min_labels=4&per_page=500").get_json()
+    assert all(i["n_labels"] >= 4 for i in many["items"]) and many["total"] == sum(v >= 4 for v in annotated.values())
+    r = client.post(f"/api/v1/datasets/{ctx.dataset_id}/items", headers=ctx.tenant.auth(),
+                    json={"items": [{"external_id": first["external_id"]}, {"external_id": "new-item"}]})
+    assert r.status_code == 201 and r.get_json() == {"created": 1, "existing": 1}
+    assert get(client, ctx, f"/datasets/{ctx.dataset_id}/items/999999").status_code == 404
+    assert len(rows_of_csv(get(client, ctx, f"/datasets/{ctx.dataset_id}/items?format=csv"))) == 121
+
+
+def test_annotators_and_vendors(client, ctx):
+    body = get(client, ctx, "/annotators?per_page=500").get_json()
+    expected = {row["annotator_id"] for row in ctx.data.annotations}
+    assert {a["external_id"] for a in body["items"]} == expected
+    experts = get(client, ctx, "/annotators?tier=expert&per_page=500").get_json()["items"]
+    assert experts and all(a["tier"] == "expert" for a in experts)
+    one = body["items"][0]
+    assert get(client, ctx, f"/annotators/{one['id']}").get_json() == one
+    r = client.post("/api/v1/annotators", headers=ctx.tenant.auth(),
+                    json={"external_id": "new-rater", "vendor": "acme-labeling", "tier": "crowd"})
+    assert r.status_code == 201 and r.get_json()["vendor"] == "acme-labeling"
+    vendors = get(client, ctx, "/vendors").get_json()["items"]
+    by_name = {v["name"]: v for v in vendors}
+    assert set(by_name) >= {"acme-labeling", "bolt-annotations"}
+    acme = {row["annotator_id"] for row in ctx.data.annotations if row.get("vendor") == "acme-labeling"}
+    assert by_name["acme-labeling"]["n_annotators"] == len(acme) + 1
+    assert get(client, ctx, "/vendors/acme-labeling").get_json() == by_name["acme-labeling"]
+    assert get(client, ctx, "/vendors/nobody").status_code == 404
+    assert rows_of_csv(get(client, ctx, "/vendors?format=csv"))
+
+
+def test_models_and_releases(client, ctx):
+    models = get(client, ctx, "/models").get_json()["items"]
+    assert [m["name"] for m in models] == ["sentiment-classifier"]
+    assert get(client, ctx, f"/models/{ctx.model_id}").get_json()["id"] == ctx.model_id
+    rels = get(client, ctx, f"/models/{ctx.model_id}/releases").get_json()["items"]
+    assert [r["version"] for r in rels] == list(ctx.release_ids)  # oldest first
+    rid = ctx.release_ids["2.0"]
+    assert get(client, ctx, f"/releases/{rid}").get_json()["version"] == "2.0"
+    r = client.post("/api/v1/models", json={"name": "other"}, headers=ctx.tenant.auth("analyst"))
+    assert r.status_code == 201
+    r = client.post(f"/api/v1/models/{r.get_json()['id']}/releases", headers=ctx.tenant.auth("analyst"),
+                    json={"version": "0.1", "released_at": "2026-01-01T00:00:00+00:00", "tags": {"arch": "cnn"}})
+    assert r.status_code == 201 and r.get_json()["tags"] == {"arch": "cnn"}
+    r = client.post(f"/api/v1/models/{ctx.model_id}/releases", headers=ctx.tenant.auth(), json={"version": "1.0"})
+    assert r.status_code == 409
+    r = client.post(f"/api/v1/models/{ctx.model_id}/releases", headers=ctx.tenant.auth(),
+                    json={"version": "9", "released_at": "yesterday"})
+    assert r.status_code == 400 and r.get_json()["field"] == "released_at"
+    assert len(rows_of_csv(get(client, ctx, f"/models/{ctx.model_id}/releases?format=csv"))) == 3
+
+
+def test_audit_runs_and_detail(client, ctx):
+    runs = get(client, ctx, f"/datasets/{ctx.dataset_id}/audit-runs").get_json()["items"]
+    assert runs and all(r["status"] == "succeeded" for r in runs)
+    latest = runs[0]
+    assert latest["data_version"] == 2 + len(ctx.release_ids)
+    assert latest["run_seconds"] >= 0 and latest["queued_seconds"] >= 0
+    detail = get(client, ctx, f"/audit-runs/{latest['id']}").get_json()
+    assert {b["metric"] for b in detail["best_scores"]} >= {"accuracy", "f1 (macro)"}
+    assert all(0 <= b["value"] <= 1 for b in detail["best_scores"] if b["metric"] == "accuracy")
+    assert detail["n_certifications"] == len(ctx.release_ids)
+    assert get(client, ctx, f"/datasets/{ctx.dataset_id}/audit-runs?status=failed").get_json()["total"] == 0
+    assert rows_of_csv(get(client, ctx, f"/datasets/{ctx.dataset_id}/audit-runs?format=csv"))
+
+
+def test_certification_history(client, ctx):
+    body = get(client, ctx, f"/datasets/{ctx.dataset_id}/certifications?per_page=500").get_json()
+    # Release k (1-based) was first audited with its own upload, and again by every later run.
+    n = len(ctx.release_ids)
+    assert body["total"] == n * (n + 1) // 2
+    latest = get(client, ctx, f"/datasets/{ctx.dataset_id}/certifications?latest=true").get_json()["items"]
+    assert [c["version"] for c in latest] == list(ctx.release_ids)
+    for c in latest:
+        # Theorem 1 and Definition 1: U_e <= U_t; L is an agreement, within [0, 1].
+        assert 0 <= c["u_e"] <= c["u_t"] <= 1 and 0 <= c["l"] <= 1
+        # A negative confidence is "not certified", never a certificate.
+        if c["s_oms_t"] is not None and c["s_oms_t"] < 0:
+            assert c["certified"] is False
+    by_model = get(client, ctx, f"/models/{ctx.model_id}/certifications?dataset_id={ctx.dataset_id}&per_page=500")
+    assert by_model.get_json()["total"] == body["total"]
+    one = get(client, ctx, f"/datasets/{ctx.dataset_id}/certifications?release_id={ctx.release_ids['2.1']}").get_json()
+    assert one["total"] == 1
+    rows = rows_of_csv(get(client, ctx, f"/datasets/{ctx.dataset_id}/certifications?format=csv"))
+    assert len(rows) == body["total"] and {"l", "u_t", "u_e", "s_oms_t", "certified"} <= set(rows[0])
+
+
+def test_power_curves(client, ctx):
+    curves = get(client, ctx, f"/datasets/{ctx.dataset_id}/power-curves").get_json()["items"]
+    base = [c for c in curves if c["release_id"] is None and c["vendor"] is None]
+    assert base, "the dataset's own power curve"
+    points = [p for p in base[0]["points"] if "k" in p]
+    assert [p["k"] for p in points] == list(range(len(points)))
+    for p in points:
+        if p["mean"] is not None and p["ci_low"] is not None:
+            assert p["ci_low"] <= p["mean"] + 1e-12 and p["mean"] <= p["ci_high"] + 1e-12
+    every = get(client, ctx, f"/datasets/{ctx.dataset_id}/power-curves?all_runs=true&per_page=500").get_json()
+    assert every["total"] >= len(curves)
+    rows = rows_of_csv(get(client, ctx, f"/datasets/{ctx.dataset_id}/power-curves?format=csv"))
+    assert len(rows) >= len(points)
+
+
+def test_vendor_reports_and_annotator_bounds(client, ctx):
+    reports = get(client, ctx, f"/datasets/{ctx.dataset_id}/vendor-reports?per_page=500").get_json()["items"]
+    assert {r["vendor"] for r in reports} == {row["vendor"] for row in ctx.data.annotations if row.get("vendor")}
+    runs = [r["audit_run_id"] for r in reports]
+    assert runs == sorted(runs)  # oldest first: quality over time
+    for r in reports:
+        assert r["u_e"] <= r["u_t"] <= 1
+    only = get(client, ctx, f"/datasets/{ctx.dataset_id}/vendor-reports?vendor=bolt-annotations").get_json()
+    assert {r["vendor"] for r in only["items"]} == {"bolt-annotations"}
+    bounds = get(client, ctx, f"/datasets/{ctx.dataset_id}/annotator-bounds?per_page=500").get_json()["items"]
+    vendors_of = {row["annotator_id"]: row.get("vendor") for row in ctx.data.annotations}
+    assert {b["annotator"] for b in bounds} == {a for a, v in vendors_of.items() if v}
+    for b in bounds:
+        assert vendors_of[b["annotator"]] == b["vendor"]
+        # Theorem 3 + Hoeffding: the lower confidence bound sits below the observed agreement.
+        if b["lower_confidence"] is not None:
+            assert b["lower_confidence"] <= b["agreement"]
+    assert rows_of_csv(get(client, ctx, f"/datasets/{ctx.dataset_id}/annotator-bounds?format=csv"))
+    assert rows_of_csv(get(client, ctx, f"/datasets/{ctx.dataset_id}/vendor-reports?format=csv"))
+
+
+def test_best_scores(client, ctx):
+    body = get(client, ctx, f"/datasets/{ctx.dataset_id}/best-scores?metric=accuracy&per_page=500").get_json()
+    assert body["total"] >= 1 and all(b["metric"] == "accuracy" for b in body["items"])
+    assert rows_of_csv(get(client, ctx, f"/datasets/{ctx.dataset_id}/best-scores?format=csv"))
+
+
+def test_alerts(client, ctx, app):
+    from auditor.db import Alert, make_session_factory
+
+    with make_session_factory(app.extensions["auditor.engine"])() as db:
+        db.add(Alert(workspace_id=ctx.tenant.workspace_id, dataset_id=ctx.dataset_id, kind="vendor_drop",
+                     severity="critical", subject="bolt-annotations", message="U_t dropped by 0.05"))
+        db.commit()
+    body = get(client, ctx, "/alerts?severity=critical").get_json()
+    assert any(a["message"] == "U_t dropped by 0.05" for a in body["items"])
+    assert get(client, ctx, f"/alerts?dataset_id={ctx.dataset_id}&unacknowledged=true").get_json()["total"] >= 1
+    assert rows_of_csv(get(client, ctx, "/alerts?format=csv"))
+
+
+def test_batches_listing(client, ctx):
+    body = get(client, ctx, f"/datasets/{ctx.dataset_id}/batches").get_json()
+    assert [b["kind"] for b in body["items"]][-2:] == ["gold", "annotations"]  # newest first
+    assert get(client, ctx, f"/datasets/{ctx.dataset_id}/batches?kind=predictions").get_json()["total"] == 3
+    assert rows_of_csv(get(client, ctx, f"/datasets/{ctx.dataset_id}/batches?format=csv"))
+
+
+def test_ingestion_formats_idempotency_and_all_or_nothing(app, client):
+    tenant = make_tenant(app)
+    admin = tenant.auth()
+    ds = client.post("/api/v1/datasets", json={"name": "up", "labels": ["no", "yes"]}, headers=admin).get_json()
+    url = f"/api/v1/datasets/{ds['id']}/annotations"
+    csv_body = "item_id,annotator_id,label\ni1,a1,yes\ni1,a2,no\ni2,a1,yes\n"
+    r = client.post(url, data=csv_body, content_type="text/csv", headers=admin)
+    assert r.status_code == 202, r.get_json()
+    first = r.get_json()
+    assert first["data_version"] == 1 and first["rows"] == 3 and first["batch_id"]
+    # The same batch again changes nothing.
+    again = client.post(url, data=csv_body, content_type="text/csv", headers=admin).get_json()
+    assert again["duplicate"] is True and again["data_version"] == 1
+    # JSONL body and multipart upload.
+    jsonl = '{"item_id": "i3", "annotator_id": "a1", "label": "no"}\n'
+    r = client.post(url, data=jsonl, content_type="application/x-ndjson", headers=admin)
+    assert r.status_code == 202 and r.get_json()["data_version"] == 2
+    r = client.post(url, headers=admin, content_type="multipart/form-data",
+                    data={"file": (io.BytesIO(b"item_id,annotator_id,label\ni4,a2,yes\n"), "batch.csv")})
+    assert r.status_code == 202 and r.get_json()["data_version"] == 3
+    # One bad row: the whole batch is refused, naming the row and the field; nothing is written.
+    bad = {"records": [{"item_id": "i5", "annotator_id": "a1", "label": "yes"},
+                       {"item_id": "i6", "annotator_id": "a1", "label": "maybe"}]}
+    r = client.post(url, json=bad, headers=admin)
+    assert r.status_code == 400
+    err = r.get_json()
+    assert err["errors"][0]["row"] == 2 and err["errors"][0]["field"] == "label" and "maybe" in err["message"]
+    items = client.get(f"/api/v1/datasets/{ds['id']}/items?external_id=i5", headers=admin).get_json()
+    assert items["total"] == 0
+    assert client.get(f"/api/v1/datasets/{ds['id']}", headers=admin).get_json()["data_version"] == 3
+    # Idempotency key reused for other content is refused.
+    r = client.post(url + "?idempotency_key=k1", data=jsonl.replace("i3", "i7"), content_type="application/x-ndjson",
+                    headers=admin)
+    assert r.status_code == 202
+    r = client.post(url + "?idempotency_key=k1", data=jsonl.replace("i3", "i8"), content_type="application/x-ndjson",
+                    headers=admin)
+    assert r.status_code == 400 and "idempotency key" in r.get_json()["message"]
+    r = client.post(url, data="x", content_type="application/xml", headers=admin)
+    assert r.status_code == 415
+
+
+def test_gold_and_predictions_ingestion(app, client):
+    tenant = make_tenant(app)
+    admin = tenant.auth()
+    ds = client.post("/api/v1/datasets", json={"name": "g", "labels": ["no", "yes"]}, headers=admin).get_json()
+    base = f"/api/v1/datasets/{ds['id']}"
+    r = client.post(base + "/annotations", headers=admin,
+                    json={"records": [{"item_id": "i1", "annotator_id": "a", "label": "no"}]})
+    assert r.status_code == 202
+    r = client.post(base + "/gold", headers=tenant.auth("analyst"), data="item_id,label\ni1,no\n",
+                    content_type="text/csv")
+    assert r.status_code == 202 and r.get_json()["kind"] == "gold"
+    model = client.post("/api/v1/models", json={"name": "m"}, headers=admin).get_json()
+    rel = client.post(f"/api/v1/models/{model['id']}/releases", json={"version": "1"}, headers=admin).get_json()
+    r = client.post(f"{base}/predictions?release_id={rel['id']}", headers=tenant.auth("analyst"),
+                    json={"records": [{"item_id": "i1", "probabilities": [0.5, float("nan")]}]})
+    assert r.status_code == 400
+    r = client.post(f"{base}/predictions?release_id={rel['id']}", headers=tenant.auth("analyst"),
+                    data=json.dumps({"records": [{"item_id": "i1", "label": "yes"}]}), content_type="application/json")
+    assert r.status_code == 202 and r.get_json()["kind"] == "predictions"
+    r = client.post(f"{base}/predictions", headers=admin, json={"records": [{"item_id": "i1", "label": "yes"}]})
+    assert r.status_code == 400 and r.get_json()["field"] == "release_id"
+
+
+def test_ingestion_requests_an_audit(app, client):
+    tenant = make_tenant(app)
+    admin = tenant.auth()
+    ds = client.post("/api/v1/datasets", json={"name": "q", "labels": ["no", "yes"]}, headers=admin).get_json()
+    records = [{"item_id": f"i{i}", "annotator_id": f"a{j}", "label": "yes" if (i + j) % 3 else "no"}
+               for i in range(10) for j in range(3)]
+    with eager_audits(app):
+        r = client.post(f"/api/v1/datasets/{ds['id']}/annotations", json={"records": records}, headers=admin)
+    assert r.status_code == 202
+    runs = client.get(f"/api/v1/datasets/{ds['id']}/audit-runs", headers=admin).get_json()["items"]
+    assert [(x["data_version"], x["status"]) for x in runs] == [(1, "succeeded")]
+
+
+def test_openapi_document_is_public_json(client):
+    r = client.get("/api/v1/openapi.json")
+    assert r.status_code == 200 and r.get_json()["openapi"].startswith("3.1")
