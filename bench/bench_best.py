@@ -81,6 +81,7 @@ def reference_runner(utils_path: str, counts_path: str, seed: int) -> None:
     out = {"alpha": [float(a) for a in alpha], "fit_seconds": fit_time, "scores": {},
            "standard_errors": {}, "draws": {}}
     t0 = time.perf_counter()
+    c0 = time.process_time()
     for name in METRICS:
         metric, kwargs, make_predictions = supported[name]
 
@@ -101,6 +102,7 @@ def reference_runner(utils_path: str, counts_path: str, seed: int) -> None:
         out["standard_errors"][name] = float(se)
         out["draws"][name] = draws
     out["seconds"] = time.perf_counter() - t0
+    out["cpu_seconds"] = time.process_time() - c0
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     print(json.dumps(out))
 
@@ -137,35 +139,39 @@ def time_auditor(counts, repeat: int, seed: int):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = best_performance(counts, rng=seed)   # warm-up (imports, caches)
-        times = []
+        times, cpu = [], []
         for _ in range(repeat):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             result = best_performance(counts, rng=seed)
             times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
         tracemalloc.start()
         best_performance(counts, rng=seed)
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-    return result, float(np.median(times)), min(times), peak / 2**20
+    return result, float(np.median(times)), min(times), float(np.median(cpu)), peak / 2**20
 
 
 def report(label: str, counts, args) -> None:
     import numpy as np
 
     counts = np.asarray(counts, dtype=np.int64)
-    result, median, fastest, peak_mb = time_auditor(counts, args.repeat, args.seed)
+    result, median, fastest, cpu, peak_mb = time_auditor(counts, args.repeat, args.seed)
     print(f"\n== {label}: {counts.shape[0]:,} items × {counts.shape[1]} classes, "
           f"{result.n_distinct} distinct count vectors")
-    print(f"auditor  : median {median * 1e3:.2f} ms (min {fastest * 1e3:.2f} ms) for all four "
+    print(f"auditor  : median {median * 1e3:.2f} ms wall (min {fastest * 1e3:.2f} ms; median "
+          f"{cpu * 1e3:.2f} ms CPU) for all four "
           f"metrics; peak traced memory {peak_mb:.1f} MB; α̂ = {np.round(result.alpha, 5).tolist()} "
           f"({result.fit.regime})")
     ref = None
     if args.reference_utils and args.reference_python:
         ref = run_reference(args.reference_python, args.reference_utils, counts, args.seed)
-        print(f"reference: {ref['seconds']:.2f} s for the four metrics (+ {ref['fit_seconds']:.2f} s "
+        print(f"reference: {ref['seconds']:.2f} s wall ({ref['cpu_seconds']:.2f} s CPU) for the four "
+              f"metrics (+ {ref['fit_seconds']:.2f} s "
               f"for its own α fit; {ref['wall_seconds']:.2f} s wall with interpreter start); peak "
               f"RSS {ref['peak_rss_mb']:.0f} MB; α̂ = {np.round(ref['alpha'], 5).tolist()}")
-        print(f"ratio    : reference / auditor = {ref['seconds'] / median:,.0f}×")
+        print(f"ratio    : reference / auditor = {ref['seconds'] / median:,.0f}× wall, "
+              f"{ref['cpu_seconds'] / cpu:,.0f}× CPU")
     print(f"{'metric':<30}{'auditor':>12}{'SE':>9}  {'method':<42}", end="")
     print(f"{'reference':>12}{'ref SE':>9}{'draws':>7}{'z':>7}" if ref else "")
     for name in METRICS:

@@ -58,6 +58,9 @@ _HUGE_CONCENTRATION = 1e10
 # Gauss-Legendre nodes of the fine rule (the check rule has half as many), and the
 # largest disagreement between the two rules accepted without adaptive quadrature.
 _NODES = 96
+# F1 (macro) is exact by inclusion-exclusion up to this many never-gold classes that
+# the oracle may predict (2^n convolutions); beyond, a Monte Carlo correction.
+_MAX_EXACT_NEVER_GOLD = 6
 _QUAD_TOL = 1e-10
 # Above this many annotations on one item, the log-likelihood is summed with log-gamma
 # differences over distinct values instead of the exact rising-factorial form.
@@ -405,60 +408,76 @@ def _argmax_probabilities(beta: np.ndarray) -> np.ndarray:
         out[two, cols[:, 0]] = p_first
         out[two, cols[:, 1]] = 1.0 - p_first
     many = np.flatnonzero(k_pos > 2)
-    if many.size:
-        rows, cls, integrand = _gamma_integrands(beta, many)
-        coarse, fine = _legendre(2 * _NODES // 3), _legendre(_NODES)
-        val = np.empty(len(cls))
-        diff = np.empty(len(cls))
-        chunk = max(1, 1_000_000 // (n_classes * _NODES))  # bounds the (pairs, K, nodes) array
-        for start in range(0, len(cls), chunk):
-            sel = np.arange(start, min(start + chunk, len(cls)))
-            val[sel] = integrand(fine[0], sel) @ fine[1]
-            diff[sel] = integrand(coarse[0], sel) @ coarse[1] - val[sel]
+    chunk = max(1, 200_000 // (n_classes * n_classes * _NODES))  # bounds (rows, K, K, nodes)
+    for first in range(0, many.size, chunk):
+        sel = many[first:first + chunk]
+        fine = _shared_window_rule(beta[sel], *_legendre(_NODES))
+        coarse = _shared_window_rule(beta[sel], *_legendre(2 * _NODES // 3))
+        out[sel] = fine
         # The pairs on which the two Gauss-Legendre rules disagree go to adaptive
-        # Gauss-Kronrod.
-        hard = np.flatnonzero(np.abs(diff) > _QUAD_TOL)
-        if hard.size:
-            val[hard], _err = integrate.quad_vec(
-                lambda u: integrand(np.array([u]), hard)[:, 0], 0.0, 1.0,
+        # Gauss-Kronrod, each on its own range.
+        r_hard, c_hard = np.nonzero(np.abs(fine - coarse) > _QUAD_TOL)
+        if r_hard.size:
+            r_hard = sel[r_hard]
+            integrand = _pair_integrand(beta, r_hard, c_hard)
+            out[r_hard, c_hard], _err = integrate.quad_vec(
+                lambda u, f=integrand: f(np.array([u]))[:, 0], 0.0, 1.0,
                 epsabs=1e-13, epsrel=1e-11, norm="max", limit=2000)
-        out[rows, cls] = val
     sums = out.sum(axis=1, keepdims=True)
     return out / sums
 
 
-def _gamma_integrands(beta: np.ndarray, many: np.ndarray):
-    """The integrands of ``P_c`` for every (row in ``many``, class with β > 0) pair.
+def _shared_window_rule(beta: np.ndarray, nodes: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``P_c`` for every class of each row by one quadrature rule on the row's range.
 
-    Returns ``(rows, cls, integrand)``; ``integrand(u, sel)`` evaluates pairs ``sel``
-    at nodes ``u`` of [0, 1] (mapped onto each pair's range of ``t = ln x``) and
-    returns a ``(len(sel), len(u))`` array whose integral over ``u`` is ``P_c``.
-    Pairs with ``P_c < 2ε`` are left out.
+    The range ``[F_{β_max}^{-1}(ε), \bar F_{β_max}^{-1}(ε)]`` (in ``t = ln x``)
+    contains every class's own range, so each gamma CDF is evaluated once per node
+    and row and shared by the ``K`` integrands.
     """
-    rows, cls = np.nonzero(beta[many] > 0)
-    rows = many[rows]
-    b_all = beta[rows]                       # (M, K) shapes of each pair's row
+    b_max = beta.max(axis=1)
+    t_lo = np.log(special.gammaincinv(b_max, _TAIL))
+    width = np.log(special.gammainccinv(b_max, _TAIL)) - t_lo
+    t = t_lo[:, None] + nodes[None, :] * width[:, None]          # (R, Q)
+    x = np.exp(t)
+    pos = beta > 0
+    b = np.where(pos, beta, 1.0)[:, :, None]                     # (R, K, 1)
+    with np.errstate(divide="ignore"):
+        log_cdf = np.where(pos[:, :, None], np.log(special.gammainc(b, x[:, None, :])), 0.0)
+    log_pdf = b * t[:, None, :] - x[:, None, :] - special.gammaln(b)
+    k = beta.shape[1]
+    off_diagonal = ~np.eye(k, dtype=bool)[None, :, :, None]      # (1, c, j, 1)
+    # Σ_{j≠c} ln F_j, summed explicitly: subtracting ln F_c from the total fails
+    # where F_c underflows to 0.
+    log_others = np.sum(np.where(off_diagonal, log_cdf[:, None, :, :], 0.0), axis=2)
+    values = np.exp(log_pdf + log_others) @ weights * width[:, None]
+    return np.where(pos, values, 0.0)
+
+
+def _pair_integrand(beta: np.ndarray, rows: np.ndarray, cls: np.ndarray):
+    """The integrand of ``P_c`` for the given (row, class) pairs, on each pair's range.
+
+    ``integrand(u)`` evaluates every pair at nodes ``u`` of [0, 1], mapped onto
+    ``[F_{β_max}^{-1}(ε), \bar F_{β_c}^{-1}(ε)]`` in ``t = ln x``, and returns a
+    ``(len(rows), len(u))`` array whose integral over ``u`` is ``P_c``.
+    """
+    b_all = beta[rows]
     b_c = beta[rows, cls]
-    x_lo = special.gammaincinv(b_all.max(axis=1), _TAIL)
-    x_hi = special.gammainccinv(b_c, _TAIL)
-    live = x_lo < x_hi
-    rows, cls, b_all, b_c = rows[live], cls[live], b_all[live], b_c[live]
-    t_lo = np.log(x_lo[live])
-    width = np.log(x_hi[live]) - t_lo
+    t_lo = np.log(special.gammaincinv(b_all.max(axis=1), _TAIL))
+    width = np.maximum(np.log(special.gammainccinv(b_c, _TAIL)) - t_lo, 0.0)
     others = b_all.copy()
     others[np.arange(len(cls)), cls] = np.nan  # excluded from the product
     others[others == 0] = np.nan             # p_j = 0: never above p_c
     lg_c = special.gammaln(b_c)
 
-    def integrand(u, sel):
-        t = t_lo[sel, None] + u[None, :] * width[sel, None]
+    def integrand(u):
+        t = t_lo[:, None] + u[None, :] * width[:, None]
         x = np.exp(t)
         with np.errstate(divide="ignore"):
-            log_cdf = np.log(special.gammainc(others[sel, :, None], x[:, None, :]))
+            log_cdf = np.log(special.gammainc(others[:, :, None], x[:, None, :]))
         log_prod = np.sum(np.where(np.isnan(log_cdf), 0.0, log_cdf), axis=1)
-        return np.exp(b_c[sel, None] * t - x - lg_c[sel, None] + log_prod) * width[sel, None]
+        return np.exp(b_c[:, None] * t - x - lg_c[:, None] + log_prod) * width[:, None]
 
-    return rows, cls, integrand
+    return integrand
 
 
 @functools.cache
@@ -474,7 +493,7 @@ def _legendre(n: int) -> tuple[np.ndarray, np.ndarray]:
 def _poisson_binomial(weights: np.ndarray, probs: np.ndarray) -> tuple[int, np.ndarray]:
     """Distribution of ``Σ_r Binomial(w_r, p_r)`` as ``(offset, pmf)``.
 
-    Each binomial is cut to the range holding all but ``2ε`` of its mass; the pieces
+    Each binomial is cut to a range holding all but ``ε`` of its mass; the pieces
     are multiplied in the Fourier domain, all zero-padded to the length of the full
     sum (so nothing wraps around), a block of pieces per real FFT call.
     """
@@ -483,8 +502,12 @@ def _poisson_binomial(weights: np.ndarray, probs: np.ndarray) -> tuple[int, np.n
     w, p = weights[keep], probs[keep]
     if not w.size:
         return offset, np.ones(1)
-    lo = np.maximum(stats.binom.ppf(_TAIL, w, p), 0).astype(np.int64)
-    hi = np.minimum(stats.binom.isf(_TAIL, w, p), w).astype(np.int64)
+    # Bernstein's inequality, P(|X − wp| ≥ s) ≤ 2 exp(−s² / (2(wp(1−p) + s/3))), gives
+    # the half-width s outside which each binomial has less than ε of its mass.
+    log_tail = math.log(2.0 / _TAIL)
+    half = log_tail / 3.0 + np.sqrt((log_tail / 3.0) ** 2 + 2.0 * log_tail * w * p * (1.0 - p))
+    lo = np.maximum(np.ceil(w * p - half), 0).astype(np.int64)
+    hi = np.minimum(np.floor(w * p + half), w).astype(np.int64)
     lengths = hi - lo + 1
     # One vectorised pmf call for every piece.
     piece = np.repeat(np.arange(len(w)), lengths)
@@ -530,11 +553,20 @@ def _f1_macro(weights, gold, probs, rng, target_se, max_draws):
     """E[F1 (macro)] with scikit-learn's label set: gold classes ∪ predicted classes.
 
     ``F1 = S / (g + J)``: ``S`` the sum of the gold classes' F1, ``g`` their number,
-    ``J`` the number of never-gold classes predicted at least once (their F1 is 0
-    but they enter the average). ``E[S]/g`` is exact; when ``P(J > 0) > 1e-12`` the
-    remainder ``E[S/(g+J) − S/g]`` (zero whenever ``J = 0``) is estimated by seeded
-    Monte Carlo over per-item argmax draws, batch after batch until its standard
-    error is at most ``target_se``.
+    ``J = |A|``, ``A`` the set of never-gold classes predicted at least once (their
+    F1 is 0 but they enter the average); only the classes ``D`` with
+    ``P(predicted) > 1e-12`` count. With ``h(B) = E[S · 1{A ⊆ B}] =
+    P(A ⊆ B) E[S | A ⊆ B]`` (items stay independent given ``A ⊆ B``: each item's
+    argmax distribution is restricted to the classes outside ``D \\ B``), Möbius
+    inversion over the subsets of ``D`` gives
+
+    .. math:: E[F1] = \\sum_{B \\subseteq D} h(B) \\sum_{j=0}^{|D|-|B|}
+        \binom{|D|-|B|}{j} \frac{(-1)^j}{g + |B| + j},
+
+    exact, with ``2^{|D|}`` convolutions. Beyond ``_MAX_EXACT_NEVER_GOLD`` such
+    classes, ``E[S]/g`` is kept exact and the remainder ``E[S/(g+J) − S/g]`` (zero
+    whenever ``J = 0``) is estimated by seeded Monte Carlo over per-item argmax
+    draws, batch after batch until its standard error is at most ``target_se``.
     Returns ``(score, standard_error, method)``.
     """
     n_classes = probs.shape[1]
@@ -544,9 +576,30 @@ def _f1_macro(weights, gold, probs, rng, target_se, max_draws):
     exact = sum(parts.values()) / g
     never_gold = np.flatnonzero(m == 0)
     with np.errstate(divide="ignore"):
-        log_p_none = float(np.sum(weights[:, None] * np.log1p(-np.minimum(probs[:, never_gold], 1.0))))
-    if -np.expm1(log_p_none) <= 1e-12:
+        log_p_none = weights @ np.log1p(-np.minimum(probs[:, never_gold], 1.0))
+    never_gold = never_gold[-np.expm1(log_p_none) > 1e-12]
+    if never_gold.size == 0:
         return exact, 0.0, "exact (Poisson-binomial convolution)"
+    n_never = len(never_gold)
+    if n_never <= _MAX_EXACT_NEVER_GOLD:
+        total = 0.0
+        for mask in range(1 << n_never):
+            inside = np.array([(mask >> b) & 1 for b in range(n_never)], dtype=bool)
+            size = int(inside.sum())
+            coef = sum(math.comb(n_never - size, j) * (-1) ** j / (g + size + j)
+                       for j in range(n_never - size + 1))
+            outside = never_gold[~inside]
+            mass_out = probs[:, outside].sum(axis=1)
+            if np.any(mass_out >= 1.0):
+                continue  # some item always predicts outside B: h(B) = 0
+            log_prob = float(weights @ np.log1p(-mass_out))
+            conditional = probs.copy()
+            conditional[:, outside] = 0.0
+            conditional /= (1.0 - mass_out)[:, None]
+            _, cond_parts = _f1_parts(weights, gold, conditional, n_classes)
+            total += coef * math.exp(log_prob) * sum(cond_parts.values())
+        return total, 0.0, ("exact (Poisson-binomial convolution, inclusion-exclusion over "
+                            f"{n_never} never-gold class(es))")
     onehot = np.zeros_like(probs)
     onehot[np.arange(len(gold)), gold] = 1.0
     n_rows = probs.shape[0]

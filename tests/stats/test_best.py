@@ -4,7 +4,6 @@ Monte Carlo of the same posterior, the fit against a brute-force optimiser, limi
 from __future__ import annotations
 
 import doctest
-import itertools
 import json
 import warnings
 
@@ -184,52 +183,74 @@ def test_cross_entropy_is_the_digamma_expectation():
 
 
 def _enumerated_f1(counts, probs):
-    """E[macro F1] by enumerating every joint prediction, scored by scikit-learn."""
+    """E[macro F1] by enumerating every joint prediction (scikit-learn's definition)."""
     gold = counts.argmax(axis=1)
-    total = 0.0
-    k = probs.shape[1]
-    for pred in itertools.product(range(k), repeat=len(gold)):
-        weight = np.prod(probs[np.arange(len(gold)), pred])
-        if weight > 0:
-            total += weight * f1_score(gold, pred, average="macro", zero_division=0)
-    return total
+    n, k = probs.shape
+    preds = np.indices((k,) * n).reshape(n, -1).T          # every joint prediction
+    weight = np.prod(probs[np.arange(n), preds], axis=1)
+    m = np.bincount(gold, minlength=k)
+    k_pred = np.stack([(preds == c).sum(axis=1) for c in range(k)], axis=1)
+    tp = np.stack([((preds == c) & (gold == c)).sum(axis=1) for c in range(k)], axis=1)
+    present = (m > 0) | (k_pred > 0)
+    f1 = np.where(present, 2 * tp / np.maximum(m + k_pred, 1), 0.0).sum(axis=1) / present.sum(axis=1)
+    # the vectorised F1 is scikit-learn's, checked on a sample of the predictions
+    for row in np.random.default_rng(0).choice(len(preds), size=min(40, len(preds)), replace=False):
+        assert f1[row] == pytest.approx(
+            f1_score(gold, preds[row], average="macro", zero_division=0), abs=1e-15)
+    return float(weight @ f1)
 
 
 @pytest.mark.parametrize("counts", [
     [[1, 3], [4, 0]],
     [[3, 2], [0, 5]],
     [[2, 1, 0], [0, 3, 1], [1, 1, 2], [4, 0, 0], [0, 2, 2]],
+    [[4, 0, 1, 1], [0, 4, 1, 1], [5, 0, 0, 1], [0, 3, 2, 1], [3, 0, 1, 2]],  # 2, 3 never gold
 ])
 def test_f1_convolution_equals_enumeration_with_sklearn(counts):
     counts = np.array(counts)
-    res = best_performance(counts, rng=0)
+    res = quiet(counts, rng=0)
+    assert res.fit.regime == "finite"
     probs = best_module._argmax_probabilities(res.alpha[None, :] + counts)
-    assert res.methods[F1] == "exact (Poisson-binomial convolution)"
+    assert res.methods[F1].startswith("exact (Poisson-binomial convolution")
     assert res.scores[F1] == pytest.approx(_enumerated_f1(counts, probs), abs=1e-12)
 
 
-def test_f1_with_a_never_gold_class_uses_a_seeded_monte_carlo_correction():
+NEVER_GOLD = np.array([[4, 0, 1], [0, 4, 1], [5, 0, 0], [0, 3, 2], [1, 4, 0], [3, 1, 2]])
+
+
+def test_f1_with_a_never_gold_class_is_exact_by_inclusion_exclusion():
     # Class 2 is used but is nobody's plurality: scikit-learn's macro average counts it
     # (with F1 0) in the draws where the oracle predicts it, so the label set is random.
-    counts = np.array([[4, 0, 1], [0, 4, 1], [5, 0, 0], [0, 3, 2], [1, 4, 0], [3, 1, 2]])
-    a = best_performance(counts, rng=3, f1_standard_error=1e-3)
-    b = best_performance(counts, rng=3, f1_standard_error=1e-3)
+    res = best_performance(NEVER_GOLD, rng=3)
+    probs = best_module._argmax_probabilities(res.alpha[None, :] + NEVER_GOLD)
+    assert probs[:, 2].max() > 0.01
+    assert "inclusion-exclusion" in res.methods[F1] and res.standard_errors[F1] == 0.0
+    assert res.scores[F1] == pytest.approx(_enumerated_f1(NEVER_GOLD, probs), abs=1e-12)
+
+
+def test_f1_monte_carlo_correction_is_seeded_and_unbiased(monkeypatch):
+    # Beyond a few never-gold classes the correction is estimated by Monte Carlo.
+    monkeypatch.setattr(best_module, "_MAX_EXACT_NEVER_GOLD", 0)
+    a = best_performance(NEVER_GOLD, rng=3, f1_standard_error=1e-3)
+    b = best_performance(NEVER_GOLD, rng=3, f1_standard_error=1e-3)
     assert a.scores[F1] == b.scores[F1]
     assert "Monte Carlo" in a.methods[F1]
     assert 0 < a.standard_errors[F1] <= 1e-3
-    probs = best_module._argmax_probabilities(a.alpha[None, :] + counts)
-    assert probs[:, 2].max() > 0.01
-    exact = _enumerated_f1(counts, probs)
-    assert abs(a.scores[F1] - exact) <= 5 * a.standard_errors[F1]
+    probs = best_module._argmax_probabilities(a.alpha[None, :] + NEVER_GOLD)
+    assert abs(a.scores[F1] - _enumerated_f1(NEVER_GOLD, probs)) <= 5 * a.standard_errors[F1]
 
 
-def test_f1_monte_carlo_reaches_the_default_precision():
+def test_f1_monte_carlo_reaches_the_default_precision(monkeypatch):
     counts = _dataset(11, 300, 4, 2, 6)
     counts[:, 3] = np.minimum(counts[:, 3], 1)  # class 3 used, never the plurality
     counts[counts.sum(axis=1) == counts[:, 3]] += np.array([1, 0, 0, 0])
+    exact = quiet(counts, rng=0)
+    assert "inclusion-exclusion" in exact.methods[F1]
+    monkeypatch.setattr(best_module, "_MAX_EXACT_NEVER_GOLD", 0)
     res = quiet(counts, rng=0)
     assert "Monte Carlo" in res.methods[F1]
     assert res.standard_errors[F1] <= 1e-4
+    assert abs(res.scores[F1] - exact.scores[F1]) <= 5 * res.standard_errors[F1]
 
 
 def test_poisson_binomial_matches_direct_convolution():
