@@ -273,6 +273,8 @@ def _renamer(field_map: Mapping[str, str] | None) -> Callable[[str], str]:
 
 def _text(value: Any) -> str | None:
     """A field as text: None/blank → None; JSON numbers keep their literal form."""
+    if value.__class__ is str:  # the common case, first
+        return value.strip() or None
     if value is None:
         return None
     if isinstance(value, bool):
@@ -383,8 +385,9 @@ def read_annotations(source: Source, fmt: str, labels: Sequence[str], *, field_m
                 if not isinstance(values, list) or not values:
                     errors.add(row, "labels", "expected a non-empty list of labels")
                     continue
+                shared = {key: rec.get(key) for key in ("item_id", "vendor", "tier", "timestamp")}
                 for k, value in enumerate(values, 1):
-                    out = _annotation_row(row, {**rec, "annotator_id": f"pos{k}", "label": value},
+                    out = _annotation_row(row, {**shared, "annotator_id": f"pos{k}", "label": value},
                                           codes, defaults, errors)
                     if out is not None:
                         yield out
