@@ -59,6 +59,7 @@ from auditor.stats.agreement import (
 # --- survey equivalence (Resnick et al.) ---
 from auditor.stats.equivalence import (
     ClassifierScore,
+    ExpertEquivalence,
     PowerCurve,
     SurveyEquivalence,
     calibrate_probabilities,

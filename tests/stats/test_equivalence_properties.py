@@ -226,13 +226,14 @@ def test_expert_equivalence_of_pool_raters():
     rng = np.random.default_rng(9)
     pool, state = _draw(rng, 3000, 4, [0.15, 0.85], [0.5, 0.5])
     expert = (rng.random((3000, 5)) < state[:, None]).astype(np.int64)
-    values, lows, highs, pool_curve, expert_curve = expert_equivalence(
-        pool, expert, combiner="abc", scorer="cross_entropy", n_bootstrap=50, rng=0)
-    assert pool_curve.k.tolist() == [0, 1, 2, 3, 4]
-    assert expert_curve.k.tolist() == [0, 1, 2, 3, 4]
+    result = expert_equivalence(pool, expert, combiner="abc", scorer="cross_entropy", n_bootstrap=50, rng=0)
+    assert result.pool_curve.k.tolist() == [0, 1, 2, 3, 4]
+    assert result.expert_curve.k.tolist() == [0, 1, 2, 3, 4]
+    assert result.value[0] == "< 0" or result.value[0] == pytest.approx(0, abs=0.1)
     for k in (1, 2, 3):
-        assert values[k] == pytest.approx(k, abs=0.25)
-        assert lows[k] <= values[k] <= highs[k]
+        assert result.value[k] == pytest.approx(k, abs=0.25)
+        assert result.ci_low[k] <= result.value[k] <= result.ci_high[k]
+    assert np.all(result.pool_curve.ci_low <= result.pool_curve.mean)
 
 
 def test_calibration_recovers_the_label_frequencies():

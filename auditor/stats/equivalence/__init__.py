@@ -8,6 +8,7 @@ finds where a classifier's score crosses that curve.
 from auditor.stats.equivalence.calibration import calibrate_probabilities
 from auditor.stats.equivalence.curve import (
     ClassifierScore,
+    ExpertEquivalence,
     PowerCurve,
     SurveyEquivalence,
     classifier_score,
@@ -19,6 +20,7 @@ from auditor.stats.equivalence.plot import plot_power_curve
 
 __all__ = [
     "ClassifierScore",
+    "ExpertEquivalence",
     "PowerCurve",
     "SurveyEquivalence",
     "calibrate_probabilities",

@@ -31,6 +31,7 @@ from auditor.stats.equivalence.scorers import expected_item_scores, label_scores
 
 __all__ = [
     "ClassifierScore",
+    "ExpertEquivalence",
     "PowerCurve",
     "SurveyEquivalence",
     "classifier_score",
@@ -235,6 +236,7 @@ class _Problem:
     combiner: str | None
     scorer: str
     slots: int | None = None
+    n_total: int = 0                  # items before `min_labels` dropped any
 
 
 def _prepare(ratings, *, combiner, scorer, reference, n_labels, max_k, min_labels, method,
@@ -264,6 +266,7 @@ def _prepare(ratings, *, combiner, scorer, reference, n_labels, max_k, min_label
         n_ref = (ref if ref is not None else ref_counts).shape[0]
         if n_ref != n_items:
             raise StatsInputError(f"`reference` has {n_ref} items but `ratings` has {n_items}.")
+    n_total = n_items
     rows = None
     if min_labels is not None:
         if pool is None:
@@ -310,7 +313,8 @@ def _prepare(ratings, *, combiner, scorer, reference, n_labels, max_k, min_label
             )
     if slots is not None and method != "exact":
         raise StatsInputError("`raters='columns'` is computed on the exact path only (agreement, cross-entropy).")
-    return _Problem(pool, pool_counts, ref, ref_counts, rows, n_lab, k_max, method, combiner, scorer, slots)
+    return _Problem(pool, pool_counts, ref, ref_counts, rows, n_lab, k_max, method, combiner, scorer, slots,
+                    n_total)
 
 
 def _fitted(problem: _Problem, combiner: str):
@@ -566,8 +570,8 @@ def _classifier_terms(problem: _Problem, pred: np.ndarray):
     return expected_item_scores(problem.scorer, pred, dist), ok
 
 
-def _validated_predictions(problem: _Problem, predictions, n_total: int) -> np.ndarray:
-    pred = as_predictions(predictions, n_total, problem.n_labels)
+def _validated_predictions(problem: _Problem, predictions) -> np.ndarray:
+    pred = as_predictions(predictions, problem.n_total, problem.n_labels)
     if problem.rows is not None:
         pred = pred[problem.rows]
     if problem.scorer == "cross_entropy" and np.asarray(predictions).ndim == 1:
@@ -576,14 +580,6 @@ def _validated_predictions(problem: _Problem, predictions, n_total: int) -> np.n
             "(calibrate the classifier first, e.g. with calibrate_probabilities)."
         )
     return pred
-
-
-def _n_total(ratings) -> int:
-    if hasattr(ratings, "counts") and hasattr(ratings, "labels") and not callable(ratings.counts):
-        return int(np.asarray(ratings.counts).shape[0])
-    if hasattr(ratings, "n_items"):
-        return int(ratings.n_items)
-    return int(np.asarray(ratings.to_numpy() if hasattr(ratings, "to_numpy") else ratings, dtype=object).shape[0])
 
 
 def classifier_score(ratings, predictions, *, scorer: str, n_bootstrap: int = 500,
@@ -615,7 +611,7 @@ def classifier_score(ratings, predictions, *, scorer: str, n_bootstrap: int = 50
     gen = as_rng(rng)
     problem = _prepare(ratings, combiner=None, scorer=scorer, reference=None, n_labels=n_labels,
                        max_k=None, min_labels=min_labels, method="auto", rng=gen)
-    pred = _validated_predictions(problem, predictions, _n_total(ratings))
+    pred = _validated_predictions(problem, predictions)
     return _score_classifier(problem, pred, n_bootstrap, confidence, gen)
 
 
@@ -693,7 +689,7 @@ def survey_equivalence(ratings, predictions, *, combiner: str, scorer: str, n_bo
     problem = _prepare(ratings, combiner=combiner, scorer=scorer, reference=reference,
                        n_labels=n_labels, max_k=max_k, min_labels=min_labels, method=method, rng=gen,
                        raters=raters)
-    pred = _validated_predictions(problem, predictions, _n_total(ratings))
+    pred = _validated_predictions(problem, predictions)
     lo, hi = _bounds(confidence)
     if problem.slots is not None:
         point, reps, n_items, clf_value, clf_reps = _columns_run(
@@ -730,84 +726,104 @@ def survey_equivalence(ratings, predictions, *, combiner: str, scorer: str, n_bo
     return SurveyEquivalence(_report(value, k_last), low, high, clf, curve, eq_reps)
 
 
+@dataclass(frozen=True, eq=False)
+class ExpertEquivalence:
+    """Expert equivalence of k pool raters, for every k (Resnick et al. §7).
+
+    Attributes
+    ----------
+    value, ci_low, ci_high : list of float or str
+        One entry per k of ``pool_curve``: the x where the expert curve reaches the
+        pool curve's value at k (Algorithm 4, "< 0" / "> K" as in
+        :class:`SurveyEquivalence`), with its bootstrap interval.
+    pool_curve : PowerCurve
+        k pool raters scored against one expert label.
+    expert_curve : PowerCurve
+        k experts scored against another expert.
+    """
+
+    value: list
+    ci_low: list
+    ci_high: list
+    pool_curve: PowerCurve
+    expert_curve: PowerCurve
+
+    def to_dict(self) -> dict:
+        return {"value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high,
+                "pool_curve": self.pool_curve.to_dict(), "expert_curve": self.expert_curve.to_dict()}
+
+
 def expert_equivalence(ratings, reference, *, combiner: str, scorer: str, n_bootstrap: int = 500,
                        confidence: float = 0.95, rng=None, n_labels: int | None = None,
-                       clip: float = DEFAULT_CLIP) -> tuple[list[Equivalence], list[Equivalence], list[Equivalence], PowerCurve, PowerCurve]:
+                       clip: float = DEFAULT_CLIP) -> ExpertEquivalence:
     """Expert equivalence of k pool raters (Resnick et al. §7), for every k.
 
-    The pool ("amateur") curve combines k of ``ratings``' labels and scores them against
-    one ``reference`` ("expert") label; the expert curve combines k expert labels and
-    scores them against another expert. The equivalence of k pool raters is where the
-    pool curve's value at k crosses the expert curve (Algorithm 4). Both curves are
-    computed on the same bootstrap samples of items. Exact path only (agreement or
-    cross-entropy).
+    The pool ("amateur", e.g. a labeling vendor) curve combines k of ``ratings``'
+    labels and scores them against one ``reference`` ("expert") label; the expert curve
+    combines k expert labels and scores them against another expert. The equivalence
+    of k pool raters is where the expert curve reaches the pool curve's value at k
+    (Algorithm 4): "k vendor raters are worth x experts". Both curves are computed on
+    the same bootstrap samples of items. Exact path only (agreement or cross-entropy).
+
+    Parameters
+    ----------
+    ratings : array-like (N, A)
+        The pool's item × rater class indices (``-1``/NaN missing).
+    reference : array-like (N, E)
+        The experts' ratings of the same items.
+    combiner, scorer, n_bootstrap, confidence, rng, n_labels, clip
+        As in :func:`power_curve`.
 
     Returns
     -------
-    values, ci_low, ci_high : list of float or str
-        One entry per k of the pool curve ("< 0" / "> K" as in
-        :class:`SurveyEquivalence`).
-    pool_curve, expert_curve : PowerCurve
+    ExpertEquivalence
     """
     _check_options(n_bootstrap, confidence, clip, None, None, "exact")
-    gen = as_rng(rng)
-    seed = int(gen.integers(2**63 - 1))
-    pool_curve = power_curve(ratings, combiner=combiner, scorer=scorer, n_bootstrap=n_bootstrap,
-                             confidence=confidence, rng=np.random.default_rng(seed), reference=reference,
-                             n_labels=n_labels, clip=clip, method="exact")
-    expert_curve = power_curve(reference, combiner=combiner, scorer=scorer, n_bootstrap=n_bootstrap,
-                               confidence=confidence, rng=np.random.default_rng(seed), n_labels=n_labels,
-                               clip=clip, method="exact")
-    # The two curves' bootstrap samples are the same items only when both histograms
-    # group items alike; so resample jointly from per-item weights instead.
-    lo, hi = _bounds(confidence)
-    values, lows, highs = [], [], []
-    k_last = expert_curve.k_max
-    for k in range(pool_curve.k.shape[0]):
-        v = equivalence_values(expert_curve.mean[None, :], np.array([pool_curve.mean[k]]))[0]
-        values.append(_report(v, k_last))
-    joint = _joint_expert_replicates(ratings, reference, combiner=combiner, scorer=scorer,
-                                     n_bootstrap=n_bootstrap, rng=np.random.default_rng(seed),
-                                     n_labels=n_labels, clip=clip)
-    for k in range(pool_curve.k.shape[0]):
-        if joint is None:
-            lows.append(float("nan"))
-            highs.append(float("nan"))
-            continue
-        pool_reps, expert_reps = joint
-        eq = equivalence_values(expert_reps, pool_reps[:, k])
-        lows.append(_report(_quantile(eq, lo), k_last))
-        highs.append(_report(_quantile(eq, hi), k_last))
-    return values, lows, highs, pool_curve, expert_curve
-
-
-def _joint_expert_replicates(ratings, reference, *, combiner, scorer, n_bootstrap, rng, n_labels, clip):
-    if not n_bootstrap:
-        return None
     gen = as_rng(rng)
     pool_p = _prepare(ratings, combiner=combiner, scorer=scorer, reference=reference, n_labels=n_labels,
                       max_k=None, min_labels=None, method="exact", rng=gen)
     exp_p = _prepare(reference, combiner=combiner, scorer=scorer, reference=None, n_labels=pool_p.n_labels,
                      max_k=None, min_labels=None, method="exact", rng=gen)
-    tabs = []
+    tables = []
     for prob in (pool_p, exp_p):
         prior, model = _fitted(prob, combiner)
-        tabs.append(exact_tables(prob.pool_counts, prob.reference_counts, combiner=combiner, scorer=scorer,
-                                 k_max=prob.k_max, prior=prior, model=model, clip=clip))
-    n = pool_p.pool_counts.shape[0]
-    pair = np.column_stack([tabs[0].inverse, tabs[1].inverse])
-    uniq, item_group, gmult = row_histogram(pair)
-    out = [np.empty((n_bootstrap, t.expected.shape[1])) for t in tabs]
+        tables.append(exact_tables(prob.pool_counts, prob.reference_counts, combiner=combiner,
+                                   scorer=scorer, k_max=prob.k_max, prior=prior, model=model, clip=clip))
+    # Resample items once for both curves: group items by their pair of keys.
+    uniq, item_group, gmult = row_histogram(np.column_stack([tables[0].inverse, tables[1].inverse]))
+
+    def evaluate(counts: np.ndarray) -> list[np.ndarray]:
+        out = []
+        for j, t in enumerate(tables):
+            w = np.zeros((counts.shape[0], t.keys.shape[0]))
+            np.add.at(w.T, uniq[:, j], counts.T)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out.append((w @ t.expected) / (w @ t.eligible))
+        return out
+
+    points = evaluate(gmult[None, :].astype(float))
+    reps = [np.empty((n_bootstrap, t.expected.shape[1])) for t in tables]
     step = max(1, _CHUNK_CELLS // max(1, uniq.shape[0]))
     done = 0
     while done < n_bootstrap:
         b = min(step, n_bootstrap - done)
-        counts = _group_draws(gmult, item_group, b, gen)
-        for j, t in enumerate(tabs):
-            w = np.zeros((b, t.keys.shape[0]))
-            np.add.at(w.T, uniq[:, j], counts.T)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                out[j][done:done + b] = (w @ t.expected) / (w @ t.eligible)
+        for r, part in zip(reps, evaluate(_group_draws(gmult, item_group, b, gen)), strict=True):
+            r[done:done + b] = part
         done += b
-    del n
-    return out[0], out[1]
+    curves = [_curve(prob, p[0], r, np.rint(t.multiplicity @ t.eligible), confidence)
+              for prob, p, r, t in zip((pool_p, exp_p), points, reps, tables, strict=True)]
+    pool_curve, expert_curve = curves
+    lo, hi = _bounds(confidence)
+    k_last = expert_curve.k_max
+    values, lows, highs = [], [], []
+    for k in range(pool_curve.k.shape[0]):
+        v = equivalence_values(expert_curve.mean[None, :], np.array([pool_curve.mean[k]]))[0]
+        values.append(_report(v, k_last))
+        if n_bootstrap:
+            eq = equivalence_values(reps[1], reps[0][:, k])
+            lows.append(_report(_quantile(eq, lo), k_last))
+            highs.append(_report(_quantile(eq, hi), k_last))
+        else:
+            lows.append(float("nan"))
+            highs.append(float("nan"))
+    return ExpertEquivalence(values, lows, highs, pool_curve, expert_curve)
