@@ -88,6 +88,8 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides) -> Sett
 # ``AUDITOR_AUDIT_RETRY_BACKOFF``     first retry delay in seconds, doubled each time (default 2)
 # ``AUDITOR_DB_LOCK_TIMEOUT_MS``      PostgreSQL lock_timeout of audit transactions (default 10000)
 # ``AUDITOR_AUDIT_BOOTSTRAP``         bootstrap resamples for intervals (default 500)
+# ``AUDITOR_AUDIT_PAIRWISE_BOOTSTRAP`` resamples for the interval of the mean pairwise Cohen's
+#                                     kappa (default 0: each one recomputes every pair's kappa)
 # ``AUDITOR_AUDIT_SEED``              seed of every random choice of an audit (default 0)
 # ``AUDITOR_FANOUT_MIN_ITEMS``        items from which an audit fans out as a Celery group
 #                                     (default 50000)
@@ -112,6 +114,7 @@ class WorkerSettings:
     retry_backoff: float = 2.0
     db_lock_timeout_ms: int = 10_000
     n_bootstrap: int = 500
+    pairwise_bootstrap: int = 0
     seed: int = 0
     fanout_min_items: int = 50_000
     certify_threshold: float = 0.95
@@ -165,6 +168,7 @@ def load_worker_settings(environ: Mapping[str, str] | None = None, **overrides) 
         "retry_backoff": _env_number(env, "AUDITOR_AUDIT_RETRY_BACKOFF", float, 2.0),
         "db_lock_timeout_ms": _env_number(env, "AUDITOR_DB_LOCK_TIMEOUT_MS", int, 10_000),
         "n_bootstrap": _env_number(env, "AUDITOR_AUDIT_BOOTSTRAP", int, 500),
+        "pairwise_bootstrap": _env_number(env, "AUDITOR_AUDIT_PAIRWISE_BOOTSTRAP", int, 0),
         "seed": _env_number(env, "AUDITOR_AUDIT_SEED", int, 0),
         "fanout_min_items": _env_number(env, "AUDITOR_FANOUT_MIN_ITEMS", int, 50_000),
         "certify_threshold": _env_number(env, "AUDITOR_CERTIFY_THRESHOLD", float, 0.95),

@@ -41,8 +41,13 @@ BOUND_COLUMNS = {"theoretical": "t", "empirical": "e"}
 # (combiner, scorer) pairs of the survey-equivalence analysis: majority vote scored by
 # agreement for every release; ABC scored by cross-entropy where the release gave
 # probabilities (the paper's two running examples).
+# With more than two classes "majority" is undefined and plurality takes its place.
 HARD_PAIR = ("majority", "agreement")
 SOFT_PAIR = ("abc", "cross_entropy")
+
+
+def _hard_pair(n_labels: int) -> tuple[str, str]:
+    return ("majority" if n_labels == 2 else "plurality", HARD_PAIR[1])
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,7 @@ class AuditOptions:
     """What an audit computes; recorded in the run's ``parameters``."""
 
     n_bootstrap: int = 500
+    pairwise_bootstrap: int = 0
     seed: int = 0
     threshold: float = 0.95
     bound: str = "theoretical"
@@ -60,7 +66,8 @@ class AuditOptions:
     vendor_deltas: tuple[tuple[str, float], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"n_bootstrap": self.n_bootstrap, "seed": self.seed, "threshold": self.threshold,
+        return {"n_bootstrap": self.n_bootstrap, "pairwise_bootstrap": self.pairwise_bootstrap,
+                "seed": self.seed, "threshold": self.threshold,
                 "bound": self.bound, "method": self.method, "tau": self.tau, "confidence": self.confidence}
 
     def delta_for(self, vendor: str) -> float:
@@ -69,7 +76,8 @@ class AuditOptions:
     @classmethod
     def from_settings(cls, w) -> AuditOptions:
         """Options from :class:`~auditor.config.WorkerSettings`."""
-        return cls(n_bootstrap=w.n_bootstrap, seed=w.seed, threshold=w.certify_threshold, bound=w.certify_bound,
+        return cls(n_bootstrap=w.n_bootstrap, pairwise_bootstrap=w.pairwise_bootstrap, seed=w.seed,
+                   threshold=w.certify_threshold, bound=w.certify_bound,
                    vendor_delta=w.vendor_alert_delta, vendor_deltas=w.vendor_alert_deltas)
 
 
@@ -93,7 +101,7 @@ def _annotations(snap: AuditSnapshot) -> Annotations | None:
     used, item_codes = np.unique(snap.ann_item, return_inverse=True)
     return Annotations(
         item=item_codes.astype(np.int64), annotator=snap.ann_annotator.copy(), label=snap.ann_label.copy(),
-        items=tuple(snap.item_names[i] for i in used), annotators=snap.annotator_names, labels=snap.labels,
+        items=tuple(snap.item_ids[used].tolist()), annotators=snap.annotator_names, labels=snap.labels,
     )
 
 
@@ -142,7 +150,7 @@ def dataset_part(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:
     if ann is None:
         out["summary"], out["notes"] = summary, ["no annotations yet"]
         return out
-    counts = LabelCounts(snap.counts[labeled], snap.labels, tuple(np.asarray(snap.item_names, dtype=object)[labeled]))
+    counts = LabelCounts(snap.counts[labeled], snap.labels, tuple(snap.item_ids[labeled].tolist()))
 
     # Per annotator (Theorem 3) and per vendor (Theorem 1 on the vendor's own labels).
     bounds = annotator_lower_bounds(ann, confidence=options.confidence)
@@ -186,7 +194,8 @@ def dataset_part(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:
     notes += [f"BEST: {w.message}" for w in caught]
 
     if (counts.counts.sum(axis=1) >= 2).any():
-        curve = power_curve(counts, combiner=HARD_PAIR[0], scorer=HARD_PAIR[1], n_bootstrap=options.n_bootstrap,
+        combiner, scorer = _hard_pair(len(snap.labels))
+        curve = power_curve(counts, combiner=combiner, scorer=scorer, n_bootstrap=options.n_bootstrap,
                             confidence=options.confidence, rng=_rng(options, 5))
         out["power_curves"].append(_curve_row(curve, options=options, seed_key=(5,)))
     else:
@@ -210,11 +219,11 @@ def _expert_equivalence(snap, crowd, expert_counts, options, *, key, notes, vend
     both = (pool.sum(axis=1) > 0) & (expert_counts.sum(axis=1) > 0)
     if not both.any():
         return None, None
-    names = tuple(np.asarray(snap.item_names, dtype=object)[both])
+    names = tuple(snap.item_ids[both].tolist())
     try:
         values, lows, highs, _, _ = expert_equivalence(
             LabelCounts(pool[both], snap.labels, names), LabelCounts(expert_counts[both], snap.labels, names),
-            combiner=HARD_PAIR[0], scorer=HARD_PAIR[1], n_bootstrap=options.n_bootstrap,
+            combiner=_hard_pair(len(snap.labels))[0], scorer=HARD_PAIR[1], n_bootstrap=options.n_bootstrap,
             confidence=options.confidence, rng=_rng(options, *key))
     except StatsInputError as exc:
         notes.append(f"expert equivalence of {vendor}: {exc}")
@@ -231,7 +240,7 @@ def _expert_equivalence(snap, crowd, expert_counts, options, *, key, notes, vend
 def _agreement_rows(data, options: AuditOptions, *, vendor, key) -> list[dict[str, Any]]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        rep = agreement(data, n_bootstrap=options.n_bootstrap, n_bootstrap_pairwise=min(options.n_bootstrap, 200),
+        rep = agreement(data, n_bootstrap=options.n_bootstrap, n_bootstrap_pairwise=options.pairwise_bootstrap,
                         confidence=options.confidence, rng=_rng(options, *key))
     rows = []
     for coef in (rep.krippendorff_alpha, rep.fleiss_kappa):
@@ -323,7 +332,7 @@ def release_part(payload: Mapping[str, Any], upper: Mapping[str, Any], options: 
     curves = []
     lc = LabelCounts(counts[labeled], tuple(payload["labels"]), tuple(range(int(labeled.sum()))))
     if (lc.counts.sum(axis=1) >= 2).any():
-        pairs = [(HARD_PAIR, hard[labeled], 6)]
+        pairs = [(_hard_pair(L), hard[labeled], 6)]
         if probs is not None:
             pairs.append((SOFT_PAIR, probs[labeled], 7))
         for (combiner, scorer), pred, key in pairs:
