@@ -294,3 +294,13 @@ def test_row_histogram_equals_numpy_unique(seed, n_rows, n_cols, floats):
     np.testing.assert_array_equal(uniq, ref_u)
     np.testing.assert_array_equal(inverse, ref_i.reshape(-1))
     np.testing.assert_array_equal(counts, ref_c)
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    from auditor.stats.equivalence import curve
+
+    result = doctest.testmod(curve, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 2
+    assert result.failed == 0

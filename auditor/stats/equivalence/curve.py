@@ -538,7 +538,7 @@ def power_curve(ratings, *, combiner: str, scorer: str, n_bootstrap: int = 500,
     >>> from auditor.stats import power_curve
     >>> W = np.array([[0, 0, 1], [1, 1, 1], [0, 0, 0], [0, 1, 1]])
     >>> curve = power_curve(W, combiner="frequency", scorer="agreement", n_bootstrap=0)
-    >>> curve.k.tolist(), [round(x, 3) for x in curve.mean]
+    >>> curve.k.tolist(), curve.mean.round(3).tolist()
     ([0, 1, 2], [0.5, 0.667, 0.667])
     """
     _check_options(n_bootstrap, confidence, clip, max_k, min_labels, method)
