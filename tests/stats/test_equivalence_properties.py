@@ -304,3 +304,71 @@ def test_docstring_examples_run():
     result = doctest.testmod(curve, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted >= 2
     assert result.failed == 0
+
+
+def _literal_columns_curve(matrix, combiner, scorer, n_labels, clip=0.02):
+    """Algorithms 1 and 3 read literally on a matrix with empty cells, every subset.
+
+    For each k-subset S of the columns, each item's prediction combines its labels in S;
+    for each other column r, the score is the mean over the items labelled in r; c_k is
+    the mean over columns (that have labels) and subsets.
+    """
+    from itertools import combinations
+
+    from auditor.stats.equivalence._inputs import counts_of
+    from auditor.stats.equivalence.combiners import ABCModel, predict
+
+    counts = counts_of(matrix, n_labels)
+    prior = counts.sum(axis=0) / counts.sum()
+    uniq, mult = np.unique(counts, axis=0, return_counts=True)
+    model = ABCModel(uniq, mult)
+    score_fn = scorers.SCORERS[scorer]
+    n_cols = matrix.shape[1]
+    curve = []
+    for k in range(n_cols):
+        per_subset = []
+        for subset in combinations(range(n_cols), k):
+            y = counts_of(matrix[:, list(subset)], n_labels) if k else np.zeros_like(counts)
+            pred = predict(combiner, y, counts, prior=prior, model=model, clip=clip)
+            cols = [score_fn(pred, matrix[:, r], np.ones((1, matrix.shape[0])))[0]
+                    for r in range(n_cols) if r not in subset and (matrix[:, r] >= 0).any()]
+            per_subset.append(np.mean(cols))
+        curve.append(np.mean(per_subset))
+    return np.array(curve)
+
+
+@pytest.mark.parametrize(("combiner", "scorer"), [
+    ("plurality", "agreement"), ("frequency", "cross_entropy"), ("abc", "cross_entropy"),
+])
+def test_columns_semantics_equals_the_literal_algorithm(combiner, scorer):
+    rng = np.random.default_rng(12)
+    matrix = rng.integers(0, 2, size=(30, 5))
+    holes = rng.random(matrix.shape) < 0.35
+    holes[:, 0] = False  # every item keeps a label
+    matrix[holes] = -1
+    literal = _literal_columns_curve(matrix, combiner, scorer, 2)
+    ours = power_curve(matrix, combiner=combiner, scorer=scorer, n_bootstrap=0, raters="columns")
+    np.testing.assert_allclose(ours.mean, literal, atol=1e-12)
+
+
+def test_columns_and_labels_semantics_coincide_on_a_full_matrix():
+    rng = np.random.default_rng(13)
+    ratings, _ = _draw(rng, 200, 6, [0.2, 0.7], [0.5, 0.5])
+    for combiner, scorer in [("abc", "cross_entropy"), ("majority", "agreement")]:
+        a = power_curve(ratings, combiner=combiner, scorer=scorer, n_bootstrap=0)
+        b = power_curve(ratings, combiner=combiner, scorer=scorer, n_bootstrap=0, raters="columns")
+        np.testing.assert_allclose(a.mean, b.mean, atol=1e-12)
+
+
+def test_classifier_score_is_algorithm_1():
+    rng = np.random.default_rng(14)
+    ratings, state = _draw(rng, 100, 4, [0.2, 0.8], [0.5, 0.5])
+    probs = np.column_stack([1 - state, state])
+    ce = classifier_score(ratings, probs, scorer="cross_entropy", n_bootstrap=40, rng=0)
+    by_column = [np.mean(np.log2(probs[np.arange(100), ratings[:, j]])) for j in range(4)]
+    assert ce.value == pytest.approx(np.mean(by_column), abs=1e-12)
+    assert ce.ci_low <= ce.value <= ce.ci_high
+    f1 = classifier_score(ratings, (state > 0.5).astype(int), scorer="f1", n_bootstrap=40, rng=0)
+    by_column = [f1_score(ratings[:, j], (state > 0.5).astype(int)) for j in range(4)]
+    assert f1.value == pytest.approx(np.mean(by_column), abs=1e-12)
+    assert f1.replicates.shape == (40,)
