@@ -512,6 +512,10 @@ def power_curve(ratings, *, combiner: str, scorer: str, n_bootstrap: int = 500,
     min_labels : int, optional
         The reference package's alternative for ragged data: keep the items with at
         least ``min_labels`` labels and ``min_labels`` of each, chosen at random.
+    raters : {"labels", "columns"}, default "labels"
+        What "k raters" means on a matrix with missing entries: k of the item's own
+        labels (items with fewer than k + 1 labels leave c_k), or k of the matrix's
+        columns as in the paper's package (see Notes).
     clip : float, default 0.02
         Soft combiner outputs are clipped to [clip, 1 − clip] and renormalised, as in
         the paper's implementation (log 0 would be infinite).
@@ -526,6 +530,25 @@ def power_curve(ratings, *, combiner: str, scorer: str, n_bootstrap: int = 500,
     Returns
     -------
     PowerCurve
+
+    Notes
+    -----
+    The combiner is fitted once, on all items (the ABC's learner and the frequency
+    combiner's prior), and each bootstrap sample re-weights the items' expected scores,
+    as the paper's package does. Re-fitting the ABC on a bootstrap sample would let an
+    item's duplicates leak its own labels into what the leave-one-out combiner learns.
+
+    Memory: the exact path works on the histogram of count vectors (for the bootstrap,
+    on groups of interchangeable items) in chunks of bounded size, so it does not grow
+    with ``n_bootstrap`` beyond the (n_bootstrap, n_k) replicates it returns. The
+    rater-subset path and ``raters="columns"`` keep per-item weights for every
+    bootstrap sample (n_bootstrap × N numbers).
+
+    ``raters="columns"`` reads "k raters" as k columns of the matrix, empty cells
+    included, and scores by column (the mean over a column's labelled items, then over
+    columns), which is what the paper's package computed for its case studies with
+    ragged data; it is exact (all column subsets) and reproduces the package's
+    classifier scores.
 
     References
     ----------
