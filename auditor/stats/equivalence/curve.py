@@ -687,7 +687,7 @@ def survey_equivalence(ratings, predictions, *, combiner: str, scorer: str, n_bo
         Hard ``(N,)`` class indices or soft ``(N, L)`` probabilities (cross-entropy
         needs soft ones, see :func:`calibrate_probabilities`).
     combiner, scorer, n_bootstrap, confidence, rng, reference, n_labels, max_k,
-    min_labels, clip, method
+    min_labels, clip, method, raters
         As in :func:`power_curve`. With ``reference``, the classifier is scored against
         the reference raters too.
 
