@@ -13,6 +13,7 @@ from auditor.cli._io import read_annotations, read_predictions
 from auditor.stats import (
     StatsInputError,
     calibrate_probabilities,
+    expert_equivalence,
     plot_power_curve,
     power_curve,
     survey_equivalence,
@@ -63,7 +64,8 @@ def equivalence_command(ratings, predictions, combiner, scorer, labels, referenc
 
     RATINGS: long (item_id, annotator_id, label) or wide (item id, then one column per
     rater) CSV/TSV/JSONL. PREDICTIONS: item_id plus a `label` column (hard) or one
-    probability column per label (soft).
+    probability column per label (soft). With --reference and no PREDICTIONS: the
+    expert equivalence of k RATINGS raters (how many reference raters they are worth).
     """
     label_list = [x.strip() for x in labels.split(",")] if labels else None
     ann = read_annotations(ratings, labels=label_list)
@@ -72,6 +74,9 @@ def equivalence_command(ratings, predictions, combiner, scorer, labels, referenc
     options = dict(combiner=combiner, scorer=scorer, n_bootstrap=n_bootstrap, confidence=confidence,
                    rng=seed, reference=reference, n_labels=ann.n_labels, max_k=max_k,
                    min_labels=min_labels, raters=raters)
+    if reference is not None and predictions is None:
+        _expert(matrix, reference, options, as_json, [str(x) for x in ann.labels])
+        return
     try:
         if predictions is None:
             result = power_curve(matrix, **options)
@@ -106,3 +111,29 @@ def equivalence_command(ratings, predictions, combiner, scorer, labels, referenc
         s = eq.classifier_score
         click.echo(f"classifier score: {s.value:.4f} [{s.ci_low:.4f}, {s.ci_high:.4f}]")
         click.echo(f"survey equivalence: {_fmt(eq.value)} [{_fmt(eq.ci_low)}, {_fmt(eq.ci_high)}]")
+
+
+def _expert(matrix, reference, options, as_json, labels) -> None:
+    """Expert equivalence of k pool raters, printed as a table or JSON."""
+    unsupported = [f"--{k.replace('_', '-')}" for k in ("max_k", "min_labels") if options[k] is not None]
+    if options["raters"] != "labels":
+        unsupported.append("--raters columns")
+    if unsupported:
+        raise click.UsageError(f"{', '.join(unsupported)} cannot be used for an expert equivalence.")
+    try:
+        result = expert_equivalence(matrix, reference, combiner=options["combiner"], scorer=options["scorer"],
+                                    n_bootstrap=options["n_bootstrap"], confidence=options["confidence"],
+                                    rng=options["rng"], n_labels=options["n_labels"])
+    except StatsInputError as exc:
+        raise click.UsageError(str(exc)) from None
+    if as_json:
+        payload = result.to_dict()
+        payload["labels"] = labels
+        click.echo(json.dumps(payload))
+        return
+    pool, expert = result.pool_curve, result.expert_curve
+    click.echo(f"{'k':>3}{'pool c_k':>11}{'expert c_k':>12}  expert equivalence of k pool raters")
+    for k in pool.k:
+        e = f"{expert.mean[k]:>12.4f}" if k < expert.k.shape[0] else " " * 12
+        click.echo(f"{k:>3}{pool.mean[k]:>11.4f}{e}  {_fmt(result.value[k])} "
+                   f"[{_fmt(result.ci_low[k])}, {_fmt(result.ci_high[k])}]")

@@ -96,3 +96,17 @@ def test_plot_draws_without_pyplot_and_saves_svg(files, tmp_path):
         assert matplotlib.get_backend() == backend
     curve = power_curve(codes, combiner="frequency", scorer="agreement", n_bootstrap=0)
     assert plot_power_curve(curve).axes[0].get_title() == "frequency + agreement"
+
+
+def test_cli_expert_equivalence(files):
+    d, _, _ = files
+    result = CliRunner().invoke(main, ["equivalence", str(d / "ratings.csv"), "--reference",
+                                       str(d / "expert.csv"), "--bootstrap", "30", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert len(out["value"]) == len(out["pool_curve"]["k"]) == 7
+    assert out["expert_curve"]["k"] == [0, 1, 2]
+    table = CliRunner().invoke(main, ["equivalence", str(d / "ratings.csv"), "--reference",
+                                      str(d / "expert.csv"), "--bootstrap", "0"])
+    assert table.exit_code == 0, table.output
+    assert "expert equivalence" in table.output
