@@ -31,7 +31,7 @@ from types import MappingProxyType
 
 import numpy as np
 from scipy import fft as sp_fft
-from scipy import integrate, optimize, signal, special, stats
+from scipy import integrate, optimize, special, stats
 
 from auditor.stats._validation import StatsInputError, as_count_matrix, as_rng
 
@@ -277,17 +277,21 @@ def fit_dirichlet_multinomial(label_counts, /) -> DirichletMultinomialFit:
 
 def _histogram(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
     """Distinct non-empty count vectors, their multiplicities, and the empty rows."""
-    n = counts.sum(axis=1)
+    # Column by column: numpy reduces a long, narrow matrix along its rows slowly.
+    columns = [counts[:, j] for j in range(counts.shape[1])]
+    n = functools.reduce(np.add, columns)
     excluded = tuple(np.flatnonzero(n == 0).tolist())
     if len(excluded) == counts.shape[0]:
         raise StatsInputError("`label_counts` holds no annotation: every row sums to 0.")
     y = counts[n > 0] if excluded else counts
-    radix = y.max(axis=0).astype(np.int64) + 1
+    radix = np.array([int(col.max()) + 1 for col in columns], dtype=np.int64)
     # Rows as mixed-radix integers: sorting one int64 column is far cheaper than
     # np.unique(axis=0); a bincount is cheaper still when the code space is small.
     if np.sum(np.log2(radix.astype(float))) < 62:
         place = np.concatenate([np.cumprod(radix[::-1])[::-1][1:], [1]]).astype(np.int64)
-        codes = y @ place
+        codes = y[:, 0] * place[0]  # integer matmul has no BLAS
+        for j in range(1, y.shape[1]):
+            codes += y[:, j] * place[j]
         if int(np.prod(radix.astype(float))) <= max(4 * len(y), 1 << 16):
             hist = np.bincount(codes)
             uniq = np.flatnonzero(hist)
@@ -408,7 +412,7 @@ def _argmax_probabilities(beta: np.ndarray) -> np.ndarray:
         out[two, cols[:, 0]] = p_first
         out[two, cols[:, 1]] = 1.0 - p_first
     many = np.flatnonzero(k_pos > 2)
-    chunk = max(1, 200_000 // (n_classes * n_classes * _NODES))  # bounds (rows, K, K, nodes)
+    chunk = max(1, 1_000_000 // (n_classes * _NODES))  # bounds the (rows, K, nodes) arrays
     for first in range(0, many.size, chunk):
         sel = many[first:first + chunk]
         fine = _shared_window_rule(beta[sel], *_legendre(_NODES))
@@ -444,11 +448,11 @@ def _shared_window_rule(beta: np.ndarray, nodes: np.ndarray, weights: np.ndarray
     with np.errstate(divide="ignore"):
         log_cdf = np.where(pos[:, :, None], np.log(special.gammainc(b, x[:, None, :])), 0.0)
     log_pdf = b * t[:, None, :] - x[:, None, :] - special.gammaln(b)
-    k = beta.shape[1]
-    off_diagonal = ~np.eye(k, dtype=bool)[None, :, :, None]      # (1, c, j, 1)
-    # Σ_{j≠c} ln F_j, summed explicitly: subtracting ln F_c from the total fails
-    # where F_c underflows to 0.
-    log_others = np.sum(np.where(off_diagonal, log_cdf[:, None, :, :], 0.0), axis=2)
+    # Σ_{j≠c} ln F_j as the total less ln F_c. Where F_c underflows to 0 the
+    # integrand is below β_c·F_c(x) (gamma left tail: x f(x) ≤ β F(x)), i.e. 0.
+    total = log_cdf.sum(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        log_others = np.where(np.isfinite(log_cdf), total - log_cdf, -np.inf)
     values = np.exp(log_pdf + log_others) @ weights * width[:, None]
     return np.where(pos, values, 0.0)
 
@@ -493,9 +497,8 @@ def _legendre(n: int) -> tuple[np.ndarray, np.ndarray]:
 def _poisson_binomial(weights: np.ndarray, probs: np.ndarray) -> tuple[int, np.ndarray]:
     """Distribution of ``Σ_r Binomial(w_r, p_r)`` as ``(offset, pmf)``.
 
-    Each binomial is cut to a range holding all but ``ε`` of its mass; the pieces
-    are multiplied in the Fourier domain, all zero-padded to the length of the full
-    sum (so nothing wraps around), a block of pieces per real FFT call.
+    Each binomial is cut to a range holding all but ``ε`` of its mass, and the
+    pieces are convolved pairwise.
     """
     offset = int(weights[probs >= 1.0].sum())
     keep = (probs > 0.0) & (probs < 1.0)
@@ -513,21 +516,25 @@ def _poisson_binomial(weights: np.ndarray, probs: np.ndarray) -> tuple[int, np.n
     piece = np.repeat(np.arange(len(w)), lengths)
     within = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
     pmf_all = stats.binom.pmf(lo[piece] + within, w[piece], p[piece])
-    if len(w) == 1:
-        return offset + int(lo[0]), pmf_all
-    size = int(lengths.sum() - len(w) + 1)
+    pieces = np.split(pmf_all, np.cumsum(lengths)[:-1])
+    # Pairwise (tree) convolution: near-linear in the support; direct for short
+    # pieces, FFT for long ones.
+    while len(pieces) > 1:
+        merged = [_convolve(a, b) for a, b in zip(pieces[0::2], pieces[1::2], strict=False)]
+        if len(pieces) % 2:
+            merged.append(pieces[-1])
+        pieces = merged
+    return offset + int(lo.sum()), pieces[0]
+
+
+def _convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if min(len(a), len(b)) < 200:
+        return np.convolve(a, b)
+    size = len(a) + len(b) - 1
     n_fft = sp_fft.next_fast_len(size, real=True)
-    spectrum = np.ones(n_fft // 2 + 1, dtype=complex)
-    block = max(1, 4_000_000 // n_fft)
-    for first in range(0, len(w), block):
-        last = min(first + block, len(w))
-        sel = (piece >= first) & (piece < last)
-        padded = np.zeros((last - first, n_fft))
-        padded[piece[sel] - first, within[sel]] = pmf_all[sel]
-        spectrum *= sp_fft.rfft(padded, axis=1).prod(axis=0)
-    pmf = sp_fft.irfft(spectrum, n_fft)[:size]
+    out = np.fft.irfft(np.fft.rfft(a, n_fft) * np.fft.rfft(b, n_fft), n_fft)[:size]
     # FFT round-off can leave tiny negative probabilities.
-    return offset + int(lo.sum()), np.clip(pmf, 0.0, None)
+    return np.clip(out, 0.0, None)
 
 
 def _f1_parts(weights, gold, probs, n_classes):
@@ -545,7 +552,7 @@ def _f1_parts(weights, gold, probs, n_classes):
         off_f, p_f = _poisson_binomial(weights[~is_c], probs[~is_c, c])
         tp = (off_t + np.arange(len(p_t))) * p_t
         s = off_t + off_f + np.arange(len(p_t) + len(p_f) - 1)
-        parts[int(c)] = float(np.sum(2.0 * signal.oaconvolve(tp, p_f) / (m[c] + s)))
+        parts[int(c)] = float(np.sum(2.0 * _convolve(tp, p_f) / (m[c] + s)))
     return m, parts
 
 
