@@ -33,7 +33,7 @@ from auditor.audit.pipeline import (
 )
 from auditor.config import WorkerSettings, load_worker_settings
 from auditor.db import make_engine, make_session_factory
-from auditor.db.queries_audit import alerts_by_id, stale_datasets
+from auditor.db.queries_audit import SnapshotCache, alerts_by_id, stale_datasets
 from auditor.db.session import session_scope
 
 __all__ = ["audit_dataset", "audit_release", "deliver_alerts", "finish_audit", "sweep"]
@@ -57,6 +57,12 @@ def _factory(url: str, lock_timeout_ms: int) -> sessionmaker[Session]:
         # Waiting forever on a lock would hold the audit's slot; fail, record, retry instead.
         kwargs["connect_args"] = {"options": f"-c lock_timeout={int(lock_timeout_ms)}"}
     return make_session_factory(make_engine(url, **kwargs))
+
+
+@lru_cache(maxsize=8)
+def _snapshot_cache(url: str) -> SnapshotCache:
+    # Per process: the next audit of a dataset reads only the rows written since.
+    return SnapshotCache()
 
 
 def _session_factory(task) -> sessionmaker[Session]:
@@ -108,7 +114,8 @@ def audit_dataset(self, dataset_id: int) -> dict[str, Any]:
         return {"state": c.state, "run_id": c.run_id, "data_version": c.data_version}
     t0 = time.perf_counter()
     try:
-        snap = runner.snapshot(factory, dataset_id)
+        snap = runner.snapshot(factory, dataset_id,
+                               cache=_snapshot_cache(self.app.conf.get("auditor_database_url")))
         t1 = time.perf_counter()
         if snap.releases and snap.counts.shape[0] >= w.fanout_min_items:
             return _fan_out(self, c.run_id, task_id, snap, options, {"snapshot": t1 - t0})

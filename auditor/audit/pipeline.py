@@ -35,7 +35,16 @@ from auditor.stats import (
 )
 from auditor.stats.equivalence import expert_equivalence, power_curve, survey_equivalence
 
-__all__ = ["AuditOptions", "alerts_for", "dataset_part", "merge_parts", "release_part", "release_payload"]
+__all__ = [
+    "AuditOptions",
+    "alerts_for",
+    "dataset_part",
+    "merge_parts",
+    "release_arrays",
+    "release_inline",
+    "release_part",
+    "release_payload",
+]
 
 BOUND_COLUMNS = {"theoretical": "t", "empirical": "e"}
 # (combiner, scorer) pairs of the survey-equivalence analysis: majority vote scored by
@@ -162,10 +171,14 @@ def dataset_part(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:
     summary["annotators_without_vendor"] = [records[a] for a, v in enumerate(snap.annotator_vendors) if not v]
     experts = [a for a, t in enumerate(snap.annotator_tiers) if t == "expert"]
     expert_counts = _pool_counts(snap, experts) if experts else None
+    # Pairwise Cohen's kappa once over everyone: a pair's kappa depends only on the two
+    # annotators' shared items, so each vendor's mean is read off the same matrix.
+    overall, pairwise = _agreement_rows(ann, options, vendor=None, key=(3,))
     for k, (vendor, members) in enumerate(sorted(vendors.items())):
         sub = ann.subset([snap.annotator_names[a] for a in members])
         vub = upper_bounds(sub.counts())
-        rep = _agreement_rows(sub, options, vendor=vendor, key=(1, k))
+        rep, _ = _agreement_rows(sub.counts(), options, vendor=vendor, key=(1, k))
+        rep += _vendor_pairwise(pairwise, members, vendor=vendor, n_items=len(sub.items))
         alpha = next((r["value"] for r in rep if r["coefficient"] == "krippendorff_alpha"), None)
         out["agreements"] += rep
         details: dict[str, Any] = {"n_items_empirical": vub.n_items_empirical}
@@ -181,7 +194,7 @@ def dataset_part(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:
             "annotators": [records[a] for a in members], "details": details,
         })
 
-    out["agreements"] += _agreement_rows(ann, options, vendor=None, key=(3,))
+    out["agreements"] += overall
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -237,7 +250,23 @@ def _expert_equivalence(snap, crowd, expert_counts, options, *, key, notes, vend
     return (None if isinstance(headline, str) else _num(headline)), detail
 
 
-def _agreement_rows(data, options: AuditOptions, *, vendor, key) -> list[dict[str, Any]]:
+def _vendor_pairwise(pw, members: list[int], *, vendor: str, n_items: int) -> list[dict[str, Any]]:
+    """The overlap-weighted mean pairwise kappa over the pairs within one vendor's pool."""
+    if pw is None:
+        return []
+    idx = np.asarray(members)
+    kappa, overlap = pw.kappa[np.ix_(idx, idx)], pw.overlap[np.ix_(idx, idx)]
+    a, b = np.triu_indices(idx.size, k=1)
+    ok = np.isfinite(kappa[a, b]) & (overlap[a, b] >= pw.min_overlap)
+    if not ok.any():
+        return []
+    w = overlap[a, b][ok].astype(float)
+    value = float((w * kappa[a, b][ok]).sum() / w.sum())
+    return [{"vendor": vendor, "coefficient": "cohen_kappa_pairwise_mean", "value": value,
+             "ci_low": None, "ci_high": None, "n_items": n_items}]
+
+
+def _agreement_rows(data, options: AuditOptions, *, vendor, key) -> tuple[list[dict[str, Any]], Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         rep = agreement(data, n_bootstrap=options.n_bootstrap, n_bootstrap_pairwise=options.pairwise_bootstrap,
@@ -251,7 +280,7 @@ def _agreement_rows(data, options: AuditOptions, *, vendor, key) -> list[dict[st
         rows.append({"vendor": vendor, "coefficient": "cohen_kappa_pairwise_mean", "value": _num(pw.mean_weighted),
                      "ci_low": _num(pw.weighted_ci_low), "ci_high": _num(pw.weighted_ci_high),
                      "n_items": pw.n_items})
-    return rows
+    return rows, rep.pairwise
 
 
 def _assumptions(snap: AuditSnapshot, ann: Annotations, notes: list[str]) -> dict[str, Any] | None:
@@ -273,6 +302,19 @@ def _assumptions(snap: AuditSnapshot, ann: Annotations, notes: list[str]) -> dic
 # ----------------------------------------------------------------------- release part
 
 
+def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of a non-negative int matrix and their multiplicities (sorted)."""
+    if rows.shape[0] == 0:
+        return rows, np.zeros(0, dtype=np.int64)
+    radix = rows.max(axis=0).astype(np.int64) + 1
+    if float(np.prod(radix.astype(float))) < 2.0 ** 62:
+        # One int64 key per row: a 1-d unique is several times faster than unique(axis=0).
+        weights = np.cumprod(np.concatenate([[1], radix[:0:-1]]))[::-1]
+        _, first, mult = np.unique(rows @ weights, return_index=True, return_counts=True)
+        return rows[first], mult
+    return np.unique(rows, axis=0, return_counts=True)
+
+
 def release_payload(snap: AuditSnapshot, release: ReleaseSnapshot) -> dict[str, Any]:
     """A release's inputs as JSON-ready lists: its items' counts and its predictions.
 
@@ -286,14 +328,13 @@ def release_payload(snap: AuditSnapshot, release: ReleaseSnapshot) -> dict[str, 
     if release.probabilities is not None:
         return {**base, "counts": counts.tolist(), "probabilities": release.probabilities.tolist(),
                 "multiplicity": None, "hard": release.labels.tolist()}
-    rows, mult = np.unique(np.column_stack([counts[ok], release.labels[ok]]), axis=0, return_counts=True)
+    rows, mult = _distinct_rows(np.column_stack([counts[ok], release.labels[ok]]))
     return {**base, "counts": rows[:, :-1].tolist(), "hard": rows[:, -1].tolist(),
             "multiplicity": mult.tolist(), "probabilities": None}
 
 
 def release_part(payload: Mapping[str, Any], upper: Mapping[str, Any], options: AuditOptions) -> dict[str, Any]:
-    """L, the confidence scores with U_t and U_e, the verdict, and the survey equivalence."""
-    rid = int(payload["release_id"])
+    """:func:`release_arrays` on a :func:`release_payload` (as a Celery message carries it)."""
     L = len(payload["labels"])
     counts = np.asarray(payload["counts"], dtype=np.int64).reshape(-1, L)
     hard = np.asarray(payload["hard"], dtype=np.int64)
@@ -301,6 +342,19 @@ def release_part(payload: Mapping[str, Any], upper: Mapping[str, Any], options: 
     if payload["multiplicity"] is not None:
         mult = np.asarray(payload["multiplicity"], dtype=np.int64)
         counts, hard = np.repeat(counts, mult, axis=0), np.repeat(hard, mult)
+    info = {k: payload[k] for k in ("release_id", "model", "version", "labels", "n_predictions")}
+    return release_arrays(info, counts, hard, probs, upper, options)
+
+
+def release_arrays(info: Mapping[str, Any], counts: np.ndarray, hard: np.ndarray, probs: np.ndarray | None,
+                   upper: Mapping[str, Any], options: AuditOptions) -> dict[str, Any]:
+    """L, the confidence scores with U_t and U_e, the verdict, and the survey equivalence.
+
+    ``counts`` (n, L) are the human label counts of the release's items, ``hard`` its
+    labels, ``probs`` its probabilities (or None); ``upper`` the dataset's bounds.
+    """
+    rid = int(info["release_id"])
+    L = len(info["labels"])
     labeled = counts.sum(axis=1) > 0
     notes: list[str] = []
     if not labeled.any() or upper.get("u_t") is None:
@@ -326,11 +380,11 @@ def release_part(payload: Mapping[str, Any], upper: Mapping[str, Any], options: 
         "s_hms_e": scores["empirical/hms"]["score"], "s_oms_e": scores["empirical/oms"]["score"],
         "certified": bool(certified), "certified_with": "U_" + BOUND_COLUMNS[options.bound], "verdict": verdict,
         "details": {"confidence": scores, "method": options.method, "threshold": options.threshold,
-                    "aggregation": lb.aggregation, "n_predictions": payload["n_predictions"],
-                    "model": payload["model"], "version": payload["version"]},
+                    "aggregation": lb.aggregation, "n_predictions": info["n_predictions"],
+                    "model": info["model"], "version": info["version"]},
     }
     curves = []
-    lc = LabelCounts(counts[labeled], tuple(payload["labels"]), tuple(range(int(labeled.sum()))))
+    lc = LabelCounts(counts[labeled], tuple(info["labels"]), tuple(range(int(labeled.sum()))))
     if (lc.counts.sum(axis=1) >= 2).any():
         pairs = [(_hard_pair(L), hard[labeled], 6)]
         if probs is not None:
@@ -355,6 +409,16 @@ def release_part(payload: Mapping[str, Any], upper: Mapping[str, Any], options: 
     else:
         notes.append(f"release {rid}: survey equivalence needs items with two labels")
     return {"certifications": [cert], "power_curves": curves, "notes": notes}
+
+
+def release_inline(snap: AuditSnapshot, release: ReleaseSnapshot, upper: Mapping[str, Any],
+                   options: AuditOptions) -> dict[str, Any]:
+    """:func:`release_arrays` straight from the snapshot (no message in between)."""
+    info = {"release_id": release.release_id, "model": release.model, "version": release.version,
+            "labels": list(snap.labels), "n_predictions": int(release.item_index.shape[0])}
+    ok = release.labels >= 0
+    probs = None if release.probabilities is None else release.probabilities[ok]
+    return release_arrays(info, snap.counts[release.item_index][ok], release.labels[ok], probs, upper, options)
 
 
 # ----------------------------------------------------------------------- assembly

@@ -22,14 +22,14 @@ from auditor.audit.pipeline import (
     alerts_for,
     dataset_part,
     merge_parts,
-    release_part,
-    release_payload,
+    release_inline,
 )
 from auditor.db.queries_audit import (
     AuditSnapshot,
     Claim,
     Finished,
     PreviousResults,
+    SnapshotCache,
     claim_audit,
     fail_audit,
     finish_audit,
@@ -83,15 +83,16 @@ def claim(factory: sessionmaker[Session], dataset_id: int, *, task_id: str, leas
         return claim_audit(session, dataset_id, task_id=task_id, lease=lease, parameters=options.to_dict())
 
 
-def snapshot(factory: sessionmaker[Session], dataset_id: int) -> AuditSnapshot:
+def snapshot(factory: sessionmaker[Session], dataset_id: int, *, cache: SnapshotCache | None = None
+             ) -> AuditSnapshot:
     with session_scope(factory) as session:
-        return load_snapshot(session, dataset_id)
+        return load_snapshot(session, dataset_id, cache=cache)
 
 
 def compute_inline(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:
     """Every part of the audit in this process, merged."""
     ds = dataset_part(snap, options)
-    parts = [release_part(release_payload(snap, r), ds["upper"], options) for r in snap.releases]
+    parts = [release_inline(snap, r, ds["upper"], options) for r in snap.releases]
     return merge_parts(ds, parts)
 
 
@@ -127,7 +128,8 @@ def previous_dict(previous: PreviousResults) -> dict[str, Any]:
 
 
 def run_audit(factory: sessionmaker[Session], dataset_id: int, *, task_id: str, options: AuditOptions,
-              lease: timedelta, clock: Callable[[], float] = time.perf_counter) -> Outcome:
+              lease: timedelta, cache: SnapshotCache | None = None,
+              clock: Callable[[], float] = time.perf_counter) -> Outcome:
     """Claim, snapshot, compute and write one audit in this process."""
     t0 = clock()
     c = claim(factory, dataset_id, task_id=task_id, lease=lease, options=options)
@@ -135,7 +137,7 @@ def run_audit(factory: sessionmaker[Session], dataset_id: int, *, task_id: str, 
         return Outcome(c.state, c.run_id, c.data_version)
     try:
         t1 = clock()
-        snap = snapshot(factory, dataset_id)
+        snap = snapshot(factory, dataset_id, cache=cache)
         t2 = clock()
         merged = compute_inline(snap, options)
         t3 = clock()

@@ -46,6 +46,7 @@ __all__ = [
     "Finished",
     "PreviousResults",
     "ReleaseSnapshot",
+    "SnapshotCache",
     "alerts_by_id",
     "claim_audit",
     "fail_audit",
@@ -282,13 +283,31 @@ def _pg_table(session: Session, query: str, params: tuple, n_cols: int, *, dtype
     return frame.fillna(0).to_numpy(dtype=dtype)
 
 
-def _annotation_rows(session: Session, dataset_id: int) -> np.ndarray:
+def _pg_packed(session: Session, query: str, params: tuple, fields: list[tuple[str, str]]) -> np.ndarray:
+    """Rows packed server-side into one ``bytea`` (``int8send(a) || int4send(b) ...``).
+
+    Big-endian fixed-width records read with one ``np.frombuffer``: no text formatting
+    on the server, no parsing here.
+    """
+    raw = session.connection().connection.dbapi_connection
+    with raw.cursor(binary=True) as cur:
+        cur.execute(query, params)
+        blob = cur.fetchone()[0]
+    rec = np.frombuffer(blob or b"", dtype=np.dtype(fields))
+    return np.column_stack([rec[name].astype(np.int64) for name, _ in fields]) if rec.size else \
+        np.empty((0, len(fields)), dtype=np.int64)
+
+
+def _annotation_rows(session: Session, dataset_id: int, since: int = -1) -> np.ndarray:
+    """(item id, annotator id, label) of the current annotations written after version ``since``."""
     if session.connection().dialect.name == "postgresql":
-        return _pg_table(session, "SELECT string_agg(concat_ws(',', item_id, annotator_id, label), E'\\n') "
-                                  "FROM annotation WHERE dataset_id = %s", (dataset_id,), 3)
+        return _pg_packed(session, "SELECT string_agg(int8send(item_id) || int4send(annotator_id) || "
+                                   "int2send(label), ''::bytea) FROM annotation "
+                                   "WHERE dataset_id = %s AND data_version > %s",
+                          (dataset_id, since), [("i", ">i8"), ("a", ">i4"), ("l", ">i2")])
     rows = session.execute(
         select(Annotation.item_id, Annotation.annotator_id, Annotation.label)
-        .where(Annotation.dataset_id == dataset_id)
+        .where(Annotation.dataset_id == dataset_id, Annotation.data_version > since)
     ).all()
     return np.array(rows, dtype=np.int64).reshape(-1, 3)
 
@@ -314,9 +333,10 @@ def _release_rows(session: Session, dataset_id: int, release_id: int, n_labels: 
     """Item ids, hard labels (the argmax where only probabilities were given), probabilities or None."""
     pg = session.connection().dialect.name == "postgresql"
     if pg:
-        hard = _pg_table(session, "SELECT string_agg(concat_ws(',', item_id, coalesce(label, -1)), E'\\n' "
-                                  "ORDER BY item_id) FROM prediction WHERE dataset_id = %s AND release_id = %s",
-                         (dataset_id, release_id), 2)
+        hard = _pg_packed(session, "SELECT string_agg(int8send(item_id) || int2send(coalesce(label, -1)::int2), "
+                                   "''::bytea ORDER BY item_id) FROM prediction "
+                                   "WHERE dataset_id = %s AND release_id = %s",
+                          (dataset_id, release_id), [("i", ">i8"), ("l", ">i2")])
         n_soft = session.execute(select(func.count()).select_from(Prediction).where(
             Prediction.dataset_id == dataset_id, Prediction.release_id == release_id,
             Prediction.probabilities.is_not(None))).scalar_one()
@@ -340,10 +360,91 @@ def _release_rows(session: Session, dataset_id: int, release_id: int, n_labels: 
     return hard[:, 0], labels, probs
 
 
-def load_snapshot(session: Session, dataset_id: int) -> AuditSnapshot:
+def _positions(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Positions of ``ids`` in ``sorted_ids`` (all present)."""
+    if sorted_ids.size and ids.size and sorted_ids[-1] - sorted_ids[0] < 8 * sorted_ids.size + 1024:
+        # Dense ids (the usual case): a lookup table beats a binary search per value.
+        table = np.zeros(int(sorted_ids[-1] - sorted_ids[0]) + 1, dtype=np.int64)
+        table[sorted_ids - sorted_ids[0]] = np.arange(sorted_ids.size)
+        return table[ids - sorted_ids[0]]
+    return np.searchsorted(sorted_ids, ids).astype(np.int64)
+
+
+@dataclass
+class _Cached:
+    version: int
+    annotations: np.ndarray  # (M, 3) item id, annotator id, label; sorted by (item, annotator)
+    releases: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray | None]]
+
+
+class SnapshotCache:
+    """The annotation and prediction rows of the last snapshot of a few datasets, in memory.
+
+    Writes to a dataset are serialised by its row lock and tag every row with the
+    ``data_version`` they create, so the next snapshot only reads rows newer than the
+    cached version and merges them (a re-label replaces its (item, annotator) row).
+    The merge is checked against the per-item counts and per-release row counts of the
+    snapshot; on any mismatch the dataset is read in full.
+    """
+
+    def __init__(self, max_datasets: int = 4):
+        self.max_datasets = max_datasets
+        self._entries: dict[int, _Cached] = {}
+
+    def get(self, dataset_id: int) -> _Cached | None:
+        return self._entries.get(dataset_id)
+
+    def put(self, dataset_id: int, entry: _Cached) -> None:
+        self._entries.pop(dataset_id, None)
+        self._entries[dataset_id] = entry
+        while len(self._entries) > self.max_datasets:
+            self._entries.pop(next(iter(self._entries)))
+
+
+def _keys(rows: np.ndarray) -> np.ndarray:
+    return (rows[:, 0] << 32) | rows[:, 1]
+
+
+def _merge_annotations(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    if new.shape[0] == 0:
+        return old
+    new = new[np.argsort(_keys(new), kind="stable")]
+    old_keys, new_keys = _keys(old), _keys(new)
+    pos = np.searchsorted(old_keys, new_keys)
+    hit = pos < old_keys.size
+    hit[hit] = old_keys[pos[hit]] == new_keys[hit]
+    out = old.copy()
+    out[pos[hit]] = new[hit]
+    merged = np.concatenate([out, new[~hit]])
+    return merged[np.argsort(_keys(merged), kind="stable")]
+
+
+def _current_annotations(session: Session, dataset_id: int, counts: np.ndarray, item_ids: np.ndarray,
+                         cached: _Cached | None) -> np.ndarray:
+    if cached is not None:
+        rows = _merge_annotations(cached.annotations, _annotation_rows(session, dataset_id, cached.version))
+        per_item = np.bincount(_positions(item_ids, rows[:, 0]), minlength=item_ids.size) if rows.size else \
+            np.zeros(item_ids.size, dtype=np.int64)
+        if per_item.shape[0] == counts.shape[0] and np.array_equal(per_item, counts.sum(axis=1)):
+            return rows
+    rows = _annotation_rows(session, dataset_id)
+    return rows[np.argsort(_keys(rows), kind="stable")] if rows.size else rows
+
+
+def _prediction_sizes(session: Session, dataset_id: int, since: int) -> tuple[dict[int, int], set[int]]:
+    """Rows per release, and the releases with rows newer than ``since``."""
+    sizes = dict(session.execute(select(Prediction.release_id, func.count())
+                                 .where(Prediction.dataset_id == dataset_id).group_by(Prediction.release_id)).all())
+    changed = set(session.execute(select(Prediction.release_id).where(
+        Prediction.dataset_id == dataset_id, Prediction.data_version > since).distinct()).scalars())
+    return sizes, changed
+
+
+def load_snapshot(session: Session, dataset_id: int, *, cache: SnapshotCache | None = None) -> AuditSnapshot:
     """Read the dataset, its items, annotations, annotators and releases in one snapshot.
 
-    Call first thing in a fresh transaction; the caller owns it (read-only).
+    Call first thing in a fresh transaction; the caller owns it (read-only). With a
+    ``cache``, only rows written since the cached version are read.
     """
     _begin_snapshot(session)
     ds = session.execute(select(Dataset).where(Dataset.id == dataset_id)).scalar_one()
@@ -351,7 +452,10 @@ def load_snapshot(session: Session, dataset_id: int) -> AuditSnapshot:
     n_labels = len(labels)
     items = _item_rows(session, dataset_id, n_labels)
     item_ids, gold, counts = items[:, 0], items[:, 1], items[:, 2:]
-    rows = _annotation_rows(session, dataset_id)
+    cached = cache.get(dataset_id) if cache is not None else None
+    if cached is not None and cached.version > ds.data_version:
+        cached = None
+    rows = _current_annotations(session, dataset_id, counts, item_ids, cached)
     ann_ids = np.unique(rows[:, 1])
     annotators = {}
     if ann_ids.size:
@@ -365,15 +469,23 @@ def load_snapshot(session: Session, dataset_id: int) -> AuditSnapshot:
                               .distinct()))
         .order_by(Release.id)
     ).all()
+    sizes, changed = _prediction_sizes(session, dataset_id, cached.version if cached else -1)
+    release_rows = {}
     for rel in rel_rows:
-        pred_items, hard, probs = _release_rows(session, dataset_id, rel.id, n_labels)
-        releases.append(ReleaseSnapshot(rel.id, rel.name, rel.version, np.searchsorted(item_ids, pred_items),
+        got = cached.releases.get(rel.id) if cached is not None and rel.id not in changed else None
+        if got is None or got[0].shape[0] != sizes.get(rel.id):
+            got = _release_rows(session, dataset_id, rel.id, n_labels)
+        release_rows[rel.id] = got
+        pred_items, hard, probs = got
+        releases.append(ReleaseSnapshot(rel.id, rel.name, rel.version, _positions(item_ids, pred_items),
                                         hard, probs))
+    if cache is not None:
+        cache.put(dataset_id, _Cached(int(ds.data_version), rows, release_rows))
     return AuditSnapshot(
         dataset_id=ds.id, workspace_id=ds.workspace_id, name=ds.name, labels=labels,
         data_version=int(ds.data_version), item_ids=item_ids, counts=counts, gold=gold,
-        ann_item=np.searchsorted(item_ids, rows[:, 0]).astype(np.int64),
-        ann_annotator=np.searchsorted(ann_ids, rows[:, 1]).astype(np.int64),
+        ann_item=_positions(item_ids, rows[:, 0]),
+        ann_annotator=_positions(ann_ids, rows[:, 1]),
         ann_label=rows[:, 2].astype(np.int64),
         annotator_ids=ann_ids,
         annotator_names=tuple(annotators[i].external_id for i in ann_ids.tolist()),

@@ -4,6 +4,7 @@ data_version bump and an outbox row, in one transaction; then the audit request.
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import Sequence
 
 import numpy as np
@@ -13,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from auditor.db import WRITE_OPTIONS, session_scope
 from auditor.db.models import (
     Annotation,
+    AnnotationHistory,
     Annotator,
     AuditOutbox,
     Dataset,
@@ -28,7 +30,7 @@ from auditor.db.models import (
 
 def make_dataset(factory: sessionmaker[Session], name: str, labels: Sequence[str]) -> int:
     with session_scope(factory) as s:
-        ws = Workspace(slug=f"ws-{name}", name=name)
+        ws = Workspace(slug=f"ws-{name}-{uuid.uuid4().hex[:8]}", name=name)
         s.add(ws)
         s.flush()
         ds = Dataset(workspace_id=ws.id, name=name, labels=list(labels), data_version=0)
@@ -75,9 +77,18 @@ def import_annotations(factory: sessionmaker[Session], dataset_id: int, rows: Se
                 s.add(anns[ann])
         s.flush()
         counts = {k: list(v.label_counts or [0] * L) for k, v in items.items()}
-        s.add_all(Annotation(dataset_id=dataset_id, item_id=items[i].id, annotator_id=anns[a].id, label=int(lab),
-                             batch_id=batch.id, data_version=batch.data_version) for i, a, lab in rows)
-        for i, _, lab in rows:
+        for i, a, lab in rows:
+            old = s.get(Annotation, (dataset_id, items[i].id, anns[a].id))
+            if old is None:
+                s.add(Annotation(dataset_id=dataset_id, item_id=items[i].id, annotator_id=anns[a].id, label=int(lab),
+                                 batch_id=batch.id, data_version=batch.data_version))
+            else:  # a re-label: the old row goes to the history, the count moves
+                s.add(AnnotationHistory(dataset_id=dataset_id, item_id=old.item_id, annotator_id=old.annotator_id,
+                                        label=old.label, batch_id=old.batch_id, data_version=old.data_version,
+                                        created_at=old.created_at, superseded_by_batch_id=batch.id,
+                                        superseded_version=batch.data_version))
+                counts[i][old.label] -= 1
+                old.label, old.batch_id, old.data_version = int(lab), batch.id, batch.data_version
             counts[i][int(lab)] += 1
         for k in {i for i, _, _ in rows}:
             items[k].label_counts = counts[k]

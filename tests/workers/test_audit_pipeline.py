@@ -1,0 +1,220 @@
+"""The audit pipeline without a broker: claims and leases, snapshots (and their cache),
+the atomic write, the sweep's choice, alerts, and the dispatcher with no broker."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+from sqlalchemy import func, select, update
+
+from auditor.audit import runner
+from auditor.audit.pipeline import (
+    AuditOptions,
+    _distinct_rows,
+    alerts_for,
+    release_part,
+    release_payload,
+)
+from auditor.config import load_worker_settings
+from auditor.db import session_scope
+from auditor.db.models import Alert, AuditOutbox, AuditRun, AuditStatus, Certification
+from auditor.db.queries_audit import (
+    PreviousResults,
+    SnapshotCache,
+    claim_audit,
+    load_snapshot,
+    stale_datasets,
+)
+from auditor.stats import confidence, lower_bound, upper_bounds
+from tests.workers._data import import_annotations, import_predictions, make_dataset, synthetic
+
+LEASE = timedelta(seconds=60)
+OPTIONS = AuditOptions(n_bootstrap=20)
+
+
+@pytest.fixture
+def factory(db_engine):
+    from auditor.db import make_session_factory
+
+    return make_session_factory(db_engine)
+
+
+def _dataset(factory, name, n_items=40, raters=4, seed=0, vendors=None):
+    truth, R = synthetic(n_items, raters, seed=seed)
+    ds = make_dataset(factory, name, ["a", "b"])
+    rows = [(f"i{n}", f"{name}-r{r}", int(R[n, r])) for n in range(n_items) for r in range(raters)]
+    v = import_annotations(factory, ds, rows, vendors=vendors or {}, gold={f"i{n}": int(truth[n]) for n in range(n_items)})
+    return ds, v, truth, R
+
+
+def test_audit_writes_bounds_of_the_library_and_marks_outbox(factory):
+    ds, _, truth, R = _dataset(factory, "one")
+    v = import_predictions(factory, ds, "m", "1", labels={f"i{n}": int(t) for n, t in enumerate(truth)})
+    out = runner.run_audit(factory, ds, task_id="t", options=OPTIONS, lease=LEASE)
+    assert out.state == "succeeded" and out.data_version == v
+    counts = np.stack([np.bincount(r, minlength=2) for r in R])
+    ub, lb = upper_bounds(counts), lower_bound(counts, truth)
+    with session_scope(factory) as s:
+        cert = s.execute(select(Certification).where(Certification.audit_run_id == out.run_id)).scalar_one()
+        pending = s.execute(select(func.count()).select_from(AuditOutbox).where(
+            AuditOutbox.dataset_id == ds, AuditOutbox.processed_at.is_(None))).scalar_one()
+    assert cert.u_t == pytest.approx(ub.theoretical) and cert.u_e == pytest.approx(ub.empirical)
+    assert cert.l == pytest.approx(lb.value)
+    assert cert.s_hms_e == pytest.approx(confidence(lb.value, ub.empirical, ub.n_items_empirical,
+                                                    n_lower=lb.n_items, method="hms").score)
+    assert cert.data_version == v and pending == 0
+    # The same data again: nothing to do, no second run.
+    assert runner.run_audit(factory, ds, task_id="t2", options=OPTIONS, lease=LEASE).state == "current"
+
+
+def test_one_running_audit_per_dataset_and_lease_takeover(factory):
+    ds, _, _, _ = _dataset(factory, "lease")
+    with session_scope(factory) as s:
+        first = claim_audit(s, ds, task_id="a", lease=LEASE)
+    with session_scope(factory) as s:
+        assert claim_audit(s, ds, task_id="b", lease=LEASE).state == "busy"
+    with session_scope(factory) as s:  # the first run's worker died long ago
+        s.execute(update(AuditRun).where(AuditRun.id == first.run_id)
+                  .values(started_at=datetime.now(UTC) - timedelta(minutes=5)))
+    with session_scope(factory) as s:
+        again = claim_audit(s, ds, task_id="b", lease=LEASE)
+    assert again.state == "claimed" and again.run_id == first.run_id and again.took_over
+    # The dead owner can no longer write; the new one can.
+    snap = runner.snapshot(factory, ds)
+    merged = runner.compute_inline(snap, OPTIONS)
+    lost = runner.finish(factory, first.run_id, task_id="a", data_version=snap.data_version, merged=merged,
+                         previous=snap.previous, options=OPTIONS, timings={})
+    done = runner.finish(factory, first.run_id, task_id="b", data_version=snap.data_version, merged=merged,
+                         previous=snap.previous, options=OPTIONS, timings={})
+    assert not lost.written and done.written
+    with session_scope(factory) as s:
+        assert s.execute(select(func.count()).select_from(AuditRun).where(AuditRun.dataset_id == ds)).scalar_one() == 1
+
+
+def test_sweep_picks_stale_datasets_and_backs_off_after_failures(factory):
+    fresh, _, _, _ = _dataset(factory, "fresh")
+    stale, _, _, _ = _dataset(factory, "stale", seed=1)
+    runner.run_audit(factory, fresh, task_id="f", options=OPTIONS, lease=LEASE)
+    with session_scope(factory) as s:
+        found = stale_datasets(s, lease=LEASE, retry_backoff=60)
+    assert stale in found and fresh not in found
+    with session_scope(factory) as s:
+        c = claim_audit(s, stale, task_id="x", lease=LEASE)
+    runner.fail(factory, c.run_id, task_id="x", exc=RuntimeError("boom"))
+    with session_scope(factory) as s:
+        run = s.get(AuditRun, c.run_id)
+        assert run.status == AuditStatus.FAILED and "RuntimeError: boom" in run.error
+        assert stale not in stale_datasets(s, lease=LEASE, retry_backoff=60)  # backing off
+        assert stale in stale_datasets(s, lease=LEASE, retry_backoff=0)
+
+
+@pytest.mark.parametrize("relabel", [False, True])
+def test_snapshot_cache_equals_a_full_read(factory, relabel):
+    ds, _, _, _ = _dataset(factory, "cache")
+    import_predictions(factory, ds, "m", "1", labels={f"i{n}": 0 for n in range(40)})
+    cache = SnapshotCache()
+    with session_scope(factory) as s:
+        load_snapshot(s, ds, cache=cache)
+    rows = [("i0", "late", 1), ("i39", "late", 0), ("new-item", "late", 1)]
+    if relabel:
+        rows.append(("i5", "cache-r0", 1))  # a re-label replaces the (item, annotator) row
+    import_annotations(factory, ds, rows, key="late")
+    import_predictions(factory, ds, "m", "2", probabilities={f"i{n}": [0.3, 0.7] for n in range(40)})
+    with session_scope(factory) as s:
+        cached = load_snapshot(s, ds, cache=cache)
+    with session_scope(factory) as s:
+        full = load_snapshot(s, ds)
+
+    def table(snap):
+        return sorted(zip(snap.item_ids[snap.ann_item].tolist(), snap.annotator_ids[snap.ann_annotator].tolist(),
+                          snap.ann_label.tolist(), strict=True))
+
+    assert table(cached) == table(full)
+    assert cached.data_version == full.data_version
+    assert [r.release_id for r in cached.releases] == [r.release_id for r in full.releases]
+    for a, b in zip(cached.releases, full.releases, strict=True):
+        assert np.array_equal(a.item_index, b.item_index) and np.array_equal(a.labels, b.labels)
+        assert (a.probabilities is None) == (b.probabilities is None)
+
+
+def test_release_payload_round_trip_gives_the_inline_result(factory):
+    ds, _, truth, _ = _dataset(factory, "payload")
+    import_predictions(factory, ds, "m", "1", labels={f"i{n}": int(t) for n, t in enumerate(truth)})
+    snap = runner.snapshot(factory, ds)
+    inline = runner.compute_inline(snap, OPTIONS)["results"]["certifications"][0]
+    from auditor.audit.pipeline import dataset_part
+
+    upper = dataset_part(snap, OPTIONS)["upper"]
+    via_message = release_part(runner.plain(release_payload(snap, snap.releases[0])), upper, OPTIONS)
+    assert via_message["certifications"][0]["l"] == pytest.approx(inline["l"])
+    assert via_message["certifications"][0]["s_oms_t"] == pytest.approx(inline["s_oms_t"])
+
+
+def test_distinct_rows_matches_numpy_unique():
+    rng = np.random.default_rng(0)
+    rows = rng.integers(0, 4, (500, 3))
+    got, mult = _distinct_rows(rows)
+    want, want_mult = np.unique(rows, axis=0, return_counts=True)
+    assert np.array_equal(got, want) and np.array_equal(mult, want_mult)
+
+
+def test_alerts_on_verdict_change_and_vendor_threshold():
+    options = AuditOptions(vendor_delta=0.02, vendor_deltas=(("strict", 0.005),))
+    previous = PreviousResults(1, {7: {"certified": False, "verdict": "not certified", "l": 0.9, "u_t": 0.95}},
+                               {"acme": {"u_t": 0.90}, "strict": {"u_t": 0.90}, "steady": {"u_t": 0.90}})
+    cert = {"release_id": 7, "certified": True, "verdict": "certified", "l": 0.99, "u_t": 0.9, "s_oms_t": 0.97,
+            "details": {"model": "m", "version": "2"}}
+    vendors = [{"vendor": "acme", "u_t": 0.85}, {"vendor": "strict", "u_t": 0.893}, {"vendor": "steady", "u_t": 0.91}]
+    alerts = alerts_for(previous, {"certifications": [cert], "vendor_reports": vendors}, options)
+    kinds = sorted((a["kind"], a["subject"]) for a in alerts)
+    assert kinds == [("certification_changed", "m 2"), ("vendor_quality_changed", "acme"),
+                     ("vendor_quality_changed", "strict")]
+    assert next(a for a in alerts if a["subject"] == "acme")["severity"] == "critical"
+    # No change, no alert.
+    same = PreviousResults(1, {7: {"certified": True, "verdict": "certified"}}, {})
+    assert alerts_for(same, {"certifications": [cert], "vendor_reports": []}, options) == []
+
+
+def test_alerts_are_stored_with_the_run(factory):
+    ds, _, truth, _ = _dataset(factory, "alerts", n_items=200, raters=5,
+                                vendors={f"alerts-r{r}": "acme" for r in range(5)})
+    import_predictions(factory, ds, "m", "1", labels={f"i{n}": int(t) for n, t in enumerate(truth)})
+    runner.run_audit(factory, ds, task_id="1", options=OPTIONS, lease=LEASE)
+    # A batch of random labels from the same vendor drags its upper bound down.
+    rng = np.random.default_rng(5)
+    import_annotations(factory, ds, [(f"i{n}", f"alerts-x{k}", int(rng.integers(0, 2)))
+                                     for n in range(200) for k in range(5)],
+                       vendors={f"alerts-x{k}": "acme" for k in range(5)}, key="noise")
+    out = runner.run_audit(factory, ds, task_id="2", options=OPTIONS, lease=LEASE)
+    with session_scope(factory) as s:
+        alerts = list(s.execute(select(Alert).where(Alert.audit_run_id == out.run_id)).scalars())
+    assert [a.kind for a in alerts] == ["vendor_quality_changed"] and out.alert_ids == (alerts[0].id,)
+    assert alerts[0].details["delta"] < -0.02
+
+
+def test_request_audit_never_raises_without_a_broker(tmp_path):
+    from celery import Celery
+
+    from workers import celery_config
+    from workers.dispatch import request_audit
+
+    app = Celery("no-broker")
+    conf = celery_config(worker=load_worker_settings({}))
+    conf.update(broker_url="redis://127.0.0.1:1/0", result_backend="redis://127.0.0.1:1/0")
+    app.config_from_object(conf)
+    app.set_default()
+    import workers.tasks  # noqa: F401 - registers the shared tasks
+
+    assert request_audit(1) is None
+
+
+def test_worker_settings_from_environment():
+    w = load_worker_settings({"AUDITOR_ALERT_VENDOR_DELTAS": "acme=0.05, big co=0.1", "AUDITOR_SWEEP_SECONDS": "5"})
+    assert w.vendor_delta("acme") == 0.05 and w.vendor_delta("big co") == 0.1 and w.vendor_delta("x") == 0.02
+    assert w.sweep_seconds == 5.0
+    with pytest.raises(ValueError, match="AUDITOR_AUDIT_BOOTSTRAP"):
+        load_worker_settings({"AUDITOR_AUDIT_BOOTSTRAP": "many"})
+    with pytest.raises(ValueError, match="SOFT_TIME_LIMIT"):
+        load_worker_settings({"AUDITOR_AUDIT_SOFT_TIME_LIMIT": "10", "AUDITOR_AUDIT_TIME_LIMIT": "5"})
