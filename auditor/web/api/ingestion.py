@@ -7,11 +7,13 @@ their arguments, commits, and asks the workers for an audit.
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import logging
 import shutil
 import tempfile
+import zlib
 
 from flask import current_app, request
 from sqlalchemy import select, update
@@ -107,6 +109,10 @@ def _run(db, principal, dataset, fn, *args, **kwargs) -> dict:
     except UnicodeDecodeError as exc:
         db.rollback()
         raise ApiError(400, f"The upload is not UTF-8 text: {exc.reason}.", field="file") from None
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        # A gzip upload cut short or corrupt: the client's file, not our failure.
+        db.rollback()
+        raise ApiError(400, f"The upload could not be decompressed: {exc}.", field="file") from None
     return result
 
 

@@ -65,7 +65,8 @@ def _operation(op: Operation, path_params: list[dict]) -> dict:
         out["security"] = [{"bearerAuth": []}, {"sessionCookie": []}] if op.method == "GET" else [{"bearerAuth": []}]
         responses["401"] = _error("No valid credentials.")
         responses["403"] = _error("The caller's role may not do this.")
-    if path_params:
+    if not op.public:
+        # Path and query ids (dataset_id, release_id...) outside the caller's reach are not found.
         responses["404"] = _error("Not found in the caller's workspace.")
     if op.method == "POST":
         responses["409"] = _error("Conflicts with existing data.")

@@ -183,8 +183,9 @@ _NAME = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"}
 _EXTERNAL_ID = {"type": "string", "minLength": 1, "maxLength": 512}
 
 SCHEMAS: dict[str, dict] = {
-    "Error": _obj(["error", "message"], error=STR, message=STR, field=STR,
-                  errors={"type": "array", "items": _obj(["message"], field=STR, message=STR)}),
+    "Error": _obj(["error", "message"], error=STR, message=STR, field=_n("string"),
+                  errors={"type": "array", "items": _obj(["message"], row=INT, field=_n("string"),
+                                                         message=STR)}),
     "Me": _obj(["user_id", "workspace", "email", "role"], user_id=INT, workspace=STR, email=STR, role=STR,
                vendor=_n("string"), datasets=_n({"type": "array", "items": INT})),
     "Dataset": _obj(["id", "name", "labels", "data_version"], id=INT, name=STR, description=STR,
