@@ -61,6 +61,8 @@ _NODES = 96
 # F1 (macro) is exact by inclusion-exclusion up to this many never-gold classes that
 # the oracle may predict (2^n convolutions); beyond, a Monte Carlo correction.
 _MAX_EXACT_NEVER_GOLD = 6
+# At most this many (draw, distinct count vector, class) cells for that correction.
+_MC_CELL_BUDGET = 5e8
 _QUAD_TOL = 1e-10
 # Above this many annotations on one item, the log-likelihood is summed with log-gamma
 # differences over distinct values instead of the exact rising-factorial form.
@@ -616,8 +618,11 @@ def _f1_macro(weights, gold, probs, rng, target_se, max_draws):
     total, total_sq, drawn = 0.0, 0.0, 0
     w_int = weights.astype(np.int64)
     se = math.inf
+    # The work per draw grows with the distinct count vectors: bound the total too.
+    max_draws = min(max_draws, max(1000, int(_MC_CELL_BUDGET // (n_rows * n_classes))))
     while drawn < max_draws:
-        draws = rng.multinomial(w_int, probs, size=(batch, n_rows))   # (B, R, K)
+        size = min(batch, max_draws - drawn)
+        draws = rng.multinomial(w_int, probs, size=(size, n_rows))    # (B, R, K)
         k = draws.sum(axis=1)
         tp = np.einsum("brk,rk->bk", draws, onehot)
         s = np.sum(2.0 * tp[:, gold_classes] / (m[gold_classes] + k[:, gold_classes]), axis=1)
@@ -625,7 +630,7 @@ def _f1_macro(weights, gold, probs, rng, target_se, max_draws):
         diff = -s * j / (g * (g + j))
         total += diff.sum()
         total_sq += np.sum(diff**2)
-        drawn += batch
+        drawn += size
         mean = total / drawn
         var = max(total_sq / drawn - mean**2, 0.0)
         se = math.sqrt(var / drawn) if drawn > 1 else math.inf
@@ -725,7 +730,8 @@ def best_performance(label_counts, /, *, metrics: Iterable[str] = BEST_METRICS, 
     f1_standard_error : float, optional
         Target standard error of that Monte Carlo part (default 1e-4).
     max_f1_draws : int, optional
-        Upper limit on its draws; a warning says when the target was not reached.
+        Upper limit on its draws (also bounded by 5·10⁸ sampled item-class cells); a
+        warning says when the target was not reached.
 
     Returns
     -------
@@ -805,7 +811,7 @@ def best_performance(label_counts, /, *, metrics: Iterable[str] = BEST_METRICS, 
             method = f1_method if fit.regime == "finite" or se > 0 else how
             if se > target_se:
                 _warn(messages, f"f1 (macro): Monte Carlo standard error {se:.2g} is above "
-                                f"the target {target_se:g} after {max_f1_draws} draws.")
+                                f"the target {target_se:g} ({f1_method}).")
         else:
             if fit.regime == "finite":
                 beta = fit.alpha[None, :] + rows
