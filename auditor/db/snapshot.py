@@ -109,20 +109,32 @@ def _binary_rows(conn: Connection, query: str, fields: list[tuple[str, str]]) ->
     row_dtype = np.dtype(dtype)
     parts: dict[str, list[np.ndarray]] = {name: [] for name, _ in fields}
     raw = conn.connection.driver_connection
+    size = row_dtype.itemsize
+
+    def parse(buf: bytes) -> bytes:
+        n = len(buf) // size
+        if n:
+            rows = np.frombuffer(buf, dtype=row_dtype, count=n)
+            for name, _ in fields:
+                parts[name].append(rows[name].astype(rows[name].dtype.newbyteorder("=")))
+        return buf[n * size:]
+
+    # psycopg yields one message per row: gather them and parse in blocks of ~16 MB.
+    block: list[bytes] = []
+    held = 0
     pending = b""
-    first = True
+    header_left = _BINARY_HEADER
     with raw.cursor() as cur, cur.copy(f"COPY ({query}) TO STDOUT (FORMAT binary)") as copy:
         for chunk in copy:
-            buf = pending + bytes(chunk)
-            if first:
-                buf = buf[_BINARY_HEADER:]
-                first = False
-            n = len(buf) // row_dtype.itemsize
-            if n:
-                rows = np.frombuffer(buf, dtype=row_dtype, count=n)
-                for name, _ in fields:
-                    parts[name].append(rows[name].astype(rows[name].dtype.newbyteorder("=")))
-            pending = buf[n * row_dtype.itemsize:]
+            if header_left:
+                skip = min(header_left, len(chunk))
+                chunk, header_left = bytes(chunk)[skip:], header_left - skip
+            block.append(bytes(chunk))
+            held += len(chunk)
+            if held >= 1 << 24:
+                pending = parse(pending + b"".join(block))
+                block, held = [], 0
+    parse(pending + b"".join(block))
     # What is left is the 2-byte trailer (-1).
     return {name: (np.concatenate(p) if p else np.empty(0, dtype=np.dtype(kind).newbyteorder("=")))
             for (name, kind), p in zip(fields, parts.values(), strict=True)}

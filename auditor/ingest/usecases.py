@@ -44,6 +44,7 @@ __all__ = [
     "DEFAULT_WORKSPACE",
     "ImportResult",
     "create_dataset",
+    "delete_dataset",
     "get_dataset",
     "get_workspace",
     "import_annotations",
@@ -131,6 +132,24 @@ def get_dataset(session: Session, name: str, *, workspace: str = DEFAULT_WORKSPA
     if ds is None:
         raise IngestError(f"unknown dataset {name!r} in workspace {workspace!r}")
     return ds
+
+
+def _write_connection(session: Session) -> Connection:
+    """The session's connection; a writer's ``BEGIN IMMEDIATE`` on SQLite if nothing ran yet."""
+    if session.in_transaction():
+        return session.connection()
+    return session.connection(execution_options=WRITE_OPTIONS)
+
+
+def delete_dataset(session: Session, name: str, *, workspace: str = DEFAULT_WORKSPACE) -> None:
+    """Delete a dataset with its items, annotations (and their history), predictions and results."""
+    conn = _write_connection(session)
+    ds = get_dataset(session, name, workspace=workspace)
+    # These tables have no foreign key to cascade along (see auditor.db.models).
+    for table in ("annotation_history", "annotation", "prediction", "item"):
+        conn.execute(text(f"DELETE FROM {table} WHERE dataset_id = :d"), {"d": ds.id})
+    session.delete(ds)
+    session.flush()
 
 
 # --- SQL dialect pieces ------------------------------------------------------------
@@ -301,11 +320,13 @@ def _savepoint(session: Session):
 def _prepare(session: Session, dataset: str | Dataset, source, kind: ImportKind, fmt: str | None,
              options: Mapping[str, Any], *, workspace: str, idempotency_key: str | None,
              submitted_by: str | None, allowed: Sequence[str]) -> tuple[_Batch, ImportResult | None]:
-    conn = session.connection(execution_options=WRITE_OPTIONS)
+    conn = _write_connection(session)
     sql = _Sql(conn)
     if sql.pg:
-        # Naive timestamps in files mean UTC, as in the Python reader.
+        # Naive timestamps in files mean UTC, as in the Python reader. The batch's
+        # GROUP BYs and hash joins run in memory up to this size instead of spilling.
         sql.run("SET LOCAL TimeZone = 'UTC'")
+        sql.run("SET LOCAL work_mem = '256MB'")
     ds = dataset if isinstance(dataset, Dataset) else get_dataset(session, dataset, workspace=workspace)
     src = open_source(source)
     fmt = fmt or formats.detect_format(src, kind.value)
@@ -380,7 +401,7 @@ def _copy_error(exc: Exception, header: list[str]) -> RowError:
 
 
 def _stage_raw_csv(b: _Batch, header: list[str], labels: Sequence[str], defaults: AnnotationDefaults,
-                   progress) -> tuple[str, str, int]:
+                   progress) -> tuple[str, str, int, str]:
     """PostgreSQL: COPY the CSV bytes into text columns, then check every row in one SQL pass."""
     sql = b.sql
     cols = [f"c{i}" for i in range(len(header))]
@@ -399,6 +420,9 @@ def _stage_raw_csv(b: _Batch, header: list[str], labels: Sequence[str], defaults
             rows = cur.rowcount
     except psycopg.Error as exc:
         raise ImportRejected([_copy_error(exc, header)], source=b.source.name) from None
+    # Temporary tables are never analysed by autovacuum; without statistics the planner
+    # picks nested loops for the batch's joins.
+    sql.run(f"ANALYZE {table}")
     col = {name: f"nullif(btrim({c}), '')" for name, c in zip(header, cols, strict=True)}
     label_array = "ARRAY[" + ", ".join(_quote(str(lab)) for lab in labels) + "]::text[]"
     vendor = col.get("vendor", "NULL")
@@ -422,19 +446,34 @@ def _stage_raw_csv(b: _Batch, header: list[str], labels: Sequence[str], defaults
     ]
     case_field = "CASE " + " ".join(f"WHEN {c} THEN {f}" for c, f, _ in checks) + " END"
     case_reason = "CASE " + " ".join(f"WHEN {c} THEN {r}" for c, _, r in checks) + " END"
-    bad = sql.run(
-        f"SELECT row_no, {case_field}, {case_reason} FROM {table} "
-        f"WHERE {' OR '.join(f'({c})' for c, _, _ in checks)} ORDER BY row_no LIMIT {MAX_REPORTED_ERRORS}"
-    ).all()
-    if bad:
+    any_bad = " OR ".join(f"({c})" for c, _, _ in checks)
+    # The per-row checks ride along the annotator aggregation (one pass over the batch);
+    # only a batch with bad rows pays for a second pass that names them.
+    ann = _stage_annotators(b, table, f"CASE WHEN {any_bad} THEN 1 ELSE 0 END",
+                            annotator=col["annotator_id"], vendor=vendor, tier=tier)
+    if ann is None:
+        bad = sql.run(f"SELECT row_no, {case_field}, {case_reason} FROM {table} WHERE {any_bad} "
+                      f"ORDER BY row_no LIMIT {MAX_REPORTED_ERRORS}").all()
         raise ImportRejected([RowError(int(r), f, reason) for r, f, reason in bad], source=b.source.name)
     src = (f"(SELECT row_no, {col['item_id']} AS item_ext, {col['annotator_id']} AS annotator_ext, "
            f"CAST(array_position({label_array}, {col['label']}) - 1 AS SMALLINT) AS label, "
            f"{vendor} AS vendor, {tier} AS tier, CAST({ts} AS TIMESTAMPTZ) AS ts FROM {table})")
-    return table, src, rows
+    return table, src, rows, ann
 
 
-def _stage_rows(b: _Batch, rows: Iterable[tuple]) -> tuple[str, str, int]:
+def _stage_annotators(b: _Batch, table: str, bad: str, *, annotator: str = "annotator_ext",
+                      vendor: str = "vendor", tier: str = "tier") -> str | None:
+    """One row per annotator of the batch; None when ``bad`` flags any row of the batch."""
+    ann = b.sql.temp_table("annotator_ext TEXT, first_row BIGINT, vendor TEXT, vendor2 TEXT, tier TEXT, "
+                           "tier2 TEXT, bad BIGINT")
+    b.sql.run(f"INSERT INTO {ann} SELECT {annotator}, min(row_no), min({vendor}), max({vendor}), min({tier}), "
+              f"max({tier}), sum({bad}) FROM {table} GROUP BY {annotator}")
+    if b.sql.scalar(f"SELECT 1 FROM {ann} WHERE bad > 0 LIMIT 1") is not None:
+        return None
+    return ann
+
+
+def _stage_rows(b: _Batch, rows: Iterable[tuple]) -> tuple[str, str, int, str]:
     sql = b.sql
     ts_type = "TIMESTAMPTZ" if sql.pg else "TEXT"
     table = sql.temp_table(f"row_no BIGINT, item_ext TEXT, annotator_ext TEXT, label SMALLINT, vendor TEXT, "
@@ -442,7 +481,9 @@ def _stage_rows(b: _Batch, rows: Iterable[tuple]) -> tuple[str, str, int]:
     if not sql.pg:
         rows = ((r, i, a, lab, v, t, _sqlite_time(ts)) for r, i, a, lab, v, t, ts in rows)
     n = sql.load_rows(table, ["row_no", "item_ext", "annotator_ext", "label", "vendor", "tier", "ts"], rows)
-    return table, table, n
+    sql.run(f"ANALYZE {table}")
+    ann = _stage_annotators(b, table, "0")
+    return table, table, n, ann
 
 
 def _duplicate_pairs(b: _Batch, src: str) -> list[RowError]:
@@ -481,12 +522,12 @@ def import_annotations(session: Session, dataset: str | Dataset, source: str | b
         with _savepoint(session):
             header = _raw_csv_plan(b, field_map)
             if header is not None:
-                table, src, n_rows = _stage_raw_csv(b, header, labels, defaults, progress)
+                table, src, n_rows, ann = _stage_raw_csv(b, header, labels, defaults, progress)
             else:
                 rows = formats.read_annotations(b.source, b.fmt, labels, field_map=field_map, defaults=defaults,
                                                 progress=progress)
-                table, src, n_rows = _stage_rows(b, rows)
-            tables.append(table)
+                table, src, n_rows, ann = _stage_rows(b, rows)
+            tables.extend([table, ann])
             if n_rows == 0:
                 raise ImportRejected([RowError(0, None, "the file holds no annotations")], source=b.source.name)
             if not sql.pg:
@@ -497,7 +538,7 @@ def import_annotations(session: Session, dataset: str | Dataset, source: str | b
                     raise ImportRejected(dups, source=b.source.name)
             try:
                 with _savepoint(session):
-                    result = _merge_annotations(b, src, n_rows, labels, tables)
+                    result = _merge_annotations(b, src, ann, n_rows, labels, tables)
             except _NoChange as nc:
                 return nc.result or ImportResult(status="unchanged", kind="annotations", dataset=b.dataset.name, rows=n_rows,
                                     data_version=b.dataset.data_version, unchanged=n_rows, message=str(nc))
@@ -519,7 +560,8 @@ def import_annotations(session: Session, dataset: str | Dataset, source: str | b
             sql.drop(*tables)
 
 
-def _merge_annotations(b: _Batch, src: str, n_rows: int, labels: Sequence[str], tables: list[str]) -> ImportResult:
+def _merge_annotations(b: _Batch, src: str, ann: str, n_rows: int, labels: Sequence[str],
+                       tables: list[str]) -> ImportResult:
     sql = b.sql
     d = b.dataset.id
     w = b.dataset.workspace_id
@@ -529,11 +571,7 @@ def _merge_annotations(b: _Batch, src: str, n_rows: int, labels: Sequence[str], 
         raise _NoChange(prior.message, prior)
     L = len(labels)
 
-    # Annotators: one row per distinct id of the batch, checked against itself and the database.
-    ann = sql.temp_table("annotator_ext TEXT, first_row BIGINT, vendor TEXT, vendor2 TEXT, tier TEXT, tier2 TEXT")
-    tables.append(ann)
-    sql.run(f"INSERT INTO {ann} SELECT annotator_ext, min(row_no), min(vendor), max(vendor), min(tier), max(tier) "
-            f"FROM {src} s GROUP BY annotator_ext")
+    # Annotators (one staged row per distinct id), checked against each other and the database.
     errors = [RowError(int(r), "vendor" if v1 != v2 else "tier",
                        f"annotator {a!r} is given both {(v1 if v1 != v2 else t1)!r} and "
                        f"{(v2 if v1 != v2 else t2)!r} in this batch")
@@ -562,10 +600,12 @@ def _merge_annotations(b: _Batch, src: str, n_rows: int, labels: Sequence[str], 
     had_items = sql.scalar("SELECT 1 FROM item WHERE dataset_id = :d LIMIT 1", {"d": d}) is not None
     max_before = int(sql.scalar("SELECT coalesce(max(id), 0) FROM item"))
     counts = [f"sum(CASE WHEN label = {c} THEN 1 ELSE 0 END)" for c in range(L)]
+    # Into a dataset without items every item is new: skip the speculative-insert work.
+    on_conflict = " ON CONFLICT (dataset_id, external_id) DO NOTHING" if had_items else ""
     new_items = sql.run(
         f"INSERT INTO item (dataset_id, external_id, label_counts) "
-        f"SELECT :d, item_ext, {sql.vec(counts)} FROM {src} s WHERE true GROUP BY item_ext "
-        f"ON CONFLICT (dataset_id, external_id) DO NOTHING", {"d": d}).rowcount
+        f"SELECT :d, item_ext, {sql.vec(counts)} FROM {src} s WHERE true GROUP BY item_ext{on_conflict}",
+        {"d": d}).rowcount
     touches_old = had_items and sql.scalar(
         f"SELECT 1 FROM item i WHERE i.dataset_id = :d AND i.id <= :m "
         f"AND i.external_id IN (SELECT item_ext FROM {src} s) LIMIT 1", {"d": d, "m": max_before}) is not None

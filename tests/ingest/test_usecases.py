@@ -23,6 +23,7 @@ from auditor.db import (
 from auditor.ingest import (
     ImportRejected,
     IngestError,
+    delete_dataset,
     get_dataset,
     import_annotations,
     import_gold,
@@ -282,3 +283,17 @@ def test_dataset_version_bumps_once_per_accepted_batch(db_engine, factory, new_d
         n_outbox = s.execute(text("SELECT count(*) FROM audit_outbox o JOIN dataset d ON d.id = o.dataset_id "
                                   "WHERE d.name = :n"), {"n": name}).scalar()
         assert n_outbox == 2
+
+
+def test_delete_dataset_removes_every_row_of_it(db_engine, factory, new_dataset):
+    ws, name = new_dataset()
+    _import(factory, "annotations", ws, name, LONG)
+    _import(factory, "annotations", ws, name, b"item_id,annotator_id,label\ni1,w1,b\n")
+    _import(factory, "predictions", ws, name, b"item_id,label\ni1,a\n", model="m", release="1")
+    d = _dataset_id(factory, ws, name)
+    with session_scope(factory) as s:
+        delete_dataset(s, name, workspace=ws)
+    with db_engine.connect() as conn:
+        for table in ("annotation_history", "annotation", "prediction", "item", "import_batch", "audit_outbox"):
+            assert conn.execute(text(f"SELECT count(*) FROM {table} WHERE dataset_id = :d"), {"d": d}).scalar() == 0
+        assert conn.execute(text("SELECT count(*) FROM dataset WHERE id = :d"), {"d": d}).scalar() == 0

@@ -1,0 +1,224 @@
+"""Bulk import into PostgreSQL and snapshot loading, next to a bare COPY of the same rows.
+
+Run by hand (never by pytest):
+
+    python bench/bench_ingest.py --url postgresql://postgres@127.0.0.1:5432/test --rows 10000000
+
+It writes a long CSV (item_id, annotator_id, label; ``--labels-per-item`` annotators per
+item from a pool of ``--annotators``), creates a scratch database next to the one in
+``--url`` (dropped at the end), and measures, each in a fresh child process (so peak
+memory is that phase's own):
+
+* bare COPY A: the CSV file into a table of three text columns, no keys;
+* Auditor's import (``import_annotations``: staging COPY, validation, items,
+  annotators, annotation rows, label counts, batch and outbox rows, one transaction);
+* bare COPY B: the stored annotation rows (integer ids) into an empty table with the
+  annotation table's columns and primary key;
+* snapshot loading: counts only (one row per item), and with every annotation row.
+
+The URL can also come from ``AUDITOR_BENCH_POSTGRES_URL``; without either the benchmark
+says so and stops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+LABELS = ("a", "b", "c")
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def write_csv(path: Path, rows: int, per_item: int, annotators: int, seed: int) -> None:
+    """The benchmark file, written in chunks so generating it needs little memory."""
+    rng = np.random.default_rng(seed)
+    items = rows // per_item
+    chunk = 200_000
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("item_id,annotator_id,label\n")
+        for start in range(0, items, chunk):
+            n = np.arange(start, min(items, start + chunk))
+            # per_item distinct annotators per item: consecutive offsets from a per-item start.
+            first = (n * 7919) % annotators
+            for k in range(per_item):
+                ann = (first + k) % annotators
+                lab = rng.integers(0, len(LABELS), size=len(n))
+                lines = "".join(f"item-{i:09d},w{a:05d},{LABELS[c]}\n" for i, a, c in zip(n, ann, lab, strict=True))
+                fh.write(lines)
+
+
+# --- phases (each runs in its own process) -----------------------------------------
+
+
+def phase_bare_copy(url: str, csv_path: str) -> dict:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS bench_bare")
+        conn.execute("CREATE TABLE bench_bare (item_id text, annotator_id text, label text)")
+        start = time.perf_counter()
+        with conn.transaction(), conn.cursor() as cur:
+            with cur.copy("COPY bench_bare FROM STDIN WITH (FORMAT csv, HEADER true)") as copy, \
+                    open(csv_path, "rb") as fh:
+                while data := fh.read(1 << 20):
+                    copy.write(data)
+            rows = cur.rowcount
+        seconds = time.perf_counter() - start
+        conn.execute("DROP TABLE bench_bare")
+    return {"rows": rows, "seconds": seconds, "peak_mb": _peak_mb()}
+
+
+def phase_import(url: str, csv_path: str) -> dict:
+    from auditor.db import make_engine, make_session_factory, migrate, session_scope
+    from auditor.ingest import create_dataset, import_annotations
+
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    factory = make_session_factory(engine)
+    with session_scope(factory) as s:
+        create_dataset(s, "bench", list(LABELS))
+    start = time.perf_counter()
+    with session_scope(factory) as s:
+        result = import_annotations(s, "bench", csv_path)
+    seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    with session_scope(factory) as s:
+        again = import_annotations(s, "bench", csv_path)
+    again_seconds = time.perf_counter() - start
+    engine.dispose()
+    return {"rows": result.rows, "seconds": seconds, "peak_mb": _peak_mb(), "message": result.message,
+            "reimport_status": again.status, "reimport_seconds": again_seconds}
+
+
+def phase_stored_copy(url: str) -> dict:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS bench_stored")
+        conn.execute("CREATE TABLE bench_stored (LIKE annotation INCLUDING DEFAULTS INCLUDING CONSTRAINTS "
+                     "INCLUDING INDEXES)")
+        with tempfile.TemporaryFile() as buf:
+            with conn.cursor() as cur, cur.copy("COPY annotation TO STDOUT (FORMAT binary)") as copy:
+                for data in copy:
+                    buf.write(data)
+            buf.seek(0)
+            start = time.perf_counter()
+            with conn.transaction(), conn.cursor() as cur:
+                with cur.copy("COPY bench_stored FROM STDIN (FORMAT binary)") as copy:
+                    while data := buf.read(1 << 20):
+                        copy.write(data)
+                rows = cur.rowcount
+            seconds = time.perf_counter() - start
+        conn.execute("DROP TABLE bench_stored")
+    return {"rows": rows, "seconds": seconds, "peak_mb": _peak_mb()}
+
+
+def phase_snapshot(url: str, with_annotations: bool) -> dict:
+    from sqlalchemy import text
+
+    from auditor.db import load_snapshot, make_engine
+
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        dataset_id = conn.execute(text("SELECT id FROM dataset WHERE name = 'bench'")).scalar_one()
+    load_snapshot(engine, dataset_id)  # warm the connection pool and the server's cache
+    start = time.perf_counter()
+    snap = load_snapshot(engine, dataset_id, annotations=with_annotations)
+    seconds = time.perf_counter() - start
+    n_ann = int(snap.counts.counts.sum())
+    assert snap.annotations is None or len(snap.annotations) == n_ann
+    engine.dispose()
+    return {"items": snap.n_items, "annotations": n_ann, "seconds": seconds, "peak_mb": _peak_mb()}
+
+
+PHASES = {
+    "bare_copy": lambda a: phase_bare_copy(a.url, a.csv),
+    "import": lambda a: phase_import(a.url, a.csv),
+    "stored_copy": lambda a: phase_stored_copy(a.url),
+    "snapshot_counts": lambda a: phase_snapshot(a.url, False),
+    "snapshot_annotations": lambda a: phase_snapshot(a.url, True),
+}
+
+
+def _child(phase: str, url: str, csv_path: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--phase", phase, "--url", url, "--csv", csv_path],
+                         check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", default=os.environ.get("AUDITOR_BENCH_POSTGRES_URL"),
+                        help="PostgreSQL server URL (or AUDITOR_BENCH_POSTGRES_URL)")
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--labels-per-item", type=int, default=5)
+    parser.add_argument("--annotators", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--csv", help="(internal / reuse) path of the generated CSV")
+    parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.phase:
+        print(json.dumps(PHASES[args.phase](args)))
+        return
+    if not args.url:
+        print("No PostgreSQL URL: pass --url or set AUDITOR_BENCH_POSTGRES_URL; nothing measured.")
+        return
+
+    import psycopg
+    from sqlalchemy import make_url
+
+    server = make_url(args.url).set(drivername="postgresql")
+    name = f"auditor_bench_{uuid.uuid4().hex[:8]}"
+    admin = server.render_as_string(hide_password=False)
+    url = server.set(database=name).render_as_string(hide_password=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        csv_path = args.csv or str(Path(tmp) / "annotations.csv")
+        if not args.csv or not Path(csv_path).exists():
+            start = time.perf_counter()
+            write_csv(Path(csv_path), args.rows, args.labels_per_item, args.annotators, args.seed)
+            print(f"wrote {args.rows:,} rows ({Path(csv_path).stat().st_size / 1e6:.0f} MB) "
+                  f"in {time.perf_counter() - start:.1f} s")
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        try:
+            results = {}
+            for phase in ("bare_copy", "import", "stored_copy", "snapshot_counts", "snapshot_annotations"):
+                results[phase] = r = _child(phase, url, csv_path)
+                print(f"{phase:22s} {json.dumps(r)}", flush=True)
+        finally:
+            with psycopg.connect(admin, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    bare, imp, stored = results["bare_copy"], results["import"], results["stored_copy"]
+    rate = {k: results[k]["rows"] / results[k]["seconds"] for k in ("bare_copy", "import", "stored_copy")}
+    print()
+    print(f"annotations                      {imp['rows']:,}")
+    print(f"bare COPY A (CSV → text table)   {bare['seconds']:8.1f} s  {rate['bare_copy']:12,.0f} rows/s")
+    print(f"bare COPY B (rows → annotation)  {stored['seconds']:8.1f} s  {rate['stored_copy']:12,.0f} rows/s")
+    print(f"Auditor import                   {imp['seconds']:8.1f} s  {rate['import']:12,.0f} rows/s  "
+          f"peak {imp['peak_mb']:.0f} MB")
+    print(f"  ratio to bare COPY A           {rate['import'] / rate['bare_copy']:8.1%}")
+    print(f"  ratio to bare COPY B           {rate['import'] / rate['stored_copy']:8.1%}")
+    print(f"  re-import (no-op)              {imp['reimport_seconds']:8.1f} s  ({imp['reimport_status']})")
+    for key, label in (("snapshot_counts", "counts only"), ("snapshot_annotations", "with annotations")):
+        r = results[key]
+        rows = r["items"] if key == "snapshot_counts" else r["annotations"]
+        print(f"snapshot, {label:22s} {r['seconds']:8.2f} s  {rows / r['seconds']:12,.0f} rows/s  "
+              f"peak {r['peak_mb']:.0f} MB  ({r['items']:,} items, {r['annotations']:,} annotations)")
+
+
+if __name__ == "__main__":
+    main()
