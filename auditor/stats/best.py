@@ -55,7 +55,7 @@ BEST_METRICS = ("accuracy", "balanced accuracy", "f1 (macro)", "cross entropy (s
 _TAIL = 1e-16
 # Concentration beyond which a fitted prior is indistinguishable from its α → ∞ limit.
 _HUGE_CONCENTRATION = 1e10
-# Gauss-Legendre nodes of the fine rule (the check rule has half as many), and the
+# Gauss-Legendre nodes of the fine rule (the check rule has two thirds as many), and the
 # largest disagreement between the two rules accepted without adaptive quadrature.
 _NODES = 96
 # F1 (macro) is exact by inclusion-exclusion up to this many never-gold classes that
