@@ -146,7 +146,11 @@ class Seeded:
     data: object
 
 
-SCENARIO = Scenario(n_items=120, labels=("negative", "positive"), releases={"1.0": 0.70, "2.0": 0.86, "2.1": 0.97})
+# Two vendors, gold on some items, three releases. Binary labels (the audit's majority-vote
+# combiner), and no expert panel: the audit's expert-equivalence step is covered by the
+# worker tests, and keeping it out keeps these fixtures fast.
+SCENARIO = Scenario(n_items=120, labels=("negative", "positive"), experts=(), expert_fraction=0.0,
+                    releases={"1.0": 0.70, "2.0": 0.86, "2.1": 0.97})
 
 
 def seed(app, tenant: Tenant | None = None, *, name: str = "sentiment", scenario: Scenario = SCENARIO) -> Seeded:
