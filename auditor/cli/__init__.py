@@ -20,6 +20,7 @@ _COMMAND_MODULES = [
     "db",
     "ingest",
     "best",
+    "workers",
     "web",
     "equivalence",
 ]

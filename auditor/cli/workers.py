@@ -54,9 +54,10 @@ def _json_default(x):
 
 
 def _factory():
+    from auditor.config import load_settings
     from auditor.db import make_engine, make_session_factory
 
-    return make_session_factory(make_engine(_app().conf.auditor_database_url))
+    return make_session_factory(make_engine(load_settings().database_url))
 
 
 def _results(factory, run_id: int) -> dict:
@@ -144,6 +145,7 @@ def audit_command(dataset_name: str, workspace: str | None, wait: bool, timeout:
     else:
         from workers.dispatch import request_audit
 
+        _app().set_default()
         if request_audit(dataset_id) is None:
             click.echo("broker unreachable: the periodic sweep will run the audit", err=True)
     run = None

@@ -77,8 +77,11 @@ def import_annotations(factory: sessionmaker[Session], dataset_id: int, rows: Se
                 s.add(anns[ann])
         s.flush()
         counts = {k: list(v.label_counts or [0] * L) for k, v in items.items()}
+        existing = {(r.item_id, r.annotator_id): r for r in s.execute(
+            select(Annotation).where(Annotation.dataset_id == dataset_id,
+                                     Annotation.annotator_id.in_({anns[a].id for _, a, _ in rows}))).scalars()}
         for i, a, lab in rows:
-            old = s.get(Annotation, (dataset_id, items[i].id, anns[a].id))
+            old = existing.get((items[i].id, anns[a].id))
             if old is None:
                 s.add(Annotation(dataset_id=dataset_id, item_id=items[i].id, annotator_id=anns[a].id, label=int(lab),
                                  batch_id=batch.id, data_version=batch.data_version))

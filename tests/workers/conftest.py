@@ -89,7 +89,7 @@ class Worker:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
-                self.proc.wait(15)
+                self.proc.wait(5)
             except subprocess.TimeoutExpired:
                 self.kill()
         self.log.close()
