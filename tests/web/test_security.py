@@ -256,9 +256,7 @@ def test_html_and_script_in_ids_and_labels_are_rendered_inert(app):
         r = client.get(url)
         assert r.status_code == 200, url
         html = r.get_data(as_text=True)
-        assert XSS not in html and XSS_ATTR not in html, url
-        assert ("<img" not in html and "alert(" not in html.replace("alert(&#34;", "").replace("alert(1)", "")) or (
-            "&lt;script&gt;" in html or "\\u003cscript" in html), url
+        assert XSS not in html and XSS_ATTR not in html and "<img" not in html, url
     html = client.get(f"/datasets/{ds['id']}").get_data(as_text=True)
     assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in html
     # Every script element is either our own file or an inert JSON data block.
@@ -317,8 +315,8 @@ def test_rate_limits_on_ingestion_and_login_are_shared_through_redis(pg_engine, 
     assert r.status_code == 429 and r.get_json()["error"] == "too_many_requests"
     # Another token has its own budget.
     r = clients[0].post(url, json={"records": [{"item_id": "y", "annotator_id": "a", "label": "a"}]},
-                        headers=tenant.auth("vendor") if False else make_tenant_token(small_app, tenant))
-    assert r.status_code in (202, 404)
+                        headers=make_tenant_token(small_app, tenant))
+    assert r.status_code == 202
     login_statuses = []
     for i in range(4):
         c = clients[i % 2]
