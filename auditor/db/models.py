@@ -81,6 +81,9 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
+# External ids compare byte-wise on PostgreSQL: a linguistic collation made every
+# index insertion of an imported id call strcoll (2 s per 100,000 items).
+ExternalId = String(512).with_variant(String(512, collation="C"), "postgresql")
 # JSON documents: JSONB on PostgreSQL (indexable, compact), JSON text elsewhere.
 JSONDoc = JSON().with_variant(postgresql.JSONB(), "postgresql")
 # Fixed-length numeric vectors: native arrays on PostgreSQL, JSON lists on SQLite.
@@ -233,7 +236,7 @@ class Item(Base):
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)
     # No foreign key: an import creates items by the million (see the module docstring).
     dataset_id: Mapped[int] = mapped_column(Integer)
-    external_id: Mapped[str] = mapped_column(String(512))
+    external_id: Mapped[str] = mapped_column(ExternalId)
     gold_label: Mapped[int | None] = mapped_column(SmallInteger)
     gold_source: Mapped[str | None] = mapped_column(String(200))
     label_counts: Mapped[list[int] | None] = mapped_column(IntVector)
@@ -248,7 +251,7 @@ class Annotator(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     workspace_id: Mapped[int] = mapped_column(ForeignKey("workspace.id", ondelete="CASCADE"))
-    external_id: Mapped[str] = mapped_column(String(512))
+    external_id: Mapped[str] = mapped_column(ExternalId)
     vendor: Mapped[str | None] = mapped_column(String(200), index=True)
     tier: Mapped[Tier] = mapped_column(_enum(Tier, "tier"), default=Tier.CROWD,
                                        server_default=Tier.CROWD.value)

@@ -602,10 +602,12 @@ def _merge_annotations(b: _Batch, src: str, ann: str, n_rows: int, labels: Seque
     counts = [f"sum(CASE WHEN label = {c} THEN 1 ELSE 0 END)" for c in range(L)]
     # Into a dataset without items every item is new: skip the speculative-insert work.
     on_conflict = " ON CONFLICT (dataset_id, external_id) DO NOTHING" if had_items else ""
+    # Ids in order of first appearance: the annotation rows then arrive (nearly) in key
+    # order, so their primary-key index grows at its right edge without a sort.
     new_items = sql.run(
         f"INSERT INTO item (dataset_id, external_id, label_counts) "
-        f"SELECT :d, item_ext, {sql.vec(counts)} FROM {src} s WHERE true GROUP BY item_ext{on_conflict}",
-        {"d": d}).rowcount
+        f"SELECT :d, item_ext, {sql.vec(counts)} FROM {src} s WHERE true GROUP BY item_ext "
+        f"ORDER BY min(row_no){on_conflict}", {"d": d}).rowcount
     touches_old = had_items and sql.scalar(
         f"SELECT 1 FROM item i WHERE i.dataset_id = :d AND i.id <= :m "
         f"AND i.external_id IN (SELECT item_ext FROM {src} s) LIMIT 1", {"d": d, "m": max_before}) is not None
@@ -638,10 +640,8 @@ def _merge_annotations(b: _Batch, src: str, ann: str, n_rows: int, labels: Seque
     upsert = (" ON CONFLICT (dataset_id, item_id, annotator_id) DO UPDATE SET label = excluded.label, "
               "annotated_at = excluded.annotated_at, batch_id = excluded.batch_id, "
               "data_version = excluded.data_version WHERE annotation.label <> excluded.label") if touches_old else ""
-    order = " ORDER BY i.id, an.id" if sql.pg else ""
     sql.run(f"INSERT INTO annotation (dataset_id, item_id, annotator_id, label, annotated_at, batch_id, "
-            f"data_version) SELECT :d, i.id, an.id, s.label, s.ts, :b, :v {resolve} WHERE true{order}{upsert}",
-            params)
+            f"data_version) SELECT :d, i.id, an.id, s.label, s.ts, :b, :v {resolve} WHERE true{upsert}", params)
 
     if touches_old and (n_old_new or n_relabel):
         deltas = [f"sum(CASE WHEN new_label = {c} THEN 1 ELSE 0 END) - "
