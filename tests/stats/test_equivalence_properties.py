@@ -372,3 +372,16 @@ def test_classifier_score_is_algorithm_1():
     by_column = [f1_score(ratings[:, j], (state > 0.5).astype(int)) for j in range(4)]
     assert f1.value == pytest.approx(np.mean(by_column), abs=1e-12)
     assert f1.replicates.shape == (40,)
+
+
+def test_subset_path_regenerates_large_weight_sets_identically(monkeypatch):
+    """Above the cache limit the bootstrap weights are redrawn from fixed seeds: same result."""
+    from auditor.stats.equivalence import curve as curve_module
+
+    rng = np.random.default_rng(15)
+    ratings, _ = _draw(rng, 80, 4, [0.2, 0.8], [0.5, 0.5])
+    cached = power_curve(ratings, combiner="majority", scorer="f1", n_bootstrap=30, rng=7)
+    monkeypatch.setattr(curve_module, "_CACHE_CELLS", 10)
+    lazy = power_curve(ratings, combiner="majority", scorer="f1", n_bootstrap=30, rng=7)
+    np.testing.assert_allclose(lazy.mean, cached.mean, atol=1e-12)
+    np.testing.assert_allclose(lazy.replicates, cached.replicates, atol=1e-12)

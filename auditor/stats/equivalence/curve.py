@@ -327,19 +327,36 @@ def _fitted(problem: _Problem, combiner: str):
     return prior, model
 
 
+# Bootstrap weights of the subset path are kept in memory up to this many numbers
+# (200 MB); beyond, every pass regenerates the same chunks from fixed seeds.
+_CACHE_CELLS = 25_000_000
+
+
 def _item_weights(n_items: int, n_bootstrap: int, rng: np.random.Generator):
-    """Item-weight chunks: the actual set (ones), then bootstrap draws of n_items items."""
+    """A callable giving the item-weight chunks: the actual set (ones), then bootstrap draws.
+
+    Every call yields the same chunks, each drawn from its own seed spawned from ``rng``.
+    """
     step = max(1, _CHUNK_CELLS // max(1, n_items))
-    chunks = [np.ones((1, n_items))]
-    done = 0
-    while done < n_bootstrap:
-        b = min(step, n_bootstrap - done)
-        chunks.append(rng.multinomial(n_items, np.full(n_items, 1.0 / n_items), size=b).astype(float))
-        done += b
-    merged = np.concatenate(chunks) if len(chunks) <= 2 else None
-    if merged is not None:
-        return lambda: [merged]
-    return lambda: chunks
+    sizes = [min(step, n_bootstrap - start) for start in range(0, n_bootstrap, step)]
+    seeds = [int(x) for x in rng.integers(0, 2**63 - 1, len(sizes))]
+    p = np.full(n_items, 1.0 / n_items)
+
+    def generate():
+        yield np.ones((1, n_items))
+        for size, seed in zip(sizes, seeds, strict=True):
+            yield np.random.default_rng(seed).multinomial(n_items, p, size=size).astype(float)
+
+    chunks = generate
+    if (n_bootstrap + 1) * n_items <= _CACHE_CELLS:
+        cached = list(generate())
+        merged = [np.concatenate(cached)] if len(cached) <= 2 else cached
+
+        def chunks():
+            return merged
+
+    chunks.n_rows = n_bootstrap + 1
+    return chunks
 
 
 def _group_draws(group_mult: np.ndarray, item_group: np.ndarray, b: int,

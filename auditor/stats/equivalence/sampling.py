@@ -48,13 +48,12 @@ def sampling_curve(pool: np.ndarray, reference: np.ndarray | None, *, combiner: 
 
     ``pool`` is a full (N, K) code matrix (no missing entries); ``reference`` an (N, R)
     code matrix of reference raters (may have missing entries) or None to score against
-    the pool's unused columns. ``weights()`` yields the item-weight chunks, the first row
-    of the first chunk being the actual item set.
+    the pool's unused columns. ``weights()`` yields the item-weight chunks (the same ones
+    on every call), the first row of the first chunk being the actual item set.
     """
     score_fn = SCORERS[scorer]
     own = counts_of(pool, n_labels)
-    chunks = weights()
-    n_rows = sum(c.shape[0] for c in chunks)
+    n_rows = weights.n_rows
     out = np.empty((n_rows, k_max + 1))
     n_pool = pool.shape[1]
     for k in range(k_max + 1):
@@ -68,7 +67,7 @@ def sampling_curve(pool: np.ndarray, reference: np.ndarray | None, *, combiner: 
             else:
                 refs = [reference[:, j] for j in range(reference.shape[1])]
             row = 0
-            for w in chunks:
+            for w in weights():
                 acc = np.zeros(w.shape[0])
                 n_ok = np.zeros(w.shape[0])
                 for labels in refs:
