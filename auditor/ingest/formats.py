@@ -136,6 +136,7 @@ def open_source(source: str | Path | bytes | IO[bytes], *, name: str | None = No
         if not (hasattr(fh, "seekable") and fh.seekable()):
             spool = tempfile.SpooledTemporaryFile(max_size=64 << 20)
             shutil.copyfileobj(fh, spool)
+            spool.seek(0)
             fh = spool
         start = fh.tell()
 
