@@ -101,7 +101,7 @@ def overview(db: Session, workspace_id: int, *, now: datetime | None = None) -> 
 
 def dataset_page(db: Session, ds: Dataset) -> dict:
     run = _latest_runs(db, [ds.id]).get(ds.id)
-    out: dict = {"dataset": ds, "run": run, **_upper(run), "agreements": [], "best": [], "curve": None,
+    out: dict = {"dataset": ds, "run": run, **_upper(run), "agreements": [], "best": [], "curve": None, "charts": [],
                  "releases": [], "vendors": [], "n_items": db.scalar(select(func.count()).select_from(Item)
                                                                        .where(Item.dataset_id == ds.id))}
     if run is None:
@@ -118,21 +118,27 @@ def dataset_page(db: Session, ds: Dataset) -> dict:
         .where(Release.id.in_([c.release_id for c in rel_curves] or [-1])))}
     out["releases"] = [{"model": rel_names.get(c.release_id, ("?", "?"))[0],
                         "version": rel_names.get(c.release_id, ("?", "?"))[1], "curve": c} for c in rel_curves]
-    chart = None
-    if base is not None:
-        pts = [p for p in base.points or [] if "k" in p]
-        chart = {"x_label": "number of human raters k", "y_label": f"{base.scorer} ({base.combiner})",
+    charts = []
+    # One chart per (combiner, scorer): the humans' curve with its band, and each release's
+    # classifier score placed at its survey equivalence.
+    pairs = list(dict.fromkeys((c.combiner, c.scorer) for c in ([base] if base else []) + rel_curves))
+    for combiner, scorer in pairs:
+        human = base if base is not None and (base.combiner, base.scorer) == (combiner, scorer) else next(
+            c for c in rel_curves if (c.combiner, c.scorer) == (combiner, scorer))
+        pts = [p for p in human.points or [] if "k" in p]
+        chart = {"title": f"{scorer.replace('_', ' ')} of {combiner} over k raters",
+                 "x_label": "number of human raters k", "y_label": f"{scorer} ({combiner})",
                  "series": [{"name": "humans: power curve c_k", "points": [[p["k"], p.get("mean")] for p in pts],
                              "band": [[p["k"], p.get("ci_low"), p.get("ci_high")] for p in pts]}],
                  "markers": []}
         for r in out["releases"]:
             c = r["curve"]
-            if c.classifier_score is not None:
-                x = c.equivalence if c.equivalence is not None else None
-                chart["markers"].append({"x": x, "y": c.classifier_score, "label": f"{r['model']} {r['version']}",
-                                         "note": c.equivalence_note})
+            if (c.combiner, c.scorer) == (combiner, scorer) and c.classifier_score is not None:
+                chart["markers"].append({"x": c.equivalence, "y": c.classifier_score,
+                                         "label": f"{r['model']} {r['version']}", "note": c.equivalence_note})
+        charts.append(chart)
     out["curve"] = base
-    out["chart"] = chart
+    out["charts"] = charts
     out["vendors"] = list(db.scalars(select(VendorReport).where(VendorReport.audit_run_id == run.id)
                                      .order_by(VendorReport.vendor)))
     return out
@@ -160,16 +166,17 @@ def model_page(db: Session, model: Model, dataset_id: int | None, workspace_id: 
         .where(AuditRun.dataset_id == ds_id, Release.model_id == model.id).subquery())
     certs = {c.release_id: c for c in db.scalars(select(Certification).join(ranked, ranked.c.id == Certification.id)
                                                  .where(ranked.c.rn == 1))}
-    curves = {}
+    curves: dict[tuple[int, int], list[PowerCurve]] = defaultdict(list)
     for c in db.scalars(select(PowerCurve).where(PowerCurve.audit_run_id.in_({c.audit_run_id for c in certs.values()} or {-1}),
-                                                 PowerCurve.release_id.in_(list(certs) or [-1]))):
-        curves[(c.release_id, c.audit_run_id)] = c
+                                                 PowerCurve.release_id.in_(list(certs) or [-1]))
+                        .order_by(PowerCurve.id)):
+        curves[(c.release_id, c.audit_run_id)].append(c)
     rows = []
     for i, r in enumerate(releases):
         c = certs.get(r.id)
         if c is None:
             continue
-        rows.append({"i": i, "release": r, "cert": c, "curve": curves.get((r.id, c.audit_run_id))})
+        rows.append({"i": i, "release": r, "cert": c, "curves": curves.get((r.id, c.audit_run_id), [])})
     out["rows"] = rows
     if rows:
         ticks = [r["release"].version for r in rows]

@@ -116,7 +116,7 @@ def model(model_id: int):
                                                                  g.principal.workspace_id))
 
 
-@bp.get("/vendors/<name>")
+@bp.get("/vendors/<path:name>")
 @login_required(readers_only=False)
 def vendor(name: str):
     principal = g.principal

@@ -280,7 +280,7 @@ def list_vendors(principal, db):
     return Listing(stmt, s.vendor, ["name", "n_annotators", "n_experts"], "vendors")
 
 
-@endpoint("GET", "/vendors/<vendor>", summary="Read a vendor", tag="annotators", roles=READ_OR_VENDOR,
+@endpoint("GET", "/vendors/<path:vendor>", summary="Read a vendor", tag="annotators", roles=READ_OR_VENDOR,
           response=s.ref("Vendor"))
 def read_vendor(principal, db, vendor):
     """One vendor."""
