@@ -64,6 +64,7 @@ class AuditOptions:
     """What an audit computes; recorded in the run's ``parameters``."""
 
     n_bootstrap: int = 500
+    pairwise_kappa: bool = True
     pairwise_bootstrap: int = 0
     seed: int = 0
     threshold: float = 0.95
@@ -75,7 +76,8 @@ class AuditOptions:
     vendor_deltas: tuple[tuple[str, float], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"n_bootstrap": self.n_bootstrap, "pairwise_bootstrap": self.pairwise_bootstrap,
+        return {"n_bootstrap": self.n_bootstrap, "pairwise_kappa": self.pairwise_kappa,
+                "pairwise_bootstrap": self.pairwise_bootstrap,
                 "seed": self.seed, "threshold": self.threshold,
                 "bound": self.bound, "method": self.method, "tau": self.tau, "confidence": self.confidence}
 
@@ -85,7 +87,8 @@ class AuditOptions:
     @classmethod
     def from_settings(cls, w) -> AuditOptions:
         """Options from :class:`~auditor.config.WorkerSettings`."""
-        return cls(n_bootstrap=w.n_bootstrap, pairwise_bootstrap=w.pairwise_bootstrap, seed=w.seed,
+        return cls(n_bootstrap=w.n_bootstrap, pairwise_kappa=w.pairwise_kappa,
+                   pairwise_bootstrap=w.pairwise_bootstrap, seed=w.seed,
                    threshold=w.certify_threshold, bound=w.certify_bound,
                    vendor_delta=w.vendor_alert_delta, vendor_deltas=w.vendor_alert_deltas)
 
@@ -173,7 +176,8 @@ def dataset_part(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:
     expert_counts = _pool_counts(snap, experts) if experts else None
     # Pairwise Cohen's kappa once over everyone: a pair's kappa depends only on the two
     # annotators' shared items, so each vendor's mean is read off the same matrix.
-    overall, pairwise = _agreement_rows(ann, options, vendor=None, key=(3,))
+    overall, pairwise = _agreement_rows(ann if options.pairwise_kappa else ann.counts(), options, vendor=None,
+                                        key=(3,))
     for k, (vendor, members) in enumerate(sorted(vendors.items())):
         sub = ann.subset([snap.annotator_names[a] for a in members])
         vub = upper_bounds(sub.counts())

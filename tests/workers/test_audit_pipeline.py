@@ -218,3 +218,18 @@ def test_worker_settings_from_environment():
         load_worker_settings({"AUDITOR_AUDIT_BOOTSTRAP": "many"})
     with pytest.raises(ValueError, match="SOFT_TIME_LIMIT"):
         load_worker_settings({"AUDITOR_AUDIT_SOFT_TIME_LIMIT": "10", "AUDITOR_AUDIT_TIME_LIMIT": "5"})
+
+
+def test_pairwise_kappa_can_be_left_out(factory):
+    ds, _, _, _ = _dataset(factory, "kappa", n_items=60, raters=4,
+                           vendors={f"kappa-r{r}": "acme" for r in range(4)})
+    snap = runner.snapshot(factory, ds)
+    on = runner.compute_inline(snap, OPTIONS)["results"]["agreements"]
+    off = runner.compute_inline(snap, AuditOptions(n_bootstrap=20, pairwise_kappa=False))["results"]["agreements"]
+    assert {(r["vendor"], r["coefficient"]) for r in on} == {
+        (v, c) for v in (None, "acme") for c in ("krippendorff_alpha", "fleiss_kappa", "cohen_kappa_pairwise_mean")}
+    assert {r["coefficient"] for r in off} == {"krippendorff_alpha", "fleiss_kappa"}
+    # Alpha and Fleiss' kappa do not depend on the choice.
+    assert [r for r in on if r["coefficient"] != "cohen_kappa_pairwise_mean"] == off
+    with pytest.raises(ValueError, match="AUDITOR_AUDIT_PAIRWISE_KAPPA"):
+        load_worker_settings({"AUDITOR_AUDIT_PAIRWISE_KAPPA": "maybe"})
