@@ -26,8 +26,14 @@ def _session_scope():
 @click.option("--dev", is_flag=True, help="Flask's reloading development server instead of gunicorn.")
 def serve(host: str, port: int, workers: int, threads: int, dev: bool) -> None:
     """Run the web app (JSON API and dashboards) with gunicorn."""
+    import os
+    import secrets
+
     from auditor.web import create_app
 
+    # Every worker process must sign sessions and CSRF tokens with the same key: without a
+    # configured one, pick one here, before the workers fork, for this server's lifetime.
+    os.environ.setdefault("AUDITOR_SECRET_KEY", secrets.token_hex(32))
     if dev:
         create_app().run(host=host, port=port, debug=False, use_reloader=True)
         return

@@ -196,12 +196,16 @@ def model_page(db: Session, model: Model, dataset_id: int | None, workspace_id: 
     return out
 
 
-def vendor_page(db: Session, workspace_id: int, vendor: str) -> dict:
-    rows = db.execute(select(VendorReport, AuditRun, Dataset).join(AuditRun, VendorReport.audit_run_id == AuditRun.id)
-                      .join(Dataset, AuditRun.dataset_id == Dataset.id)
-                      .where(Dataset.workspace_id == workspace_id, VendorReport.vendor == vendor,
-                             AuditRun.status == AuditStatus.SUCCEEDED)
-                      .order_by(Dataset.name, AuditRun.data_version, AuditRun.id)).all()
+def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None) -> dict:
+    """``dataset_ids``: only these datasets (a vendor user sees the datasets it is granted)."""
+    stmt = (select(VendorReport, AuditRun, Dataset).join(AuditRun, VendorReport.audit_run_id == AuditRun.id)
+            .join(Dataset, AuditRun.dataset_id == Dataset.id)
+            .where(Dataset.workspace_id == workspace_id, VendorReport.vendor == vendor,
+                   AuditRun.status == AuditStatus.SUCCEEDED)
+            .order_by(Dataset.name, AuditRun.data_version, AuditRun.id))
+    if dataset_ids is not None:
+        stmt = stmt.where(Dataset.id.in_(list(dataset_ids) or [-1]))
+    rows = db.execute(stmt).all()
     by_dataset: dict[int, dict] = {}
     for rep, run, ds in rows:
         entry = by_dataset.setdefault(ds.id, {"dataset": ds, "reports": []})
@@ -221,8 +225,10 @@ def vendor_page(db: Session, workspace_id: int, vendor: str) -> dict:
                 "series": [{"name": "expert equivalence",
                             "points": [[run.data_version, rep.expert_equivalence] for rep, run in reps]}]}
         charts.append(entry)
-    alerts = list(db.scalars(select(Alert).where(Alert.workspace_id == workspace_id, Alert.subject == vendor)
-                             .order_by(Alert.created_at.desc()).limit(50)))
+    alert_stmt = select(Alert).where(Alert.workspace_id == workspace_id, Alert.subject == vendor)
+    if dataset_ids is not None:
+        alert_stmt = alert_stmt.where(Alert.dataset_id.in_(list(dataset_ids) or [-1]))
+    alerts = list(db.scalars(alert_stmt.order_by(Alert.created_at.desc()).limit(50)))
     return {"vendor": vendor, "datasets": charts, "alerts": alerts}
 
 

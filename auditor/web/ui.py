@@ -122,7 +122,9 @@ def vendor(name: str):
     principal = g.principal
     if not principal.reads_all and (principal.role != Role.VENDOR or principal.vendor != name):
         abort(404)
-    data = dashboards.vendor_page(get_session(), principal.workspace_id, name)
+    db = get_session()
+    granted = None if principal.reads_all else principal.granted_dataset_ids(db)
+    data = dashboards.vendor_page(db, principal.workspace_id, name, dataset_ids=granted)
     return render_template("vendor.html", **data)
 
 
