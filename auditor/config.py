@@ -88,8 +88,10 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides) -> Sett
 # ``AUDITOR_AUDIT_RETRY_BACKOFF``     first retry delay in seconds, doubled each time (default 2)
 # ``AUDITOR_DB_LOCK_TIMEOUT_MS``      PostgreSQL lock_timeout of audit transactions (default 10000)
 # ``AUDITOR_AUDIT_BOOTSTRAP``         bootstrap resamples for intervals (default 500)
-# ``AUDITOR_AUDIT_PAIRWISE_KAPPA``     ``1`` (default) or ``0``: pairwise Cohen's kappa, half of an audit's
-#                                     compute on a million annotations (its cost grows with rater pairs)
+# ``AUDITOR_AUDIT_PAIRWISE_MAX_ANNOTATIONS`` pairwise Cohen's kappa only for datasets with at most
+#                                     this many annotations (default 250000; 0: never). Its cost
+#                                     grows with the rater pairs per item: at a million
+#                                     annotations it is half of an audit's compute.
 # ``AUDITOR_AUDIT_PAIRWISE_BOOTSTRAP`` resamples for the interval of the mean pairwise Cohen's
 #                                     kappa (default 0: each one recomputes every pair's kappa)
 # ``AUDITOR_AUDIT_SEED``              seed of every random choice of an audit (default 0)
@@ -116,7 +118,7 @@ class WorkerSettings:
     retry_backoff: float = 2.0
     db_lock_timeout_ms: int = 10_000
     n_bootstrap: int = 500
-    pairwise_kappa: bool = True
+    pairwise_max_annotations: int = 250_000
     pairwise_bootstrap: int = 0
     seed: int = 0
     fanout_min_items: int = 50_000
@@ -138,17 +140,6 @@ def _env_number(env: Mapping[str, str], name: str, kind, default):
         return kind(raw)
     except ValueError:
         raise ValueError(f"{name} must be a {kind.__name__}; got {raw!r}.") from None
-
-
-def _env_flag(env: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = (env.get(name) or "").strip().lower()
-    if not raw:
-        return default
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    if raw in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"{name} must be 1 or 0; got {raw!r}.")
 
 
 def _vendor_deltas(raw: str | None) -> tuple[tuple[str, float], ...]:
@@ -182,7 +173,7 @@ def load_worker_settings(environ: Mapping[str, str] | None = None, **overrides) 
         "retry_backoff": _env_number(env, "AUDITOR_AUDIT_RETRY_BACKOFF", float, 2.0),
         "db_lock_timeout_ms": _env_number(env, "AUDITOR_DB_LOCK_TIMEOUT_MS", int, 10_000),
         "n_bootstrap": _env_number(env, "AUDITOR_AUDIT_BOOTSTRAP", int, 500),
-        "pairwise_kappa": _env_flag(env, "AUDITOR_AUDIT_PAIRWISE_KAPPA", True),
+        "pairwise_max_annotations": _env_number(env, "AUDITOR_AUDIT_PAIRWISE_MAX_ANNOTATIONS", int, 250_000),
         "pairwise_bootstrap": _env_number(env, "AUDITOR_AUDIT_PAIRWISE_BOOTSTRAP", int, 0),
         "seed": _env_number(env, "AUDITOR_AUDIT_SEED", int, 0),
         "fanout_min_items": _env_number(env, "AUDITOR_FANOUT_MIN_ITEMS", int, 50_000),

@@ -3,7 +3,8 @@
 ``audit_dataset(dataset_id)`` claims the dataset's one running audit (or returns at once
 when another run is live, or when the last audit is current), loads a snapshot,
 computes, and writes all results in one transaction. Large datasets fan the per-release
-work out as a Celery chord whose callback, ``finish_audit``, does the write. A run that
+work out as a Celery group, started before the dataset-wide part so both run at once;
+``finish_audit`` waits for the group by rescheduling itself and does the write. A run that
 saw data arrive while it computed enqueues exactly one follow-up. ``sweep`` (Celery
 beat) enqueues every dataset whose data is newer than its last succeeded audit.
 """
@@ -17,8 +18,9 @@ from datetime import timedelta
 from functools import lru_cache
 from typing import Any
 
-from celery import chord, shared_task
+from celery import group, shared_task
 from celery.exceptions import SoftTimeLimitExceeded
+from celery.result import GroupResult
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -30,6 +32,7 @@ from auditor.audit.pipeline import (
     merge_parts,
     release_part,
     release_payload,
+    upper_summary,
 )
 from auditor.config import WorkerSettings, load_worker_settings
 from auditor.db import make_engine, make_session_factory
@@ -138,17 +141,18 @@ def audit_dataset(self, dataset_id: int) -> dict[str, Any]:
 
 
 def _fan_out(task, run_id: int, task_id: str, snap, options: AuditOptions, timings: dict) -> dict[str, Any]:
-    """Per-release parts as a chord; the dataset part runs here meanwhile; the callback writes."""
-    payloads = [release_payload(snap, r) for r in snap.releases]
+    """Per-release parts as a Celery group started first; the dataset part runs here meanwhile;
+    ``finish_audit`` writes once the group is done."""
+    opts = options.__dict__
+    upper = upper_summary(snap)
+    parts = group(audit_release.s(release_payload(snap, r), upper, opts) for r in snap.releases).apply_async()
+    parts.save()
     t0 = time.perf_counter()
     ds = runner.plain(dataset_part(snap, options))
     timings = {**timings, "dataset_part": time.perf_counter() - t0}
-    opts = options.__dict__
-    header = [audit_release.s(p, ds["upper"], opts) for p in payloads]
-    callback = finish_audit.s(run_id, task_id, snap.data_version, ds, runner.previous_dict(snap.previous), opts,
-                              timings)
-    chord(header)(callback)
-    return {"state": "fanned_out", "run_id": run_id, "data_version": snap.data_version, "parts": len(header)}
+    finish_audit.delay(parts.id, run_id, task_id, snap.data_version, ds, runner.previous_dict(snap.previous), opts,
+                       timings, time.time())
+    return {"state": "fanned_out", "run_id": run_id, "data_version": snap.data_version, "parts": len(parts)}
 
 
 def _options_from(opts: dict[str, Any]) -> AuditOptions:
@@ -164,19 +168,30 @@ def audit_release(self, payload: dict[str, Any], upper: dict[str, Any], opts: di
 
 
 @shared_task(bind=True, name="workers.tasks.finish_audit")
-def finish_audit(self, parts: list[dict[str, Any]], run_id: int, task_id: str, data_version: int,
-                 ds: dict[str, Any], previous: dict[str, Any], opts: dict[str, Any],
-                 timings: dict[str, float]) -> dict[str, Any]:
-    """The chord's callback: merge the parts and write the run's results in one transaction."""
+def finish_audit(self, group_id: str, run_id: int, task_id: str, data_version: int, ds: dict[str, Any],
+                 previous: dict[str, Any], opts: dict[str, Any], timings: dict[str, float],
+                 started: float) -> dict[str, Any]:
+    """Wait for the release parts (by rescheduling itself, holding no worker slot), merge, write once."""
+    w = _worker_settings(self)
     factory = _session_factory(self)
+    parts = GroupResult.restore(group_id, app=self.app)
+    expired = time.time() - started > _lease(w).total_seconds()
+    if parts is None or expired or parts.failed():
+        why = ("release parts lost" if parts is None else "release parts timed out" if expired
+               else f"a release part failed: {next(r.result for r in parts.results if r.failed())!r}")
+        runner.fail(factory, run_id, task_id=task_id, exc=RuntimeError(why))
+        return {"state": "failed", "run_id": run_id, "error": why}
+    if not parts.ready():
+        raise self.retry(countdown=0.05, max_retries=None)
+    results = parts.get(disable_sync_subtasks=False)
     options = _options_from(opts)
     try:
         done = runner.finish(factory, run_id, task_id=task_id, data_version=data_version,
-                             merged=merge_parts(ds, parts), previous=previous, options=options, timings=timings)
-    except BaseException as exc:
-        if not (isinstance(exc, TRANSIENT) and self.request.retries < _worker_settings(self).max_retries):
-            runner.fail(factory, run_id, task_id=task_id, exc=exc)
-        _retry_or_raise(self, exc)
+                             merged=merge_parts(ds, results), previous=previous, options=options, timings=timings)
+    except TRANSIENT as exc:
+        runner.fail(factory, run_id, task_id=task_id, exc=exc)
+        raise
+    parts.forget()
     outcome = runner.Outcome("succeeded" if done.written else "lost", run_id, data_version, done.current_version,
                              done.alert_ids)
     _after_run(self, outcome)

@@ -44,6 +44,7 @@ __all__ = [
     "release_inline",
     "release_part",
     "release_payload",
+    "upper_summary",
 ]
 
 BOUND_COLUMNS = {"theoretical": "t", "empirical": "e"}
@@ -64,7 +65,7 @@ class AuditOptions:
     """What an audit computes; recorded in the run's ``parameters``."""
 
     n_bootstrap: int = 500
-    pairwise_kappa: bool = True
+    pairwise_max_annotations: int = 250_000
     pairwise_bootstrap: int = 0
     seed: int = 0
     threshold: float = 0.95
@@ -76,7 +77,7 @@ class AuditOptions:
     vendor_deltas: tuple[tuple[str, float], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"n_bootstrap": self.n_bootstrap, "pairwise_kappa": self.pairwise_kappa,
+        return {"n_bootstrap": self.n_bootstrap, "pairwise_max_annotations": self.pairwise_max_annotations,
                 "pairwise_bootstrap": self.pairwise_bootstrap,
                 "seed": self.seed, "threshold": self.threshold,
                 "bound": self.bound, "method": self.method, "tau": self.tau, "confidence": self.confidence}
@@ -87,7 +88,7 @@ class AuditOptions:
     @classmethod
     def from_settings(cls, w) -> AuditOptions:
         """Options from :class:`~auditor.config.WorkerSettings`."""
-        return cls(n_bootstrap=w.n_bootstrap, pairwise_kappa=w.pairwise_kappa,
+        return cls(n_bootstrap=w.n_bootstrap, pairwise_max_annotations=w.pairwise_max_annotations,
                    pairwise_bootstrap=w.pairwise_bootstrap, seed=w.seed,
                    threshold=w.certify_threshold, bound=w.certify_bound,
                    vendor_delta=w.vendor_alert_delta, vendor_deltas=w.vendor_alert_deltas)
@@ -141,6 +142,14 @@ def _curve_row(curve, *, options: AuditOptions, seed_key: tuple[int, ...], relea
 # ----------------------------------------------------------------------- dataset part
 
 
+def upper_summary(snap: AuditSnapshot, ub=None) -> dict[str, Any]:
+    """U_t and U_e of all the dataset's labels and the item counts behind them (what a release part needs)."""
+    if ub is None and (snap.counts.sum(axis=1) > 0).any():
+        ub = upper_bounds(snap.counts)
+    return {"u_t": None if ub is None else _num(ub.theoretical), "u_e": None if ub is None else _num(ub.empirical),
+            "n_t": 0 if ub is None else ub.n_items, "n_e": 0 if ub is None else ub.n_items_empirical}
+
+
 def dataset_part(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:
     """Bounds overall and per vendor, annotators, agreement, BEST, power curve, assumptions."""
     notes: list[str] = []
@@ -155,9 +164,7 @@ def dataset_part(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:
             "u_t": _num(ub.theoretical), "u_e": _num(ub.empirical), "n_items": ub.n_items,
             "n_items_empirical": ub.n_items_empirical},
     }
-    out["upper"] = {"u_t": None if ub is None else _num(ub.theoretical),
-                    "u_e": None if ub is None else _num(ub.empirical),
-                    "n_t": 0 if ub is None else ub.n_items, "n_e": 0 if ub is None else ub.n_items_empirical}
+    out["upper"] = upper_summary(snap, ub)
     ann = _annotations(snap)
     if ann is None:
         out["summary"], out["notes"] = summary, ["no annotations yet"]
@@ -176,8 +183,11 @@ def dataset_part(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:
     expert_counts = _pool_counts(snap, experts) if experts else None
     # Pairwise Cohen's kappa once over everyone: a pair's kappa depends only on the two
     # annotators' shared items, so each vendor's mean is read off the same matrix.
-    overall, pairwise = _agreement_rows(ann if options.pairwise_kappa else ann.counts(), options, vendor=None,
-                                        key=(3,))
+    with_pairs = len(ann) <= options.pairwise_max_annotations
+    if not with_pairs:
+        notes.append(f"pairwise Cohen's kappa left out: {len(ann)} annotations > "
+                     f"{options.pairwise_max_annotations} (AUDITOR_AUDIT_PAIRWISE_MAX_ANNOTATIONS)")
+    overall, pairwise = _agreement_rows(ann if with_pairs else ann.counts(), options, vendor=None, key=(3,))
     for k, (vendor, members) in enumerate(sorted(vendors.items())):
         sub = ann.subset([snap.annotator_names[a] for a in members])
         vub = upper_bounds(sub.counts())

@@ -224,12 +224,13 @@ def test_pairwise_kappa_can_be_left_out(factory):
     ds, _, _, _ = _dataset(factory, "kappa", n_items=60, raters=4,
                            vendors={f"kappa-r{r}": "acme" for r in range(4)})
     snap = runner.snapshot(factory, ds)
-    on = runner.compute_inline(snap, OPTIONS)["results"]["agreements"]
-    off = runner.compute_inline(snap, AuditOptions(n_bootstrap=20, pairwise_kappa=False))["results"]["agreements"]
+    on = runner.compute_inline(snap, AuditOptions(n_bootstrap=20, pairwise_max_annotations=240))["results"]["agreements"]
+    off_run = runner.compute_inline(snap, AuditOptions(n_bootstrap=20, pairwise_max_annotations=239))
+    off = off_run["results"]["agreements"]
     assert {(r["vendor"], r["coefficient"]) for r in on} == {
         (v, c) for v in (None, "acme") for c in ("krippendorff_alpha", "fleiss_kappa", "cohen_kappa_pairwise_mean")}
     assert {r["coefficient"] for r in off} == {"krippendorff_alpha", "fleiss_kappa"}
     # Alpha and Fleiss' kappa do not depend on the choice.
     assert [r for r in on if r["coefficient"] != "cohen_kappa_pairwise_mean"] == off
-    with pytest.raises(ValueError, match="AUDITOR_AUDIT_PAIRWISE_KAPPA"):
-        load_worker_settings({"AUDITOR_AUDIT_PAIRWISE_KAPPA": "maybe"})
+    assert any("240 annotations > 239" in n for n in off_run["summary"]["notes"])
+    assert load_worker_settings({"AUDITOR_AUDIT_PAIRWISE_MAX_ANNOTATIONS": "0"}).pairwise_max_annotations == 0
