@@ -169,6 +169,8 @@ def main() -> None:
     ap.add_argument("--postgres-url", default=os.environ.get("AUDITOR_BENCH_POSTGRES_URL",
                                                              "postgresql://postgres@127.0.0.1:5432/test"))
     ap.add_argument("--redis-url", default=os.environ.get("AUDITOR_BENCH_REDIS_URL", "redis://127.0.0.1:6379/13"))
+    ap.add_argument("--pairwise-max-annotations", type=int, default=250_000,
+                    help="AUDITOR_AUDIT_PAIRWISE_MAX_ANNOTATIONS for the audits (pairwise Cohen's kappa).")
     ap.add_argument("--keep", action="store_true", help="Keep the benchmark database.")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
@@ -194,7 +196,7 @@ def main() -> None:
               f"in {time.perf_counter() - t0:.1f} s")
 
         # 1. The audit in this process.
-        options = AuditOptions(n_bootstrap=args.bootstrap)
+        options = AuditOptions(n_bootstrap=args.bootstrap, pairwise_max_annotations=args.pairwise_max_annotations)
         cache = SnapshotCache()
         for label in ("cold (full read)", "warm (after a 100-label import)"):
             if label.startswith("warm"):
@@ -223,6 +225,7 @@ def main() -> None:
                         "AUDITOR_BROKER_URL": args.redis_url, "AUDITOR_RESULT_BACKEND": args.redis_url,
                         "AUDITOR_CELERY_QUEUE": f"bench-{uuid.uuid4().hex[:6]}",
                         "AUDITOR_AUDIT_BOOTSTRAP": str(args.bootstrap),
+                        "AUDITOR_AUDIT_PAIRWISE_MAX_ANNOTATIONS": str(args.pairwise_max_annotations),
                         "AUDITOR_CELERY_CONCURRENCY": str(args.concurrency),
                         "PYTHONPATH": str(ROOT)})
             os.environ.update({k: v for k, v in env.items() if k.startswith("AUDITOR_")})
