@@ -38,6 +38,7 @@ from auditor.config import WorkerSettings, load_worker_settings
 from auditor.db import make_engine, make_session_factory
 from auditor.db.queries_audit import SnapshotCache, alerts_by_id, stale_datasets
 from auditor.db.session import session_scope
+from workers.dispatch import request_audit
 
 __all__ = ["audit_dataset", "audit_release", "deliver_alerts", "finish_audit", "sweep"]
 
@@ -83,7 +84,7 @@ def _after_run(task, outcome: runner.Outcome) -> None:
     if outcome.alert_ids and w.alert_webhook_url:
         deliver_alerts.delay(list(outcome.alert_ids))
     if outcome.needs_follow_up:
-        audit_dataset.delay(_dataset_of(task, outcome.run_id))
+        request_audit(_dataset_of(task, outcome.run_id))
 
 
 def _dataset_of(task, run_id: int) -> int:

@@ -78,8 +78,8 @@ class Claim:
     """Outcome of :func:`claim_audit`.
 
     ``state`` is ``"claimed"`` (``run_id`` is ours), ``"busy"`` (another live run),
-    ``"current"`` (the last succeeded audit already covers ``data_version``) or
-    ``"missing"`` (no such dataset).
+    ``"current"`` (the last succeeded audit already covers ``data_version``),
+    ``"abandoned"`` (its attempts kept dying) or ``"missing"`` (no such dataset).
     """
 
     state: str
@@ -107,11 +107,13 @@ def _last_succeeded_version(session: Session, dataset_id: int) -> int | None:
 
 
 def claim_audit(session: Session, dataset_id: int, *, task_id: str, lease: timedelta,
-                parameters: Mapping[str, Any] | None = None) -> Claim:
+                parameters: Mapping[str, Any] | None = None, max_attempts: int = 3) -> Claim:
     """Make ``task_id`` the one running audit of the dataset, if it needs one.
 
     A ``running`` run older than ``lease`` (the hard time limit plus a grace) is taken
-    over: it keeps its id, so a dead attempt leaves no second row behind.
+    over: it keeps its id, so a dead attempt leaves no second row behind. A run whose
+    attempts all died (``max_attempts``) is recorded as failed instead (state
+    ``"abandoned"``): an audit that kills its worker every time must not loop.
     """
     dataset = _lock_dataset(session, dataset_id)
     if dataset is None:
@@ -135,9 +137,16 @@ def claim_audit(session: Session, dataset_id: int, *, task_id: str, lease: timed
         run = running[0]
         for r in running[1:]:
             r.status, r.finished_at, r.error = AuditStatus.FAILED, now, "abandoned: worker lost"
-        took_over = run.task_id != task_id
-        attempts = int((run.parameters or {}).get("attempts", 1)) + (1 if took_over else 0)
+        # Only a dead attempt leaves a run "running" for a claim to find (a lease that
+        # expired, or its own message redelivered after its process died).
+        took_over = True
+        attempts = int((run.parameters or {}).get("attempts", 1)) + 1
         run.parameters = {**params, "attempts": attempts}
+        if attempts > max_attempts:
+            run.status, run.finished_at = AuditStatus.FAILED, now
+            run.error = f"abandoned after {attempts - 1} attempts that did not finish (worker lost or killed)"
+            session.flush()
+            return Claim("abandoned", run.id, run.data_version)
         run.task_id, run.started_at, run.data_version = task_id, now, dataset.data_version
     else:
         took_over = False

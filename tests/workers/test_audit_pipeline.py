@@ -234,3 +234,17 @@ def test_pairwise_kappa_can_be_left_out(factory):
     assert [r for r in on if r["coefficient"] != "cohen_kappa_pairwise_mean"] == off
     assert any("240 annotations > 239" in n for n in off_run["summary"]["notes"])
     assert load_worker_settings({"AUDITOR_AUDIT_PAIRWISE_MAX_ANNOTATIONS": "0"}).pairwise_max_annotations == 0
+
+
+def test_an_audit_whose_attempts_keep_dying_is_abandoned(factory):
+    ds, _, _, _ = _dataset(factory, "doomed")
+    with session_scope(factory) as s:
+        first = claim_audit(s, ds, task_id="same", lease=LEASE, max_attempts=2)
+    with session_scope(factory) as s:  # its message redelivered after the process died
+        again = claim_audit(s, ds, task_id="same", lease=LEASE, max_attempts=2)
+    with session_scope(factory) as s:
+        last = claim_audit(s, ds, task_id="same", lease=LEASE, max_attempts=2)
+    assert (first.state, again.state, last.state) == ("claimed", "claimed", "abandoned")
+    with session_scope(factory) as s:
+        run = s.get(AuditRun, first.run_id)
+        assert run.status == AuditStatus.FAILED and "abandoned after 2 attempts" in run.error
