@@ -189,10 +189,12 @@ def dataset_part(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:
                      f"{options.pairwise_max_annotations} (AUDITOR_AUDIT_PAIRWISE_MAX_ANNOTATIONS)")
     overall, pairwise = _agreement_rows(ann if with_pairs else ann.counts(), options, vendor=None, key=(3,))
     for k, (vendor, members) in enumerate(sorted(vendors.items())):
-        sub = ann.subset([snap.annotator_names[a] for a in members])
-        vub = upper_bounds(sub.counts())
-        rep, _ = _agreement_rows(sub.counts(), options, vendor=vendor, key=(1, k))
-        rep += _vendor_pairwise(pairwise, members, vendor=vendor, n_items=len(sub.items))
+        # The vendor's own per-item counts carry everything its bounds and coefficients need.
+        pool = _pool_counts(snap, members)
+        pool = pool[pool.sum(axis=1) > 0]
+        vub = upper_bounds(pool)
+        rep, _ = _agreement_rows(pool, options, vendor=vendor, key=(1, k))
+        rep += _vendor_pairwise(pairwise, members, vendor=vendor, n_items=pool.shape[0])
         alpha = next((r["value"] for r in rep if r["coefficient"] == "krippendorff_alpha"), None)
         out["agreements"] += rep
         details: dict[str, Any] = {"n_items_empirical": vub.n_items_empirical}
@@ -202,8 +204,8 @@ def dataset_part(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:
             expert_eq, details["expert_equivalence"] = _expert_equivalence(
                 snap, crowd, expert_counts, options, key=(2, k), notes=notes, vendor=vendor)
         out["vendor_reports"].append({
-            "vendor": vendor, "n_annotators": len(members), "n_items": len(sub.items),
-            "n_annotations": len(sub), "u_t": _num(vub.theoretical), "u_e": _num(vub.empirical),
+            "vendor": vendor, "n_annotators": len(members), "n_items": int(pool.shape[0]),
+            "n_annotations": int(pool.sum()), "u_t": _num(vub.theoretical), "u_e": _num(vub.empirical),
             "agreement": alpha, "expert_equivalence": expert_eq,
             "annotators": [records[a] for a in members], "details": details,
         })
