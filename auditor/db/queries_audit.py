@@ -441,12 +441,10 @@ def _current_annotations(session: Session, dataset_id: int, counts: np.ndarray, 
 
 
 def _prediction_sizes(session: Session, dataset_id: int, since: int) -> tuple[dict[int, int], set[int]]:
-    """Rows per release, and the releases with rows newer than ``since``."""
-    sizes = dict(session.execute(select(Prediction.release_id, func.count())
-                                 .where(Prediction.dataset_id == dataset_id).group_by(Prediction.release_id)).all())
-    changed = set(session.execute(select(Prediction.release_id).where(
-        Prediction.dataset_id == dataset_id, Prediction.data_version > since).distinct()).scalars())
-    return sizes, changed
+    """Rows per release, and the releases with rows newer than ``since`` (one scan)."""
+    rows = session.execute(select(Prediction.release_id, func.count(), func.max(Prediction.data_version))
+                           .where(Prediction.dataset_id == dataset_id).group_by(Prediction.release_id)).all()
+    return {r[0]: r[1] for r in rows}, {r[0] for r in rows if r[2] > since}
 
 
 def load_snapshot(session: Session, dataset_id: int, *, cache: SnapshotCache | None = None) -> AuditSnapshot:

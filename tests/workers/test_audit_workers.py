@@ -110,7 +110,7 @@ def test_import_then_audit_reproduces_running_example(services, datasets_dir: Pa
     assert run.summary["n_annotations"] == 10_000
 
 
-def test_concurrent_imports_collapse_into_few_runs(services):
+def test_concurrent_imports_collapse_into_few_runs(services, record_property):
     """20 concurrent imports into one dataset: the last audit covers every row, and
     arrivals during a run cause one follow-up rather than a run each."""
     factory, worker, _ = services
@@ -137,6 +137,7 @@ def test_concurrent_imports_collapse_into_few_runs(services):
     assert run.summary["n_annotations"] == 1000 and run.summary["n_items"] == 200
     time.sleep(2)  # let stragglers (the sweep, late messages) show they change nothing
     all_runs = runs(factory, ds)
+    record_property("audit_runs_for_20_imports", len(all_runs))
     assert len(all_runs) <= 6, [(r.data_version, r.status) for r in all_runs]
     assert all(r.status == AuditStatus.SUCCEEDED for r in all_runs)
     versions = [r.data_version for r in all_runs]
