@@ -39,11 +39,12 @@ def create_app(test_config: dict | None = None) -> Flask:
         app.config.from_mapping(test_config)
     app.json.sort_keys = False
 
-    from auditor.web import db, errors, security
+    from auditor.web import db, errors, formatting, security
 
     db.init_app(app)
     security.init_app(app)
     errors.init_app(app)
+    formatting.init_app(app)
 
     from auditor.web import api, score, ui
 

@@ -90,18 +90,19 @@ def test_annotators_and_vendors(client, ctx):
     body = get(client, ctx, "/annotators?per_page=500").get_json()
     expected = {row["annotator_id"] for row in ctx.data.annotations}
     assert {a["external_id"] for a in body["items"]} == expected
-    experts = get(client, ctx, "/annotators?tier=expert&per_page=500").get_json()["items"]
-    assert experts and all(a["tier"] == "expert" for a in experts)
     one = body["items"][0]
     assert get(client, ctx, f"/annotators/{one['id']}").get_json() == one
     r = client.post("/api/v1/annotators", headers=ctx.tenant.auth(),
-                    json={"external_id": "new-rater", "vendor": "acme-labeling", "tier": "crowd"})
+                    json={"external_id": "new-rater", "vendor": "acme-labeling", "tier": "expert"})
     assert r.status_code == 201 and r.get_json()["vendor"] == "acme-labeling"
+    experts = get(client, ctx, "/annotators?tier=expert&per_page=500").get_json()["items"]
+    assert [a["external_id"] for a in experts] == ["new-rater"]
     vendors = get(client, ctx, "/vendors").get_json()["items"]
     by_name = {v["name"]: v for v in vendors}
     assert set(by_name) >= {"acme-labeling", "bolt-annotations"}
     acme = {row["annotator_id"] for row in ctx.data.annotations if row.get("vendor") == "acme-labeling"}
     assert by_name["acme-labeling"]["n_annotators"] == len(acme) + 1
+    assert by_name["acme-labeling"]["n_experts"] == 1
     assert get(client, ctx, "/vendors/acme-labeling").get_json() == by_name["acme-labeling"]
     assert get(client, ctx, "/vendors/nobody").status_code == 404
     assert rows_of_csv(get(client, ctx, "/vendors?format=csv"))

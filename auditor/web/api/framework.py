@@ -110,6 +110,13 @@ class Listing:
     filename: str = "export"
     # One serialized row may expand to several CSV rows (a power curve's points).
     csv_rows: Callable[[dict], Iterable[dict]] | None = None
+    # The statement selects plain columns: serialize each row's mapping (no ORM objects built).
+    mapping: bool = False
+
+    def row(self, r, *, paged: bool):
+        if self.mapping:
+            return self.serialize(r._mapping)
+        return self.serialize(_unwrap(r[:-1] if paged else r))
 
 
 @dataclass
@@ -258,9 +265,14 @@ def _check_json_text(node: Any, where: str) -> None:
 
 def _page(db, listing: Listing, page: int, per_page: int) -> dict:
     if isinstance(listing.source, Select):
-        total = db.scalar(select(func.count()).select_from(listing.source.order_by(None).subquery()))
-        rows = db.execute(listing.source.limit(per_page).offset((page - 1) * per_page)).all()
-        items = [listing.serialize(_unwrap(r)) for r in rows]
+        # The total rides along as a window count: one round trip instead of two.
+        rows = db.execute(listing.source.add_columns(func.count().over().label("_total"))
+                          .limit(per_page).offset((page - 1) * per_page)).all()
+        if rows:
+            total = rows[0][-1]
+        else:
+            total = db.scalar(select(func.count()).select_from(listing.source.order_by(None).subquery()))
+        items = [listing.row(r, paged=True) for r in rows]
     else:
         total = len(listing.source)
         items = [listing.serialize(r) for r in listing.source[(page - 1) * per_page: page * per_page]]
@@ -289,7 +301,7 @@ def _csv(db, listing: Listing) -> Response:
     def rows():
         if isinstance(listing.source, Select):
             result = db.execute(listing.source.limit(CSV_MAX_ROWS).execution_options(yield_per=1000))
-            yield from (listing.serialize(_unwrap(r)) for r in result)
+            yield from (listing.row(r, paged=False) for r in result)
         else:
             yield from (listing.serialize(r) for r in listing.source)
 

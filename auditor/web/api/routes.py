@@ -401,8 +401,19 @@ _CERT_COLUMNS = ["audit_run_id", "data_version", "run_finished_at", "model", "ve
                  "verdict", "n_items_upper", "n_items_lower"]
 
 
+CERTIFICATION_COLUMNS = (
+    Certification.id, Certification.audit_run_id, AuditRun.dataset_id, Certification.data_version,
+    Model.id.label("model_id"), Model.name.label("model"), Certification.release_id, Release.version,
+    Release.released_at, AuditRun.finished_at.label("run_finished_at"), Certification.n_items_upper,
+    Certification.n_items_lower, Certification.u_t, Certification.u_e, Certification.l, Certification.tau,
+    Certification.s_hms_t, Certification.s_oms_t, Certification.s_hms_e, Certification.s_oms_e,
+    Certification.certified, Certification.certified_with, Certification.verdict, Certification.created_at,
+)
+
+
 def certifications_stmt(workspace_id: int) -> Select:
-    return (select(Certification, Release, Model, AuditRun)
+    # Plain columns, not four ORM entities per row: the history of 100 releases is thousands of rows.
+    return (select(*CERTIFICATION_COLUMNS).select_from(Certification)
             .join(Release, Certification.release_id == Release.id)
             .join(Model, Release.model_id == Model.id)
             .join(AuditRun, Certification.audit_run_id == AuditRun.id)
@@ -426,7 +437,7 @@ def list_dataset_certifications(principal, db, dataset_id, model_id, release_id,
         run = latest_run(db, ds.id)
         stmt = stmt.where(AuditRun.id == (run.id if run else -1))
     stmt = stmt.order_by(AuditRun.id.desc(), Release.released_at.asc().nulls_last(), Release.id)
-    return Listing(stmt, s.certification, _CERT_COLUMNS, f"certifications-{ds.id}")
+    return Listing(stmt, s.certification, _CERT_COLUMNS, f"certifications-{ds.id}", mapping=True)
 
 
 @endpoint("GET", "/models/<int:model_id>/certifications", summary="List certifications of a model",
@@ -439,7 +450,8 @@ def list_model_certifications(principal, db, model_id, dataset_id):
     if dataset_id is not None:
         stmt = stmt.where(AuditRun.dataset_id == get_dataset(principal, db, dataset_id).id)
     stmt = stmt.order_by(AuditRun.id.desc(), Release.released_at.asc().nulls_last(), Release.id)
-    return Listing(stmt, s.certification, ["dataset_id", *_CERT_COLUMNS], f"certifications-model-{m.id}")
+    return Listing(stmt, s.certification, ["dataset_id", *_CERT_COLUMNS], f"certifications-model-{m.id}",
+                   mapping=True)
 
 
 @endpoint("GET", "/datasets/<int:dataset_id>/power-curves", summary="List power curves", tag="results",

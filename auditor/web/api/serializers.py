@@ -122,15 +122,18 @@ def audit_run(r: AuditRun) -> dict:
             "parameters": r.parameters}
 
 
-def certification(row) -> dict:
-    c, rel, mod, run = row
-    return {"id": c.id, "audit_run_id": c.audit_run_id, "dataset_id": run.dataset_id,
-            "data_version": c.data_version, "model_id": mod.id, "model": mod.name, "release_id": rel.id,
-            "version": rel.version, "released_at": _t(rel.released_at), "run_finished_at": _t(run.finished_at),
-            "n_items_upper": c.n_items_upper, "n_items_lower": c.n_items_lower, "u_t": _f(c.u_t),
-            "u_e": _f(c.u_e), "l": _f(c.l), "tau": _f(c.tau), "s_hms_t": _f(c.s_hms_t), "s_oms_t": _f(c.s_oms_t),
-            "s_hms_e": _f(c.s_hms_e), "s_oms_e": _f(c.s_oms_e), "certified": c.certified,
-            "certified_with": c.certified_with, "verdict": c.verdict, "created_at": _t(c.created_at)}
+_CERT_FLOATS = ("u_t", "u_e", "l", "tau", "s_hms_t", "s_oms_t", "s_hms_e", "s_oms_e")
+_CERT_TIMES = ("released_at", "run_finished_at", "created_at")
+
+
+def certification(m) -> dict:
+    """A row of ``routes.CERTIFICATION_COLUMNS`` (a mapping)."""
+    out = dict(m)
+    for k in _CERT_FLOATS:
+        out[k] = _f(out[k])
+    for k in _CERT_TIMES:
+        out[k] = _t(out[k])
+    return out
 
 
 def power_curve(p: PowerCurve) -> dict:

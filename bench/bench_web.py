@@ -1,0 +1,312 @@
+"""Benchmark: dashboards and results endpoints under load (wrk, 20 concurrent clients).
+
+Run by hand:  nice python bench/bench_web.py [--releases 100] [--connections 20] [--duration 10]
+
+Builds a workspace whose dataset has ``--releases`` releases of history (one audit run
+per release upload, each run certifying every release so far, with its power curves,
+vendor reports, BEST scores, agreement and alerts), written through the models in a
+new PostgreSQL database (``--server-url``; dropped afterwards unless ``--keep``). Starts
+the app under gunicorn (``--workers`` × ``--threads``), logs in through the login form
+for the dashboards' session cookie, and drives each endpoint with wrk (``apt-get install
+wrk``; the load generator is required). Prints p50/p95/p99 latency and requests/s per
+endpoint, the target (p95 < 100 ms), and the peak resident memory of the web workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+import uuid
+from datetime import UTC, datetime, timedelta
+from http.cookiejar import CookieJar
+
+import numpy as np
+
+LUA = r"""
+wrk.method = "GET"
+wrk.headers["Authorization"] = os.getenv("BENCH_AUTH")
+wrk.headers["Cookie"] = os.getenv("BENCH_COOKIE")
+local errors = 0
+response = function(status, headers, body)
+  if status ~= 200 then errors = errors + 1 end
+end
+done = function(summary, latency, requests)
+  io.write(string.format("JSON {\"p50\": %d, \"p95\": %d, \"p99\": %d, \"max\": %d, \"requests\": %d, " ..
+    "\"non2xx\": %d, \"socket_errors\": %d, \"seconds\": %f}\n",
+    latency:percentile(50), latency:percentile(95), latency:percentile(99), latency.max,
+    summary.requests, summary.errors.status, summary.errors.connect + summary.errors.read +
+    summary.errors.write + summary.errors.timeout, summary.duration / 1e6))
+end
+"""
+
+
+def seed(url: str, n_releases: int, *, n_items: int = 2000, n_vendors: int = 3, seed_: int = 0) -> dict:
+    """A workspace with one dataset, one model and ``n_releases`` audited releases."""
+    from auditor.db import (
+        Agreement,
+        Alert,
+        Annotator,
+        AuditRun,
+        BestScore,
+        Certification,
+        Dataset,
+        Item,
+        Model,
+        PowerCurve,
+        Release,
+        Role,
+        User,
+        VendorReport,
+        Workspace,
+        make_engine,
+        make_session_factory,
+    )
+    from auditor.web.security import hash_password, issue_token
+
+    rng = np.random.default_rng(seed_)
+    engine = make_engine(url)
+    t0 = time.perf_counter()
+    with make_session_factory(engine)() as db:
+        ws = Workspace(slug="bench", name="bench")
+        db.add(ws)
+        db.flush()
+        admin = User(workspace_id=ws.id, email="admin@bench.example", role=Role.ADMIN,
+                     password_hash=hash_password("bench password"))
+        db.add(admin)
+        db.flush()
+        token = issue_token(db, admin, name="bench")[1]
+        ds = Dataset(workspace_id=ws.id, name="audit-set", labels=["negative", "neutral", "positive"],
+                     data_version=2 * n_releases)
+        db.add(ds)
+        db.flush()
+        counts = rng.multinomial(5, [0.2, 0.3, 0.5], size=n_items)
+        db.add_all([Item(dataset_id=ds.id, external_id=f"item-{i:06d}", label_counts=[int(x) for x in c])
+                    for i, c in enumerate(counts)])
+        vendors = [f"vendor-{v}" for v in range(n_vendors)]
+        db.add_all([Annotator(workspace_id=ws.id, external_id=f"{v}-{a:02d}", vendor=v)
+                    for v in vendors for a in range(15)])
+        model = Model(workspace_id=ws.id, name="classifier")
+        db.add(model)
+        db.flush()
+        start = datetime(2025, 1, 1, tzinfo=UTC)
+        releases = []
+        for r in range(n_releases):
+            rel = Release(model_id=model.id, version=f"{r // 10}.{r % 10}", released_at=start + timedelta(days=3 * r))
+            db.add(rel)
+            releases.append(rel)
+        db.flush()
+        k = np.arange(6)
+        for run_no in range(n_releases):
+            when = start + timedelta(days=3 * run_no, hours=1)
+            u_t, u_e = 0.90 + 0.01 * rng.standard_normal(), 0.87 + 0.01 * rng.standard_normal()
+            run = AuditRun(dataset_id=ds.id, data_version=2 * (run_no + 1), status="succeeded", created_at=when,
+                           started_at=when + timedelta(seconds=2), finished_at=when + timedelta(seconds=9),
+                           summary={"upper": {"u_t": u_t, "u_e": u_e}, "n_items": n_items})
+            db.add(run)
+            db.flush()
+            curve = (0.55 + 0.3 * (1 - np.exp(-k / 2))).round(4)
+            db.add(PowerCurve(audit_run_id=run.id, combiner="plurality", scorer="agreement", max_k=5,
+                              n_bootstrap=500, points=[{"k": int(i), "mean": float(m), "ci_low": float(m) - 0.02,
+                                                        "ci_high": float(m) + 0.02, "n_items": n_items}
+                                                       for i, m in zip(k, curve, strict=True)]))
+            for r, rel in enumerate(releases[: run_no + 1]):
+                ell = min(0.99, 0.70 + 0.0025 * r + 0.005 * rng.standard_normal())
+                certified = ell > u_t + 0.02
+                db.add(Certification(audit_run_id=run.id, release_id=rel.id, data_version=run.data_version,
+                                     n_items_upper=n_items, n_items_lower=n_items, u_t=u_t, u_e=u_e, l=ell,
+                                     s_hms_t=0.97 if certified else -1.0, s_oms_t=0.98 if certified else -1.0,
+                                     s_hms_e=0.5, s_oms_e=0.6, certified=certified, certified_with="U_t",
+                                     verdict="certified" if certified else "not certified"))
+                score = float(np.interp(min(r, 99) / 99 * 5, k, curve))
+                db.add(PowerCurve(audit_run_id=run.id, release_id=rel.id, combiner="plurality", scorer="agreement",
+                                  max_k=5, n_bootstrap=500, points=[], classifier_score=score,
+                                  equivalence=min(r, 99) / 99 * 5, equivalence_low=max(0, r / 99 * 5 - 0.5),
+                                  equivalence_high=min(5, r / 99 * 5 + 0.5)))
+            for v in vendors:
+                db.add(VendorReport(audit_run_id=run.id, vendor=v, n_annotators=15, n_items=n_items,
+                                    n_annotations=5 * n_items, u_t=u_t - 0.02, u_e=u_e - 0.02, agreement=0.4,
+                                    expert_equivalence=1.5,
+                                    annotators=[{"annotator": f"{v}-{a:02d}", "agreement": 0.8, "n_items": 600,
+                                                 "lower_confidence": 0.75} for a in range(15)]))
+            for metric in ("accuracy", "balanced accuracy", "f1 (macro)", "cross entropy (soft labels)"):
+                db.add(BestScore(audit_run_id=run.id, metric=metric, value=0.8, std_error=0.0, n_items=n_items,
+                                 alpha=[0.5, 0.7, 1.1]))
+            for coef in ("krippendorff_alpha", "fleiss_kappa"):
+                db.add(Agreement(audit_run_id=run.id, coefficient=coef, value=0.4, ci_low=0.38, ci_high=0.42,
+                                 n_items=n_items))
+            if run_no % 10 == 0:
+                db.add(Alert(workspace_id=ws.id, dataset_id=ds.id, audit_run_id=run.id, kind="vendor_drop",
+                             subject=vendors[0], message=f"{vendors[0]}: U_t fell by 0.03", created_at=when))
+        db.commit()
+        ids = {"dataset": ds.id, "model": model.id, "token": token, "vendor": vendors[0]}
+    engine.dispose()
+    print(f"seeded {n_releases} releases, {n_releases * (n_releases + 1) // 2} certifications, "
+          f"{n_releases * (n_releases + 3)} power curves in {time.perf_counter() - t0:.1f} s")
+    return ids
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_up(base: str, proc) -> None:
+    for _ in range(300):
+        if proc.poll() is not None:
+            raise SystemExit("gunicorn exited; see its output above")
+        try:
+            urllib.request.urlopen(base + "/api/v1/openapi.json", timeout=2).read()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit("the server did not come up")
+
+
+def login_cookie(base: str) -> str:
+    jar = CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    html = opener.open(base + "/login").read().decode()
+    token = re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
+    data = urllib.parse.urlencode({"csrf_token": token, "workspace": "bench", "email": "admin@bench.example",
+                                   "password": "bench password"}).encode()
+    opener.open(base + "/login", data=data).read()
+    return "; ".join(f"{c.name}={c.value}" for c in jar)
+
+
+def rss_peak_kb(pids) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                total += next(int(line.split()[1]) for line in fh if line.startswith("VmHWM"))
+        except (OSError, StopIteration):
+            pass
+    return total
+
+
+def children(pid: int) -> list[int]:
+    try:
+        out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    except FileNotFoundError:
+        return []
+    return [int(p) for p in out.split()]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--releases", type=int, default=100)
+    ap.add_argument("--connections", type=int, default=20)
+    ap.add_argument("--duration", type=int, default=10, help="seconds per endpoint")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=8)
+    ap.add_argument("--server-url", default=os.environ.get("AUDITOR_BENCH_POSTGRES_URL",
+                                                           "postgresql://postgres@127.0.0.1:5432/postgres"),
+                    help="a PostgreSQL server (a database named auditor_bench_* is created on it)")
+    ap.add_argument("--keep", action="store_true", help="keep the bench database")
+    args = ap.parse_args()
+
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        raise SystemExit("wrk not found: install the load generator (Debian: apt-get install wrk)")
+    import psycopg
+    from sqlalchemy import make_url
+
+    from auditor.db import make_engine, migrate
+
+    server = make_url(args.server_url)
+    name = f"auditor_bench_{uuid.uuid4().hex[:10]}"
+    admin = dict(host=server.host, port=server.port or 5432, user=server.username, password=server.password,
+                 dbname=server.database, autocommit=True)
+    with psycopg.connect(**admin) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = server.set(database=name).render_as_string(hide_password=False)
+    proc = None
+    try:
+        engine = make_engine(url)
+        migrate.upgrade(engine)
+        engine.dispose()
+        ids = seed(url, args.releases)
+        # As autovacuum would have by now: plans need table statistics.
+        with psycopg.connect(**{**admin, "dbname": name}) as conn:
+            conn.execute("ANALYZE")
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        instance = tempfile.mkdtemp(prefix="auditor-bench-")
+        env = {**os.environ, "AUDITOR_DATABASE_URL": url, "AUDITOR_SECRET_KEY": uuid.uuid4().hex,
+               "AUDITOR_INSTANCE_PATH": instance, "AUDITOR_BROKER_URL": "memory://"}
+        proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}",
+                                 "--workers", str(args.workers), "--threads", str(args.threads),
+                                 "--worker-class", "gthread", "--log-level", "warning",
+                                 "auditor.web:create_app()"], env=env)
+        wait_up(base, proc)
+        cookie = login_cookie(base)
+        ds, model = ids["dataset"], ids["model"]
+        endpoints = [
+            ("dashboard: overview", "/"),
+            ("dashboard: dataset", f"/datasets/{ds}"),
+            ("dashboard: model (100-release timeline)", f"/models/{model}"),
+            ("dashboard: vendor", f"/vendors/{ids['vendor']}"),
+            ("dashboard: audit runs", "/audit-runs"),
+            ("api: dataset certifications, page 1", f"/api/v1/datasets/{ds}/certifications"),
+            ("api: latest certifications", f"/api/v1/datasets/{ds}/certifications?latest=true&per_page=100"),
+            ("api: model certifications, 500 rows", f"/api/v1/models/{model}/certifications?per_page=500"),
+            ("api: power curves (latest run)", f"/api/v1/datasets/{ds}/power-curves?per_page=200"),
+            ("api: vendor reports over time", f"/api/v1/datasets/{ds}/vendor-reports?per_page=300"),
+            ("api: annotator bounds", f"/api/v1/datasets/{ds}/annotator-bounds"),
+            ("api: audit runs", f"/api/v1/datasets/{ds}/audit-runs"),
+            ("api: BEST history", f"/api/v1/datasets/{ds}/best-scores"),
+            ("api: alerts", "/api/v1/alerts"),
+            ("csv: every certification (5050 rows)", f"/api/v1/datasets/{ds}/certifications?format=csv"),
+        ]
+        with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as fh:
+            fh.write(LUA)
+            script = fh.name
+        wenv = {**os.environ, "BENCH_AUTH": f"Bearer {ids['token']}", "BENCH_COOKIE": cookie}
+        # Warm every worker's caches and connection pools.
+        subprocess.run([wrk, "-t2", f"-c{args.connections}", "-d2s", "-s", script, base + endpoints[0][1]],
+                       env=wenv, capture_output=True, check=True)
+        print(f"\n{args.connections} concurrent clients, {args.duration} s per endpoint, gunicorn "
+              f"{args.workers} workers × {args.threads} threads, {os.cpu_count()} cores\n")
+        print(f"{'endpoint':<44}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'req/s':>9}{'non-2xx':>9}")
+        worst = 0.0
+        for label, path in endpoints:
+            out = subprocess.run([wrk, "-t2", f"-c{args.connections}", f"-d{args.duration}s", "--latency",
+                                  "-s", script, base + path], env=wenv, capture_output=True, text=True, check=True)
+            stats = json.loads(next(line[5:] for line in out.stdout.splitlines() if line.startswith("JSON ")))
+            p50, p95, p99 = (stats[k] / 1000 for k in ("p50", "p95", "p99"))
+            if not label.startswith("csv"):
+                worst = max(worst, p95)
+            print(f"{label:<44}{p50:9.1f}{p95:9.1f}{p99:9.1f}{stats['requests'] / stats['seconds']:9.0f}"
+                  f"{stats['non2xx'] + stats['socket_errors']:9d}")
+        workers = children(proc.pid)
+        print(f"\nworst p95 over dashboards and JSON results: {worst:.1f} ms (target < 100 ms: "
+              f"{'met' if worst < 100 else 'NOT met'})")
+        print(f"peak RSS: web workers {rss_peak_kb(workers) / 1024:.0f} MB in total ({len(workers)} workers), "
+              f"this script {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+        os.unlink(script)
+    finally:
+        if proc is not None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
+        if not args.keep:
+            with psycopg.connect(**admin) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        else:
+            print(f"kept database {name}")
+
+
+if __name__ == "__main__":
+    main()
