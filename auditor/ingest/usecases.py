@@ -20,7 +20,9 @@ session and the transaction (and commits).
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 import re
 import uuid
@@ -360,9 +362,6 @@ def _raw_csv_plan(b: _Batch, field_map: Mapping[str, str] | None) -> list[str] |
     """The header when a long CSV can go straight to ``COPY`` (PostgreSQL), else None."""
     if not b.sql.pg or b.fmt not in ("csv", "tsv"):
         return None
-    import csv
-    import io
-
     head = b.source.head(1 << 16)
     try:
         first = head.split(b"\n", 1)[0].decode("utf-8-sig")
@@ -410,7 +409,7 @@ def _stage_raw_csv(b: _Batch, header: list[str], labels: Sequence[str], defaults
     raw = sql.conn.connection.driver_connection
     copy_sql = (f"COPY {table} ({', '.join(cols)}) FROM STDIN "
                 f"WITH (FORMAT csv, HEADER true, DELIMITER {delimiter}, ENCODING 'UTF8')")
-    import psycopg
+    import psycopg  # only this PostgreSQL path needs the driver's own errors
 
     try:
         with _savepoint(b.session), raw.cursor() as cur:
@@ -531,8 +530,8 @@ def import_annotations(session: Session, dataset: str | Dataset, source: str | b
             if n_rows == 0:
                 raise ImportRejected([RowError(0, None, "the file holds no annotations")], source=b.source.name)
             if not sql.pg:
-                # SQLite's upsert would silently merge two rows of one pair; PostgreSQL's
-                # constraint errors catch them for free (see below).
+                # SQLite's upsert would silently merge two rows of one pair; on PostgreSQL
+                # the primary key catches them for free in a batch of new items (below).
                 dups = _duplicate_pairs(b, src)
                 if dups:
                     raise ImportRejected(dups, source=b.source.name)
@@ -540,8 +539,9 @@ def import_annotations(session: Session, dataset: str | Dataset, source: str | b
                 with _savepoint(session):
                     result = _merge_annotations(b, src, ann, n_rows, labels, tables)
             except _NoChange as nc:
-                return nc.result or ImportResult(status="unchanged", kind="annotations", dataset=b.dataset.name, rows=n_rows,
-                                    data_version=b.dataset.data_version, unchanged=n_rows, message=str(nc))
+                return nc.result or ImportResult(
+                    status="unchanged", kind="annotations", dataset=b.dataset.name, rows=n_rows,
+                    data_version=b.dataset.data_version, unchanged=n_rows, message=str(nc))
             except DBAPIError as exc:
                 # PostgreSQL: a pair twice in the batch violates the primary key (or hits one
                 # row twice in the upsert); name the rows. A value the raw path's pattern let
@@ -612,6 +612,12 @@ def _merge_annotations(b: _Batch, src: str, ann: str, n_rows: int, labels: Seque
         f"SELECT 1 FROM item i WHERE i.dataset_id = :d AND i.id <= :m "
         f"AND i.external_id IN (SELECT item_ext FROM {src} s) LIMIT 1", {"d": d, "m": max_before}) is not None
 
+    if touches_old and sql.pg:
+        # The upsert below would let two identical rows of one pair pass (the second
+        # finds nothing to change), so a batch touching existing items is checked here.
+        dups = _duplicate_pairs(b, src)
+        if dups:
+            raise ImportRejected(dups, source=b.source.name)
     _record_batch(b, n_rows)
     params = {"d": d, "w": w, "b": b.batch_id, "v": b.version, "m": max_before}
     resolve = (f"FROM {src} s JOIN item i ON i.dataset_id = :d AND i.external_id = s.item_ext "
@@ -725,8 +731,9 @@ def import_predictions(session: Session, dataset: str | Dataset, source: str | b
                 with _savepoint(session):
                     return _merge_predictions(b, table, n_rows, model, release, released_at, alias, tags)
             except _NoChange as nc:
-                return nc.result or ImportResult(status="unchanged", kind="predictions", dataset=b.dataset.name, rows=n_rows,
-                                    data_version=b.dataset.data_version, unchanged=n_rows, message=str(nc))
+                return nc.result or ImportResult(
+                    status="unchanged", kind="predictions", dataset=b.dataset.name, rows=n_rows,
+                    data_version=b.dataset.data_version, unchanged=n_rows, message=str(nc))
     finally:
         if sql.conn.in_transaction() and not sql.pg:
             sql.drop(*tables)
@@ -810,8 +817,9 @@ def import_gold(session: Session, dataset: str | Dataset, source: str | bytes | 
                 with _savepoint(session):
                     return _merge_gold(b, table, n_rows)
             except _NoChange as nc:
-                return nc.result or ImportResult(status="unchanged", kind="gold", dataset=b.dataset.name, rows=n_rows,
-                                    data_version=b.dataset.data_version, unchanged=n_rows, message=str(nc))
+                return nc.result or ImportResult(
+                    status="unchanged", kind="gold", dataset=b.dataset.name, rows=n_rows,
+                    data_version=b.dataset.data_version, unchanged=n_rows, message=str(nc))
     finally:
         if sql.conn.in_transaction() and not sql.pg:
             sql.drop(*tables)

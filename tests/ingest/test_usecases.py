@@ -63,6 +63,8 @@ BAD_BATCHES = {
     "unknown label": ("annotations", "csv", b"item_id,annotator_id,label\ni1,w1,a\ni2,w1,zebra\n", (2, "label")),
     "duplicate pair": ("annotations", "csv", b"item_id,annotator_id,label\ni1,w1,a\ni2,w1,b\ni1,w1,b\n",
                        (3, "annotator_id")),
+    "duplicate pair on an existing item": ("annotations", "csv", b"item_id,annotator_id,label\ni0,w1,a\ni0,w1,a\n",
+                                           (2, "annotator_id")),
     "too many columns": ("annotations", "csv", b"item_id,annotator_id,label\ni1,w1,a\ni2,w1,b,extra\n", (2, None)),
     "too few columns": ("annotations", "csv", b"item_id,annotator_id,label\ni1,w1,a\ni2,w1\n", (2, None)),
     "bad encoding": ("annotations", "csv", b"item_id,annotator_id,label\ni1,w1,a\ni\xff2,w1,b\n", (2, None)),
