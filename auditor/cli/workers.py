@@ -14,8 +14,11 @@ from auditor.cli import main
 
 
 def _app():
+    from auditor.config import load_settings
     from workers import celery_app
 
+    # The embedded broker, result store and beat schedule are files in the instance directory.
+    load_settings().instance_path.mkdir(parents=True, exist_ok=True)
     return celery_app
 
 
