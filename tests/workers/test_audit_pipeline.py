@@ -65,6 +65,13 @@ def test_audit_writes_bounds_of_the_library_and_marks_outbox(factory):
     assert cert.s_hms_e == pytest.approx(confidence(lb.value, ub.empirical, ub.n_items_empirical,
                                                     n_lower=lb.n_items, method="hms").score)
     assert cert.data_version == v and pending == 0
+    with session_scope(factory) as s:
+        summary = s.get(AuditRun, out.run_id).summary
+    # Gold exists for every item: Table 2's checks, with the true accuracies beside the bounds.
+    checks = summary["assumptions"]
+    assert checks["n_gold_items"] == 40 and checks["u_t"] == pytest.approx(ub.theoretical)
+    assert checks["average_annotator_accuracy"] == pytest.approx(float((R == truth[:, None]).mean()))
+    assert checks["models"]["m 1"]["true_accuracy"] == 1.0
     # The same data again: nothing to do, no second run.
     assert runner.run_audit(factory, ds, task_id="t2", options=OPTIONS, lease=LEASE).state == "current"
 
