@@ -284,3 +284,27 @@ def test_alerts_are_posted_to_the_webhook():
     server.server_close()
     assert status == 204
     assert received == [("application/json", {"alerts": [alert]})]
+
+
+def test_arrivals_during_a_run_cause_one_follow_up(factory):
+    ds, v1, _, _ = _dataset(factory, "arrivals")
+    with session_scope(factory) as s:
+        c = claim_audit(s, ds, task_id="run-1", lease=LEASE)
+    snap = runner.snapshot(factory, ds)
+    # Three imports land while run 1 computes; their audit requests find it busy.
+    for k in range(3):
+        import_annotations(factory, ds, [(f"i{k}", f"late{k}", 1)], key=f"late{k}")
+        with session_scope(factory) as s:
+            assert claim_audit(s, ds, task_id=f"request-{k}", lease=LEASE).state == "busy"
+    done = runner.finish(factory, c.run_id, task_id="run-1", data_version=snap.data_version,
+                         merged=runner.compute_inline(snap, OPTIONS), previous=snap.previous, options=OPTIONS,
+                         timings={})
+    outcome = runner.Outcome("succeeded", c.run_id, snap.data_version, done.current_version)
+    assert outcome.needs_follow_up and done.current_version == v1 + 3
+    follow = runner.run_audit(factory, ds, task_id="follow-up", options=OPTIONS, lease=LEASE)
+    assert follow.state == "succeeded" and follow.data_version == v1 + 3 and not follow.needs_follow_up
+    assert runner.run_audit(factory, ds, task_id="straggler", options=OPTIONS, lease=LEASE).state == "current"
+    with session_scope(factory) as s:
+        versions = s.execute(select(AuditRun.data_version).where(AuditRun.dataset_id == ds)
+                             .order_by(AuditRun.id)).scalars().all()
+    assert versions == [v1, v1 + 3]
