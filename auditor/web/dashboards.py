@@ -6,7 +6,7 @@ from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from auditor.db import (
     Agreement,
@@ -198,7 +198,9 @@ def model_page(db: Session, model: Model, dataset_id: int | None, workspace_id: 
 
 def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None) -> dict:
     """``dataset_ids``: only these datasets (a vendor user sees the datasets it is granted)."""
-    stmt = (select(VendorReport, AuditRun, Dataset).join(AuditRun, VendorReport.audit_run_id == AuditRun.id)
+    # The per-annotator lists are read for the latest report only (below), not for every run.
+    stmt = (select(VendorReport, AuditRun, Dataset).options(defer(VendorReport.annotators), defer(VendorReport.details))
+            .join(AuditRun, VendorReport.audit_run_id == AuditRun.id)
             .join(Dataset, AuditRun.dataset_id == Dataset.id)
             .where(Dataset.workspace_id == workspace_id, VendorReport.vendor == vendor,
                    AuditRun.status == AuditStatus.SUCCEEDED)

@@ -488,13 +488,19 @@ def list_vendor_reports(principal, db, dataset_id, vendor):
     """Each vendor's quality in each audit run, oldest first (a vendor sees only its own)."""
     ds = get_dataset(principal, db, dataset_id)
     vendor = _vendor_scope(principal, vendor)
-    stmt = (select(VendorReport, AuditRun).join(AuditRun, VendorReport.audit_run_id == AuditRun.id)
+    # Plain columns: the per-annotator lists (``annotators``) are another endpoint's, and large.
+    stmt = (select(VendorReport.id, VendorReport.audit_run_id, AuditRun.dataset_id, AuditRun.data_version,
+                   AuditRun.finished_at.label("run_finished_at"), VendorReport.vendor, VendorReport.n_annotators,
+                   VendorReport.n_items, VendorReport.n_annotations, VendorReport.u_t, VendorReport.u_e,
+                   VendorReport.agreement, VendorReport.expert_equivalence, VendorReport.created_at)
+            .select_from(VendorReport).join(AuditRun, VendorReport.audit_run_id == AuditRun.id)
             .where(AuditRun.dataset_id == ds.id).order_by(AuditRun.id, VendorReport.vendor))
     if vendor is not None:
         stmt = stmt.where(VendorReport.vendor == vendor)
     return Listing(stmt, s.vendor_report, ["audit_run_id", "data_version", "run_finished_at", "vendor",
                                            "n_annotators", "n_items", "n_annotations", "u_t", "u_e",
-                                           "agreement", "expert_equivalence"], f"vendor-reports-{ds.id}")
+                                           "agreement", "expert_equivalence"], f"vendor-reports-{ds.id}",
+                   mapping=True)
 
 
 @endpoint("GET", "/datasets/<int:dataset_id>/annotator-bounds", summary="List per-annotator bounds",
@@ -512,6 +518,11 @@ def list_annotator_bounds(principal, db, dataset_id, vendor, audit_run_id):
         stmt = stmt.where(VendorReport.vendor == vendor)
     rows = [{"vendor": v.vendor, "audit_run_id": v.audit_run_id, **a}
             for v in db.scalars(stmt) for a in (v.annotators or [])]
+    if vendor is None and run_id != -1:
+        # Annotators without a vendor are in no vendor report; the run's summary keeps their bounds.
+        run = db.get(AuditRun, run_id)
+        rows += [{"vendor": None, "audit_run_id": run_id, **a}
+                 for a in ((run.summary or {}).get("annotators_without_vendor") or [])] if run else []
     columns = ["vendor", "audit_run_id", *dict.fromkeys(k for r in rows for k in r if k not in ("vendor", "audit_run_id"))]
     return Listing(rows, s.annotator_bound, columns, f"annotator-bounds-{ds.id}")
 

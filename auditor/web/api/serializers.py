@@ -152,13 +152,14 @@ def power_curve_points(curve: dict):
         yield {**curve, **{f"point_{k}": v for k, v in pt.items()}}
 
 
-def vendor_report(row) -> dict:
-    v, run = row
-    return {"id": v.id, "audit_run_id": v.audit_run_id, "dataset_id": run.dataset_id,
-            "data_version": run.data_version, "run_finished_at": _t(run.finished_at), "vendor": v.vendor,
-            "n_annotators": v.n_annotators, "n_items": v.n_items, "n_annotations": v.n_annotations,
-            "u_t": _f(v.u_t), "u_e": _f(v.u_e), "agreement": _f(v.agreement),
-            "expert_equivalence": _f(v.expert_equivalence), "created_at": _t(v.created_at)}
+def vendor_report(m) -> dict:
+    """A row of the vendor-report columns (a mapping)."""
+    out = dict(m)
+    for k in ("u_t", "u_e", "agreement", "expert_equivalence"):
+        out[k] = _f(out[k])
+    for k in ("run_finished_at", "created_at"):
+        out[k] = _t(out[k])
+    return out
 
 
 def annotator_bound(row: dict) -> dict:
@@ -238,7 +239,8 @@ SCHEMAS: dict[str, dict] = {
                          data_version=INT, run_finished_at=_n(TIME), vendor=STR, n_annotators=INT, n_items=INT,
                          n_annotations=INT, u_t=_n("number"), u_e=_n("number"), agreement=_n("number"),
                          expert_equivalence=_n("number"), created_at=_n(TIME)),
-    "AnnotatorBound": {"type": "object", "required": ["vendor"], "properties": {"vendor": STR}},
+    "AnnotatorBound": _obj(["vendor", "annotator"], vendor=_n("string"), audit_run_id=INT, annotator=STR,
+                           agreement=_n("number"), n_items=INT, lower_confidence=_n("number")),
     "BestScore": _obj(["metric", "value"], id=INT, audit_run_id=INT, data_version=INT, metric=STR,
                       value=_n("number"), std_error=_n("number"), n_items=INT,
                       alpha=_n({"type": "array", "items": _n("number")}), created_at=_n(TIME)),
