@@ -283,7 +283,7 @@ def main() -> None:
         print(f"{'endpoint':<44}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'req/s':>9}{'non-2xx':>9}")
         worst = 0.0
         for label, path in endpoints:
-            out = subprocess.run([wrk, "-t2", f"-c{args.connections}", f"-d{args.duration}s", "--latency",
+            out = subprocess.run([wrk, "-t2", f"-c{args.connections}", f"-d{args.duration}s", "--timeout", "30s",
                                   "-s", script, base + path], env=wenv, capture_output=True, text=True, check=True)
             stats = json.loads(next(line[5:] for line in out.stdout.splitlines() if line.startswith("JSON ")))
             p50, p95, p99 = (stats[k] / 1000 for k in ("p50", "p95", "p99"))
@@ -300,7 +300,11 @@ def main() -> None:
     finally:
         if proc is not None:
             proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=30)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
         if not args.keep:
             with psycopg.connect(**admin) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

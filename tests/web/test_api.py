@@ -306,3 +306,16 @@ def test_ingestion_requests_an_audit(app, client):
 def test_openapi_document_is_public_json(client):
     r = client.get("/api/v1/openapi.json")
     assert r.status_code == 200 and r.get_json()["openapi"].startswith("3.1")
+
+
+def test_csv_downloads_release_their_database_connection_before_streaming(app, ctx):
+    client = app.test_client()
+    pool = app.extensions["auditor.engine"].pool
+    responses = [client.get(f"/api/v1/datasets/{ctx.dataset_id}/certifications?format=csv",
+                            headers=ctx.tenant.auth(), buffered=False) for _ in range(20)]
+    # Twenty downloads not yet read by their clients hold no connection.
+    assert pool.checkedout() == 0
+    body = responses[0].get_data(as_text=True)
+    assert body.startswith("audit_run_id,") and int(responses[0].headers["Content-Length"]) == len(body.encode())
+    for r in responses:
+        r.close()

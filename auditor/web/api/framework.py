@@ -10,13 +10,15 @@ import csv
 import io
 import json
 import re
+import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flask import Blueprint, Response, jsonify, request, stream_with_context
+from flask import Blueprint, Response, jsonify, request
 from jsonschema import Draft202012Validator
 from sqlalchemy import Select, func, select
+from werkzeug.wsgi import wrap_file
 
 from auditor.db import Role
 from auditor.web.db import get_session
@@ -298,26 +300,29 @@ def _cell(value: Any) -> Any:
 
 
 def _csv(db, listing: Listing) -> Response:
-    def rows():
-        if isinstance(listing.source, Select):
-            result = db.execute(listing.source.limit(CSV_MAX_ROWS).execution_options(yield_per=1000))
-            yield from (listing.row(r, paged=False) for r in result)
-        else:
-            yield from (listing.serialize(r) for r in listing.source)
+    """The whole listing as CSV, written to a spooled file before the answer starts.
 
-    def generate():
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=list(listing.columns), extrasaction="ignore")
-        writer.writeheader()
-        for item in rows():
-            for row in (listing.csv_rows(item) if listing.csv_rows else (item,)):
-                writer.writerow({k: _cell(row.get(k)) for k in listing.columns})
-            if buf.tell() > 1 << 16:
-                yield buf.getvalue()
-                buf.seek(0)
-                buf.truncate()
-        yield buf.getvalue()
-
-    response = Response(stream_with_context(generate()), mimetype="text/csv")
+    The rows are read while the request's session is open; the answer then streams from
+    the file, so a slow or vanished client never holds a database connection.
+    """
+    if isinstance(listing.source, Select):
+        result = db.execute(listing.source.limit(CSV_MAX_ROWS).execution_options(yield_per=2000))
+        rows = (listing.row(r, paged=False) for r in result)
+    else:
+        rows = (listing.serialize(r) for r in listing.source)
+    spool = tempfile.SpooledTemporaryFile(max_size=16 << 20, mode="w+b")
+    text = io.TextIOWrapper(spool, encoding="utf-8", newline="")
+    writer = csv.DictWriter(text, fieldnames=list(listing.columns), extrasaction="ignore")
+    writer.writeheader()
+    for item in rows:
+        for row in (listing.csv_rows(item) if listing.csv_rows else (item,)):
+            writer.writerow({k: _cell(row.get(k)) for k in listing.columns})
+    text.flush()
+    size = spool.tell()
+    spool.seek(0)
+    text.detach()
+    response = Response(wrap_file(request.environ, spool, buffer_size=1 << 16), mimetype="text/csv",
+                        direct_passthrough=True)
+    response.content_length = size
     response.headers["Content-Disposition"] = f'attachment; filename="{listing.filename}.csv"'
     return response
