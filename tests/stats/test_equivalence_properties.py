@@ -234,6 +234,14 @@ def test_expert_equivalence_of_pool_raters():
         assert result.value[k] == pytest.approx(k, abs=0.25)
         assert result.ci_low[k] <= result.value[k] <= result.ci_high[k]
     assert np.all(result.pool_curve.ci_low <= result.pool_curve.mean)
+    values, lows, highs, pool_curve, expert_curve = result  # unpacks like a tuple
+    assert (values, lows, highs) == (result.value, result.ci_low, result.ci_high)
+    assert pool_curve is result.pool_curve and expert_curve is result.expert_curve
+    # Count matrices (e.g. an audit's per-vendor counts) give the same result.
+    counts = [LabelCounts(np.stack([(m == 0).sum(axis=1), (m == 1).sum(axis=1)], axis=1), (0, 1),
+                          tuple(range(3000))) for m in (pool, expert)]
+    again = expert_equivalence(*counts, combiner="abc", scorer="cross_entropy", n_bootstrap=50, rng=0)
+    assert again.value == result.value
 
 
 def test_calibration_recovers_the_label_frequencies():

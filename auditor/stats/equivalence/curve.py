@@ -788,6 +788,11 @@ class ExpertEquivalence:
     pool_curve: PowerCurve
     expert_curve: PowerCurve
 
+    def __iter__(self):
+        # Unpacks as (value, ci_low, ci_high, pool_curve, expert_curve), the order callers
+        # of the first version of expert_equivalence (a plain tuple) rely on.
+        return iter((self.value, self.ci_low, self.ci_high, self.pool_curve, self.expert_curve))
+
     def to_dict(self) -> dict:
         return {"value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high,
                 "pool_curve": self.pool_curve.to_dict(), "expert_curve": self.expert_curve.to_dict()}
