@@ -34,14 +34,16 @@ def create_app(test_config: dict | None = None) -> Flask:
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Lax",
         WTF_CSRF_TIME_LIMIT=8 * 3600,
+        AUDITOR_RESPONSE_CACHE_ENTRIES=512,
     )
     if test_config:
         app.config.from_mapping(test_config)
     app.json.sort_keys = False
 
-    from auditor.web import db, errors, formatting, security
+    from auditor.web import cache, db, errors, formatting, security
 
     db.init_app(app)
+    cache.init_app(app)
     security.init_app(app)
     errors.init_app(app)
     formatting.init_app(app)

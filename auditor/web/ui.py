@@ -20,6 +20,7 @@ from sqlalchemy import select
 
 from auditor.db import Dataset, Model, Role, User, Workspace
 from auditor.web import dashboards
+from auditor.web.cache import cached
 from auditor.web.db import get_session
 from auditor.web.security import limiter, load_principal, verify_password
 
@@ -87,6 +88,7 @@ def logout():
 
 @bp.get("/")
 @login_required()
+@cached
 def overview():
     data = dashboards.overview(get_session(), g.principal.workspace_id)
     return render_template("overview.html", **data)
@@ -101,12 +103,14 @@ def _dataset(dataset_id: int) -> Dataset:
 
 @bp.get("/datasets/<int:dataset_id>")
 @login_required()
+@cached
 def dataset(dataset_id: int):
     return render_template("dataset.html", **dashboards.dataset_page(get_session(), _dataset(dataset_id)))
 
 
 @bp.get("/models/<int:model_id>")
 @login_required()
+@cached
 def model(model_id: int):
     m = get_session().get(Model, model_id)
     if m is None or m.workspace_id != g.principal.workspace_id:
@@ -118,6 +122,7 @@ def model(model_id: int):
 
 @bp.get("/vendors/<path:name>")
 @login_required(readers_only=False)
+@cached
 def vendor(name: str):
     principal = g.principal
     if not principal.reads_all and (principal.role != Role.VENDOR or principal.vendor != name):
@@ -130,5 +135,6 @@ def vendor(name: str):
 
 @bp.get("/audit-runs")
 @login_required()
+@cached
 def audit_runs():
     return render_template("audit_runs.html", runs=dashboards.audit_runs(get_session(), g.principal.workspace_id))

@@ -319,3 +319,31 @@ def test_csv_downloads_release_their_database_connection_before_streaming(app, c
     assert body.startswith("audit_run_id,") and int(responses[0].headers["Content-Length"]) == len(body.encode())
     for r in responses:
         r.close()
+
+
+def test_cached_results_and_pages_follow_new_data(app):
+    from tests.web.conftest import login
+
+    tenant = make_tenant(app)
+    client = app.test_client()
+    admin = tenant.auth()
+    ds = client.post("/api/v1/datasets", json={"name": "c", "labels": ["no", "yes"]}, headers=admin).get_json()
+    runs_url = f"/api/v1/datasets/{ds['id']}/audit-runs"
+    assert client.get(runs_url, headers=admin).get_json()["total"] == 0
+    assert client.get(runs_url, headers=admin).get_json()["total"] == 0  # served again
+    login(client, tenant)
+    assert "c</a>" in client.get("/").get_data(as_text=True)
+    page = client.get(f"/datasets/{ds['id']}").get_data(as_text=True)
+    assert "0 items" in page and "No audit yet" in page
+    records = [{"item_id": f"i{i}", "annotator_id": f"a{j}", "label": "yes" if (i + j) % 3 else "no"}
+               for i in range(6) for j in range(3)]
+    with eager_audits(app):
+        assert client.post(f"/api/v1/datasets/{ds['id']}/annotations", json={"records": records},
+                           headers=admin).status_code == 202
+    assert client.get(runs_url, headers=admin).get_json()["total"] == 1
+    page = client.get(f"/datasets/{ds['id']}").get_data(as_text=True)
+    assert "6 items" in page and "No audit yet" not in page
+    client.post(f"/api/v1/datasets/{ds['id']}/items", json={"items": [{"external_id": "x"}]}, headers=admin)
+    assert "7 items" in client.get(f"/datasets/{ds['id']}").get_data(as_text=True)
+    client.post("/api/v1/datasets", json={"name": "d2", "labels": ["a", "b"]}, headers=admin)
+    assert "d2</a>" in client.get("/").get_data(as_text=True)

@@ -21,6 +21,7 @@ from sqlalchemy import Select, func, select
 from werkzeug.wsgi import wrap_file
 
 from auditor.db import Role
+from auditor.web import cache
 from auditor.web.db import get_session
 from auditor.web.errors import ApiError
 from auditor.web.security import hash_token, limiter, load_principal
@@ -138,6 +139,7 @@ class Operation:
     listing: bool = False
     description: str = ""
     public: bool = False
+    cache: bool = False
     validator: Draft202012Validator | None = field(default=None, repr=False)
 
     @property
@@ -149,13 +151,13 @@ def endpoint(method: str, rule: str, *, summary: str, tag: str, roles: Iterable[
              query: Sequence[Param] = (), body: dict | None = None, body_name: str | None = None,
              uploads: bool = False, response: dict | None = None, status: int = 200,
              listing: bool = False, description: str = "", public: bool = False,
-             limit: Callable[[], str] | None = None):
+             limit: Callable[[], str] | None = None, cache: bool = False):
     """Declare an operation of the route table and register its view (``limit``: a rate limit)."""
 
     def decorate(fn):
         params = tuple(query) + ((PAGE, PER_PAGE, FORMAT) if listing else ())
         op = Operation(method, rule, fn, summary, tag, frozenset(roles), params, body, body_name, uploads,
-                       response, status, listing, description or (fn.__doc__ or "").strip(), public,
+                       response, status, listing, description or (fn.__doc__ or "").strip(), public, cache,
                        Draft202012Validator(body) if body is not None else None)
         OPERATIONS.append(op)
         view = _view(op)
@@ -197,17 +199,27 @@ def _view(op: Operation):
             args["body"] = parse_json_body(op)
         fmt = args.pop("format", "json")
         page, per_page = args.pop("page", 1), args.pop("per_page", 50)
-        result = op.view(principal, db, **path, **args)
-        if isinstance(result, Response):
-            return result
-        if isinstance(result, Listing):
-            return _csv(db, result) if fmt == "csv" else jsonify(_page(db, result, page, per_page))
-        response = jsonify(result)
-        response.status_code = op.status
-        return response
+        found = cache.lookup(db, principal) if op.cache and fmt != "csv" else None
+        if found is not None:
+            store, key, hit = found
+            if hit is not None:
+                return hit
+            return cache.remember(store, key, _answer(op, db, op.view(principal, db, **path, **args), fmt,
+                                                      page, per_page))
+        return _answer(op, db, op.view(principal, db, **path, **args), fmt, page, per_page)
 
     view.__name__ = op.view.__name__
     return view
+
+
+def _answer(op: Operation, db, result, fmt: str, page: int, per_page: int) -> Response:
+    if isinstance(result, Response):
+        return result
+    if isinstance(result, Listing):
+        return _csv(db, result) if fmt == "csv" else jsonify(_page(db, result, page, per_page))
+    response = jsonify(result)
+    response.status_code = op.status
+    return response
 
 
 def _caller_key() -> str:

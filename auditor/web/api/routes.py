@@ -190,6 +190,8 @@ def create_items(principal, db, dataset_id, body):
     new = [w for w in wanted if w not in existing]
     zeros = [0] * len(ds.labels)
     db.add_all([Item(dataset_id=ds.id, external_id=w, label_counts=list(zeros)) for w in new])
+    if new:
+        ds.updated_at = func.now()  # the dataset changed (its cached pages must go)
     _commit(db, "An item with one of these external ids")
     return {"created": len(new), "existing": len(existing)}
 
@@ -366,7 +368,7 @@ def read_release(principal, db, release_id):
 @endpoint("GET", "/datasets/<int:dataset_id>/audit-runs", summary="List audit runs", tag="results",
           roles=READERS, listing=True, response=s.page_of("AuditRun"),
           query=[Param("status", "string", "Only runs in this state.",
-                       enum=tuple(x.value for x in AuditStatus))])
+                       enum=tuple(x.value for x in AuditStatus))], cache=True)
 def list_audit_runs(principal, db, dataset_id, status):
     """Audit runs of a dataset, newest first, with their timings and errors."""
     ds = get_dataset(principal, db, dataset_id)
@@ -379,7 +381,7 @@ def list_audit_runs(principal, db, dataset_id, status):
 
 
 @endpoint("GET", "/audit-runs/<int:audit_run_id>", summary="Read an audit run", tag="results", roles=READERS,
-          response=s.ref("AuditRunDetail"))
+          response=s.ref("AuditRunDetail"), cache=True)
 def read_audit_run(principal, db, audit_run_id):
     """One audit run with its BEST scores, agreement coefficients and result counts."""
     run = get_run(principal, db, audit_run_id)
@@ -424,7 +426,7 @@ def certifications_stmt(workspace_id: int) -> Select:
           tag="results", roles=READERS, listing=True, response=s.page_of("Certification"),
           query=[Param("model_id", "integer", "Only this model's releases."),
                  Param("release_id", "integer", "Only this release."),
-                 Param("latest", "boolean", "Only the latest audit run's certifications.")])
+                 Param("latest", "boolean", "Only the latest audit run's certifications.")], cache=True)
 def list_dataset_certifications(principal, db, dataset_id, model_id, release_id, latest):
     """Certification history: every release in every audit run, newest run first."""
     ds = get_dataset(principal, db, dataset_id)
@@ -442,7 +444,7 @@ def list_dataset_certifications(principal, db, dataset_id, model_id, release_id,
 
 @endpoint("GET", "/models/<int:model_id>/certifications", summary="List certifications of a model",
           tag="results", roles=READERS, listing=True, response=s.page_of("Certification"),
-          query=[Param("dataset_id", "integer", "Only this dataset's audits.")])
+          query=[Param("dataset_id", "integer", "Only this dataset's audits.")], cache=True)
 def list_model_certifications(principal, db, model_id, dataset_id):
     """Certification history of every release of a model, newest run first."""
     m = get_model(principal, db, model_id)
@@ -459,7 +461,7 @@ def list_model_certifications(principal, db, model_id, dataset_id):
           query=[Param("audit_run_id", "integer", "This audit run (default: the latest successful one)."),
                  Param("release_id", "integer", "Only the curves scoring this release."),
                  Param("vendor", "string", "Only this vendor's pool.", max_length=200),
-                 Param("all_runs", "boolean", "Every audit run's curves, not only one run's.")])
+                 Param("all_runs", "boolean", "Every audit run's curves, not only one run's.")], cache=True)
 def list_power_curves(principal, db, dataset_id, audit_run_id, release_id, vendor, all_runs):
     """Survey power curves with intervals, and each release's survey equivalence."""
     ds = get_dataset(principal, db, dataset_id)
@@ -483,7 +485,7 @@ def list_power_curves(principal, db, dataset_id, audit_run_id, release_id, vendo
 
 @endpoint("GET", "/datasets/<int:dataset_id>/vendor-reports", summary="List vendor reports", tag="results",
           roles=READ_OR_VENDOR, listing=True, response=s.page_of("VendorReport"),
-          query=[Param("vendor", "string", "Only this vendor.", max_length=200)])
+          query=[Param("vendor", "string", "Only this vendor.", max_length=200)], cache=True)
 def list_vendor_reports(principal, db, dataset_id, vendor):
     """Each vendor's quality in each audit run, oldest first (a vendor sees only its own)."""
     ds = get_dataset(principal, db, dataset_id)
@@ -506,7 +508,7 @@ def list_vendor_reports(principal, db, dataset_id, vendor):
 @endpoint("GET", "/datasets/<int:dataset_id>/annotator-bounds", summary="List per-annotator bounds",
           tag="results", roles=READ_OR_VENDOR, listing=True, response=s.page_of("AnnotatorBound"),
           query=[Param("vendor", "string", "Only this vendor's annotators.", max_length=200),
-                 Param("audit_run_id", "integer", "This audit run (default: the latest successful one).")])
+                 Param("audit_run_id", "integer", "This audit run (default: the latest successful one).")], cache=True)
 def list_annotator_bounds(principal, db, dataset_id, vendor, audit_run_id):
     """Each annotator's lower bound (Theorem 3) from one audit run's vendor reports."""
     ds = get_dataset(principal, db, dataset_id)
@@ -529,7 +531,7 @@ def list_annotator_bounds(principal, db, dataset_id, vendor, audit_run_id):
 
 @endpoint("GET", "/datasets/<int:dataset_id>/best-scores", summary="List BEST ceilings", tag="results",
           roles=READERS, listing=True, response=s.page_of("BestScore"),
-          query=[Param("metric", "string", "Only this metric.", max_length=50)])
+          query=[Param("metric", "string", "Only this metric.", max_length=50)], cache=True)
 def list_best_scores(principal, db, dataset_id, metric):
     """The dataset's BEST ceiling per metric in each audit run, newest first."""
     ds = get_dataset(principal, db, dataset_id)
@@ -545,7 +547,7 @@ def list_best_scores(principal, db, dataset_id, metric):
           response=s.page_of("Alert"),
           query=[Param("dataset_id", "integer", "Only this dataset's alerts."),
                  Param("severity", "string", "Only this severity.", enum=tuple(x.value for x in AlertSeverity)),
-                 Param("unacknowledged", "boolean", "Only alerts nobody acknowledged yet.")])
+                 Param("unacknowledged", "boolean", "Only alerts nobody acknowledged yet.")], cache=True)
 def list_alerts(principal, db, dataset_id, severity, unacknowledged):
     """Alerts of the workspace, newest first."""
     stmt = select(Alert).where(Alert.workspace_id == principal.workspace_id).order_by(Alert.created_at.desc(),

@@ -1,0 +1,129 @@
+"""Per-process cache of rendered results and dashboards, keyed on the workspace's data version.
+
+Results change only when an audit run changes state, data is written, or an alert is
+raised or acknowledged. One query reads a fingerprint of all of that for the caller's
+workspace; a cached answer is reused only under the same fingerprint, the same caller
+role, vendor and grants, and the same URL. Authentication always runs first.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from functools import wraps
+
+from flask import Flask, Response, current_app, g, request, session
+from sqlalchemy import text
+
+__all__ = ["cached", "init_app", "lookup", "remember"]
+
+# Every component moves when something a dashboard or a results endpoint shows changes:
+# datasets (count, versions, updates), audit runs (new ones and every state change),
+# models and releases, alerts (new and acknowledged), annotators. (Items come with a data
+# version bump, or through ``POST .../items``, which touches the dataset's ``updated_at``.)
+_FINGERPRINT = text("""
+SELECT
+ (SELECT count(*) || '.' || coalesce(max(id), 0) || '.' || coalesce(sum(data_version), 0) || '.'
+         || coalesce(max(updated_at)::text, '') FROM dataset WHERE workspace_id = :w),
+ (SELECT count(*) || '.' || coalesce(max(a.id), 0) || '.'
+         || coalesce(max(greatest(a.created_at, a.started_at, a.finished_at))::text, '') || '.'
+         || count(*) FILTER (WHERE a.status IN ('queued', 'running'))
+    FROM audit_run a JOIN dataset d ON d.id = a.dataset_id WHERE d.workspace_id = :w),
+ (SELECT count(*) || '.' || coalesce(max(id), 0) FROM model WHERE workspace_id = :w),
+ (SELECT count(*) || '.' || coalesce(max(r.id), 0) FROM release r JOIN model m ON m.id = r.model_id
+   WHERE m.workspace_id = :w),
+ (SELECT count(*) || '.' || coalesce(max(id), 0) || '.' || coalesce(max(acknowledged_at)::text, '')
+    FROM alert WHERE workspace_id = :w),
+ (SELECT count(*) || '.' || coalesce(max(id), 0) FROM annotator WHERE workspace_id = :w)
+""")
+
+
+class _Lru:
+    # Entries also age out, so a cached page never carries a CSRF token near its expiry.
+    def __init__(self, entries: int, max_bytes: int, ttl: float = 300.0):
+        self.entries, self.max_bytes, self.ttl = entries, max_bytes, ttl
+        self._data: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        with self._lock:
+            value = self._data.get(key)
+            if value is None:
+                return None
+            stored_at, payload = value
+            if time.monotonic() - stored_at > self.ttl:
+                del self._data[key]
+                return None
+            self._data.move_to_end(key)
+            return payload
+
+    def put(self, key, value) -> None:
+        with self._lock:
+            self._data[key] = (time.monotonic(), value)
+            self._data.move_to_end(key)
+            while len(self._data) > self.entries:
+                self._data.popitem(last=False)
+
+
+def fingerprint(db, workspace_id: int) -> tuple | None:
+    if db.get_bind().dialect.name != "postgresql":
+        return None  # the embedded SQLite deployment serves one team: no cache needed
+    return tuple(db.execute(_FINGERPRINT, {"w": workspace_id}).one())
+
+
+def lookup(db, principal) -> tuple[_Lru, tuple, Response | None] | None:
+    """(store, key, cached response or None) for this GET request, or None when not cacheable."""
+    store: _Lru | None = current_app.extensions.get("auditor.cache")
+    if store is None or principal is None or request.method != "GET":
+        return None
+    token = None
+    if principal.via == "session":
+        # Pages embed the session's CSRF token: cache them per session token, once it exists.
+        token = session.get("csrf_token")
+        if token is None:
+            return None
+    version = fingerprint(db, principal.workspace_id)
+    if version is None:
+        return None
+    grants = tuple(sorted(principal.granted_dataset_ids(db))) if principal.role.value == "vendor" else ()
+    key = (principal.workspace_id, principal.user_id, principal.role.value, principal.vendor, grants, token,
+           request.full_path, version)
+    hit = store.get(key)
+    if hit is None:
+        return store, key, None
+    body, headers = hit
+    return store, key, Response(body, status=200, headers=headers)
+
+
+def remember(store: _Lru, key: tuple, response: Response) -> Response:
+    if response.status_code == 200 and not response.direct_passthrough and not response.is_streamed:
+        body = response.get_data()
+        if len(body) <= store.max_bytes:
+            store.put(key, (body, [(k, v) for k, v in response.headers.items()
+                                   if k.lower() not in ("set-cookie", "content-length")]))
+    return response
+
+
+def cached(view):
+    """Serve a GET page from the cache; the caller was authenticated into ``g.principal`` before."""
+
+    @wraps(view)
+    def wrapper(*args, **kwargs):
+        from auditor.web.db import get_session
+
+        found = lookup(get_session(), g.get("principal"))
+        if found is None:
+            return view(*args, **kwargs)
+        store, key, hit = found
+        if hit is not None:
+            return hit
+        return remember(store, key, current_app.make_response(view(*args, **kwargs)))
+
+    return wrapper
+
+
+def init_app(app: Flask) -> None:
+    entries = int(app.config.get("AUDITOR_RESPONSE_CACHE_ENTRIES", 512))
+    if entries > 0:
+        app.extensions["auditor.cache"] = _Lru(entries, int(app.config.get("AUDITOR_RESPONSE_CACHE_MAX_BYTES", 4 << 20)))
