@@ -168,7 +168,8 @@ def audit_release(self, payload: dict[str, Any], upper: dict[str, Any], opts: di
     return runner.plain(release_part(payload, upper, _options_from(opts)))
 
 
-@shared_task(bind=True, name="workers.tasks.finish_audit")
+# Unlimited retries: it reschedules itself while the parts run; the run's lease bounds the wait.
+@shared_task(bind=True, name="workers.tasks.finish_audit", max_retries=None)
 def finish_audit(self, group_id: str, run_id: int, task_id: str, data_version: int, ds: dict[str, Any],
                  previous: dict[str, Any], opts: dict[str, Any], timings: dict[str, float],
                  started: float) -> dict[str, Any]:
@@ -183,13 +184,13 @@ def finish_audit(self, group_id: str, run_id: int, task_id: str, data_version: i
         runner.fail(factory, run_id, task_id=task_id, exc=RuntimeError(why))
         return {"state": "failed", "run_id": run_id, "error": why}
     if not parts.ready():
-        raise self.retry(countdown=0.05, max_retries=None)
-    results = parts.get(disable_sync_subtasks=False)
-    options = _options_from(opts)
+        raise self.retry(countdown=0.05)
     try:
+        results = parts.get(disable_sync_subtasks=False)
         done = runner.finish(factory, run_id, task_id=task_id, data_version=data_version,
-                             merged=merge_parts(ds, results), previous=previous, options=options, timings=timings)
-    except TRANSIENT as exc:
+                             merged=merge_parts(ds, results), previous=previous, options=_options_from(opts),
+                             timings=timings)
+    except BaseException as exc:  # recorded; the sweep retries the audit with backoff
         runner.fail(factory, run_id, task_id=task_id, exc=exc)
         raise
     parts.forget()
