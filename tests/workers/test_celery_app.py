@@ -47,3 +47,10 @@ def test_celery_config_from_settings(tmp_path):
     redis = celery_config(load_settings({**env, "AUDITOR_BROKER_URL": "redis://h:6379/3"}), load_worker_settings(env))
     # Redis redelivers unacknowledged messages only after the visibility timeout: longer than an audit.
     assert redis["broker_transport_options"]["visibility_timeout"] > 40
+
+
+def test_finish_task_may_reschedule_itself_until_the_lease_ends():
+    from workers.tasks import finish_audit
+
+    # It polls the release parts by retrying; a retry limit would strand the run as "running".
+    assert finish_audit.max_retries is None
