@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -100,6 +101,8 @@ class Snapshot:
 _SEND = {"int8": ">i8", "int4": ">i4", "int2": ">i2"}
 # One aggregated value per query block; PostgreSQL caps a value at 1 GB.
 _BLOCK_ROWS = 8_000_000
+# Connections reading annotation blocks at once (the server aggregates each on one core).
+_READERS = 4
 
 
 def _packed(conn: Connection, fields: list[tuple[str, str, str]], from_where: str, *,
@@ -119,7 +122,8 @@ def _packed(conn: Connection, fields: list[tuple[str, str, str]], from_where: st
                    f"string_agg(int4send(CAST(char_length({with_text}) AS int4)), ''::bytea)")
     row = conn.execute(text(f"SELECT {select} FROM {from_where}")).one()
     data = np.frombuffer(row[0] or b"", dtype=dtype)
-    out = {name: data[name].astype(data[name].dtype.newbyteorder("=")) for name, _, _ in fields}
+    out = {name: data[name].astype(np.int64) for name, _, _ in fields}
+    del data
     strings: list[str] = []
     if with_text is not None and row[1] is not None:
         ends = np.cumsum(np.frombuffer(row[2], dtype=">i4")).tolist()
@@ -133,6 +137,39 @@ def _blocks(lo: int, hi: int, rows: int) -> list[tuple[int, int]]:
     n = max(1, -(-rows // _BLOCK_ROWS))
     edges = np.linspace(lo, hi + 1, n + 1).astype(np.int64)
     return [(int(a), int(b) - 1) for a, b in itertools.pairwise(edges.tolist()) if b > a]
+
+
+def _balanced_blocks(item_ids: np.ndarray, per_item: np.ndarray) -> list[tuple[int, int]]:
+    """Item-id ranges holding about equal numbers of annotations: one per reader at least."""
+    if len(item_ids) == 0:
+        return []
+    total = int(per_item.sum())
+    n = max(_READERS, -(-total // _BLOCK_ROWS))
+    cum = np.cumsum(per_item)
+    cuts = np.searchsorted(cum, np.arange(1, n) * total / n)
+    starts = np.unique(np.concatenate([[0], cuts]))
+    starts = starts[starts < len(item_ids)]
+    ends = np.append(starts[1:] - 1, len(item_ids) - 1)
+    return [(int(item_ids[a]), int(item_ids[b])) for a, b in zip(starts, ends, strict=True)]
+
+
+def _read_blocks(bind: Engine | Connection, conn: Connection, jobs: list) -> list[dict[str, np.ndarray]]:
+    """Run the block reads, in parallel connections sharing ``conn``'s snapshot when we own it.
+
+    The reading transaction exports its snapshot (``pg_export_snapshot``); each helper
+    connection imports it, so all blocks see exactly the same data.
+    """
+    if not isinstance(bind, Engine) or len(jobs) < 2:
+        return [_packed(conn, fields, where)[0] for fields, where in jobs]
+    snapshot_id = conn.execute(text("SELECT pg_export_snapshot()")).scalar_one()
+
+    def read(job) -> dict[str, np.ndarray]:
+        with bind.connect().execution_options(isolation_level="REPEATABLE READ") as helper, helper.begin():
+            helper.execute(text(f"SET TRANSACTION SNAPSHOT '{snapshot_id}'"))
+            return _packed(helper, *job)[0]
+
+    with ThreadPoolExecutor(max_workers=min(_READERS, len(jobs))) as pool:
+        return list(pool.map(read, jobs))
 
 
 @contextmanager
@@ -240,39 +277,44 @@ def load_snapshot(bind: Engine | Connection, dataset_id: int, *, annotations: bo
             if pg:
                 fields = [("item", "item_id", "int8"), ("annotator", "annotator_id", "int4"),
                           ("label", "label", "int2")]
-                total = int(counts.sum()) if not as_of else int(conn.execute(text(
-                    "SELECT count(*) FROM annotation WHERE dataset_id = :d"), {"d": d}).scalar())
-                lo_id = int(item_ids[0]) if len(item_ids) else 0
-                hi_id = int(item_ids[-1]) if len(item_ids) else -1
-                pieces = [
-                    _packed(conn, fields, f"({q}) AS q WHERE item_id BETWEEN {a} AND {b}")[0]
-                    for q in queries for a, b in _blocks(lo_id, hi_id, total)
-                ]
+                if as_of:
+                    total = int(conn.execute(text("SELECT count(*) FROM annotation WHERE dataset_id = :d"),
+                                             {"d": d}).scalar())
+                    lo_id = int(item_ids[0]) if len(item_ids) else 0
+                    hi_id = int(item_ids[-1]) if len(item_ids) else -1
+                    ranges = _blocks(lo_id, hi_id, total)
+                else:
+                    ranges = _balanced_blocks(item_ids, counts.sum(axis=1))
+                jobs = [(fields, f"({q}) AS q WHERE item_id BETWEEN {a} AND {b}") for q in queries for a, b in ranges]
+                pieces = _read_blocks(bind, conn, jobs)
                 if not pieces:
                     pieces = [{name: np.zeros(0, dtype=np.int64) for name, _, _ in fields}]
-                a_item = np.concatenate([p["item"] for p in pieces]).astype(np.int64)
-                a_ann = np.concatenate([p["annotator"] for p in pieces]).astype(np.int64)
-                a_label = np.concatenate([p["label"] for p in pieces]).astype(np.int64)
+                a_item, a_ann, a_label = (
+                    pieces[0][k] if len(pieces) == 1 else np.concatenate([p[k] for p in pieces])
+                    for k in ("item", "annotator", "label"))
+                del pieces
             else:
                 rows = [r for q in queries for r in conn.execute(text(q)).all()]
                 a_item = np.array([r[0] for r in rows], dtype=np.int64)
                 a_ann = np.array([r[1] for r in rows], dtype=np.int64)
                 a_label = np.array([r[2] for r in rows], dtype=np.int64)
             item_code = np.searchsorted(item_ids, a_item)
+            del a_item
             ann_ids, ann_code = np.unique(a_ann, return_inverse=True)
+            del a_ann
             meta = {}
-            if len(ann_ids):
+            ids_list = [int(a) for a in ann_ids]
+            for start in range(0, len(ids_list), 10_000):
+                chunk = ids_list[start:start + 10_000]
                 for aid, ext, vendor, tier in conn.execute(text(
-                        "SELECT a.id, a.external_id, a.vendor, a.tier FROM annotator a WHERE a.id IN "
-                        "(SELECT DISTINCT annotator_id FROM annotation WHERE dataset_id = :d "
-                        " UNION SELECT DISTINCT annotator_id FROM annotation_history WHERE dataset_id = :d)"),
-                        {"d": dataset_id}):
+                        f"SELECT id, external_id, vendor, tier FROM annotator "
+                        f"WHERE id IN ({', '.join(map(str, chunk))})")):
                     meta[int(aid)] = (ext, vendor, tier)
             names = tuple(meta[int(a)][0] for a in ann_ids)
             vendors = tuple(meta[int(a)][1] for a in ann_ids)
             tiers = tuple(meta[int(a)][2] for a in ann_ids)
-            ann = Annotations(item_code.astype(np.int64), ann_code.reshape(-1).astype(np.int64), a_label,
-                              items, names, labels)
+            ann = Annotations(item_code.astype(np.int64, copy=False), ann_code.reshape(-1).astype(np.int64, copy=False),
+                              a_label, items, names, labels)
             if as_of:
                 # Counts as they were: rebuilt from the annotations valid at that version.
                 counts = np.bincount(item_code * L + a_label, minlength=len(item_ids) * L).reshape(-1, L)
