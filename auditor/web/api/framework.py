@@ -36,6 +36,7 @@ OPERATIONS: list[Operation] = []
 MAX_ID = 2**31 - 1
 MAX_PER_PAGE = 500
 CSV_MAX_ROWS = 1_000_000
+CSV_IN_MEMORY = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -199,7 +200,7 @@ def _view(op: Operation):
             args["body"] = parse_json_body(op)
         fmt = args.pop("format", "json")
         page, per_page = args.pop("page", 1), args.pop("per_page", 50)
-        found = cache.lookup(db, principal) if op.cache and fmt != "csv" else None
+        found = cache.lookup(db, principal) if op.cache else None
         if found is not None:
             store, key, hit = found
             if hit is not None:
@@ -333,8 +334,13 @@ def _csv(db, listing: Listing) -> Response:
     size = spool.tell()
     spool.seek(0)
     text.detach()
-    response = Response(wrap_file(request.environ, spool, buffer_size=1 << 16), mimetype="text/csv",
-                        direct_passthrough=True)
-    response.content_length = size
+    if size <= CSV_IN_MEMORY:
+        # Small enough to hold (and to cache) as one body.
+        response = Response(spool.read(), mimetype="text/csv")
+        spool.close()
+    else:
+        response = Response(wrap_file(request.environ, spool, buffer_size=1 << 16), mimetype="text/csv",
+                            direct_passthrough=True)
+        response.content_length = size
     response.headers["Content-Disposition"] = f'attachment; filename="{listing.filename}.csv"'
     return response

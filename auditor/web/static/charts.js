@@ -61,6 +61,11 @@
       label.textContent = String(+t.toFixed(4));
     });
     var xticks = spec.x_ticks ? spec.x_ticks.map(function (_, i) { return i; }) : ticks(xr[0], xr[1], 8);
+    // Counts (raters, data versions) take whole-number ticks only.
+    if (!spec.x_ticks && xs.every(function (x) { return !finite(x) || Math.round(x) === x; }) &&
+        series.length) {
+      xticks = xticks.filter(function (t) { return Math.round(t) === t; });
+    }
     var every = Math.max(1, Math.ceil(xticks.length / 12));
     xticks.forEach(function (t, i) {
       if (i % every) return;
