@@ -100,13 +100,14 @@ class Snapshot:
 
 _SEND = {"int8": ">i8", "int4": ">i4", "int2": ">i2"}
 # One aggregated value per query block; PostgreSQL caps a value at 1 GB.
-_BLOCK_ROWS = 8_000_000
+_BLOCK_ROWS = 2_000_000
 # Connections reading annotation blocks at once (the server aggregates each on one core).
-_READERS = 4
+_READERS = 2
 
 
 def _packed(conn: Connection, fields: list[tuple[str, str, str]], from_where: str, *,
-            with_text: str | None = None) -> tuple[dict[str, np.ndarray], list[str]]:
+            with_text: str | None = None, into: tuple[dict[str, np.ndarray], int] | None = None
+            ) -> tuple[dict[str, np.ndarray], list[str]]:
     """Fixed-width columns packed by the server into one ``bytea`` and read with numpy.
 
     ``fields`` are (name, SQL expression, ``int8``/``int4``/``int2``); the expressions
@@ -122,6 +123,14 @@ def _packed(conn: Connection, fields: list[tuple[str, str, str]], from_where: st
                    f"string_agg(int4send(CAST(char_length({with_text}) AS int4)), ''::bytea)")
     row = conn.execute(text(f"SELECT {select} FROM {from_where}")).one()
     data = np.frombuffer(row[0] or b"", dtype=dtype)
+    if into is not None:
+        # Straight into the caller's arrays: no per-block intermediate copies.
+        target, offset = into
+        if offset + len(data) > len(next(iter(target.values()))):
+            raise RuntimeError("the data changed under a snapshot read")  # cannot happen in one snapshot
+        for name, _, _ in fields:
+            target[name][offset:offset + len(data)] = data[name]
+        return {}, []
     out = {name: data[name].astype(np.int64) for name, _, _ in fields}
     del data
     strings: list[str] = []
@@ -139,18 +148,20 @@ def _blocks(lo: int, hi: int, rows: int) -> list[tuple[int, int]]:
     return [(int(a), int(b) - 1) for a, b in itertools.pairwise(edges.tolist()) if b > a]
 
 
-def _balanced_blocks(item_ids: np.ndarray, per_item: np.ndarray) -> list[tuple[int, int]]:
-    """Item-id ranges holding about equal numbers of annotations: one per reader at least."""
+def _balanced_blocks(item_ids: np.ndarray, per_item: np.ndarray) -> list[tuple[int, int, int, int]]:
+    """(first id, last id, first row, rows) of item ranges with about ``_BLOCK_ROWS`` annotations each."""
     if len(item_ids) == 0:
         return []
-    total = int(per_item.sum())
-    n = max(_READERS, -(-total // _BLOCK_ROWS))
     cum = np.cumsum(per_item)
+    total = int(cum[-1])
+    n = max(_READERS, -(-total // _BLOCK_ROWS))
     cuts = np.searchsorted(cum, np.arange(1, n) * total / n)
     starts = np.unique(np.concatenate([[0], cuts]))
     starts = starts[starts < len(item_ids)]
     ends = np.append(starts[1:] - 1, len(item_ids) - 1)
-    return [(int(item_ids[a]), int(item_ids[b])) for a, b in zip(starts, ends, strict=True)]
+    before = np.concatenate([[0], cum])
+    return [(int(item_ids[a]), int(item_ids[b]), int(before[a]), int(cum[b] - before[a]))
+            for a, b in zip(starts, ends, strict=True)]
 
 
 def _read_blocks(bind: Engine | Connection, conn: Connection, jobs: list) -> list[dict[str, np.ndarray]]:
@@ -160,13 +171,14 @@ def _read_blocks(bind: Engine | Connection, conn: Connection, jobs: list) -> lis
     connection imports it, so all blocks see exactly the same data.
     """
     if not isinstance(bind, Engine) or len(jobs) < 2:
-        return [_packed(conn, fields, where)[0] for fields, where in jobs]
+        return [_packed(conn, fields, where, into=into)[0] for fields, where, into in jobs]
     snapshot_id = conn.execute(text("SELECT pg_export_snapshot()")).scalar_one()
 
     def read(job) -> dict[str, np.ndarray]:
+        fields, where, into = job
         with bind.connect().execution_options(isolation_level="REPEATABLE READ") as helper, helper.begin():
             helper.execute(text(f"SET TRANSACTION SNAPSHOT '{snapshot_id}'"))
-            return _packed(helper, *job)[0]
+            return _packed(helper, fields, where, into=into)[0]
 
     with ThreadPoolExecutor(max_workers=min(_READERS, len(jobs))) as pool:
         return list(pool.map(read, jobs))
@@ -277,22 +289,24 @@ def load_snapshot(bind: Engine | Connection, dataset_id: int, *, annotations: bo
             if pg:
                 fields = [("item", "item_id", "int8"), ("annotator", "annotator_id", "int4"),
                           ("label", "label", "int2")]
+                between = "({q}) AS q WHERE item_id BETWEEN {a} AND {b}"
                 if as_of:
                     total = int(conn.execute(text("SELECT count(*) FROM annotation WHERE dataset_id = :d"),
                                              {"d": d}).scalar())
                     lo_id = int(item_ids[0]) if len(item_ids) else 0
                     hi_id = int(item_ids[-1]) if len(item_ids) else -1
-                    ranges = _blocks(lo_id, hi_id, total)
+                    pieces = _read_blocks(bind, conn, [(fields, between.format(q=q, a=a, b=b), None)
+                                                       for q in queries for a, b in _blocks(lo_id, hi_id, total)])
+                    a_item, a_ann, a_label = (np.concatenate([p[k] for p in pieces]) if pieces
+                                              else np.zeros(0, dtype=np.int64) for k in ("item", "annotator", "label"))
+                    del pieces
                 else:
-                    ranges = _balanced_blocks(item_ids, counts.sum(axis=1))
-                jobs = [(fields, f"({q}) AS q WHERE item_id BETWEEN {a} AND {b}") for q in queries for a, b in ranges]
-                pieces = _read_blocks(bind, conn, jobs)
-                if not pieces:
-                    pieces = [{name: np.zeros(0, dtype=np.int64) for name, _, _ in fields}]
-                a_item, a_ann, a_label = (
-                    pieces[0][k] if len(pieces) == 1 else np.concatenate([p[k] for p in pieces])
-                    for k in ("item", "annotator", "label"))
-                del pieces
+                    # The per-item counts say how many rows each block holds: read into place.
+                    arrays = {name: np.empty(int(counts.sum()), dtype=np.int64) for name, _, _ in fields}
+                    _read_blocks(bind, conn, [(fields, between.format(q=queries[0], a=a, b=b), (arrays, start))
+                                              for a, b, start, _ in _balanced_blocks(item_ids, counts.sum(axis=1))])
+                    a_item, a_ann, a_label = arrays["item"], arrays["annotator"], arrays["label"]
+                    del arrays
             else:
                 rows = [r for q in queries for r in conn.execute(text(q)).all()]
                 a_item = np.array([r[0] for r in rows], dtype=np.int64)
@@ -300,8 +314,12 @@ def load_snapshot(bind: Engine | Connection, dataset_id: int, *, annotations: bo
                 a_label = np.array([r[2] for r in rows], dtype=np.int64)
             item_code = np.searchsorted(item_ids, a_item)
             del a_item
-            ann_ids, ann_code = np.unique(a_ann, return_inverse=True)
-            del a_ann
+            # Annotator ids are small integers: a lookup table beats sorting 10M values.
+            present = np.bincount(a_ann) > 0 if len(a_ann) else np.zeros(0, dtype=bool)
+            ann_ids = np.flatnonzero(present)
+            lookup = np.cumsum(present) - 1
+            ann_code = lookup[a_ann]
+            del a_ann, lookup
             meta = {}
             ids_list = [int(a) for a in ann_ids]
             for start in range(0, len(ids_list), 10_000):
