@@ -393,3 +393,25 @@ def test_subset_path_regenerates_large_weight_sets_identically(monkeypatch):
     lazy = power_curve(ratings, combiner="majority", scorer="f1", n_bootstrap=30, rng=7)
     np.testing.assert_allclose(lazy.mean, cached.mean, atol=1e-12)
     np.testing.assert_allclose(lazy.replicates, cached.replicates, atol=1e-12)
+
+
+def test_exact_path_in_small_blocks_gives_the_same_curve(monkeypatch):
+    """The exact path processes count vectors in blocks of bounded size; blocks change nothing."""
+    from auditor.stats.equivalence import exact
+
+    rng = np.random.default_rng(16)
+    theta = rng.dirichlet(np.ones(3), size=200)
+    n_have = rng.integers(2, 9, size=200)
+    ratings = np.full((200, 8), -1)
+    for i in range(200):
+        ratings[i, : n_have[i]] = rng.choice(3, size=n_have[i], p=theta[i])
+    whole = power_curve(ratings, combiner="abc", scorer="cross_entropy", n_bootstrap=20, rng=1)
+    cols = power_curve(ratings, combiner="frequency", scorer="agreement", n_bootstrap=0, raters="columns")
+    monkeypatch.setattr(exact, "_PAIRS_PER_BLOCK", 50)
+    # Each [3, 2, 1] has at most 4 * 3 * 2 = 24 sub-count vectors: two keys per block of 50.
+    assert len(exact._key_blocks(np.array([[3, 2, 1]] * 5), np.full(5, 5))) == 3
+    blocks = power_curve(ratings, combiner="abc", scorer="cross_entropy", n_bootstrap=20, rng=1)
+    np.testing.assert_allclose(blocks.mean, whole.mean, atol=1e-12)
+    np.testing.assert_allclose(blocks.replicates, whole.replicates, atol=1e-12)
+    cols_blocks = power_curve(ratings, combiner="frequency", scorer="agreement", n_bootstrap=0, raters="columns")
+    np.testing.assert_allclose(cols_blocks.mean, cols.mean, atol=1e-12)

@@ -63,6 +63,29 @@ def sub_counts(unique: np.ndarray, k_max: np.ndarray) -> tuple[np.ndarray, np.nd
     return owner, y
 
 
+# Sub-count vectors handled at once (bounds the working memory of the exact path).
+_PAIRS_PER_BLOCK = 2_000_000
+
+
+def _key_blocks(unique: np.ndarray, top: np.ndarray) -> list[np.ndarray]:
+    """Consecutive blocks of keys with about ``_PAIRS_PER_BLOCK`` sub-count vectors each.
+
+    The number of y ≤ u with |y| ≤ top is bounded by min(Π_l (u_l + 1), C(top + L, L)).
+    """
+    n_labels = unique.shape[1]
+    with np.errstate(over="ignore"):
+        bound = np.minimum(np.prod(unique.astype(float) + 1.0, axis=1),
+                           np.exp(_log_comb(top.astype(float) + n_labels, np.full(top.shape, float(n_labels)))))
+    blocks, start, acc = [], 0, 0.0
+    for i, b in enumerate(bound):
+        if acc and acc + b > _PAIRS_PER_BLOCK:
+            blocks.append(np.arange(start, i))
+            start, acc = i, 0.0
+        acc += b
+    blocks.append(np.arange(start, unique.shape[0]))
+    return blocks
+
+
 def _log_comb(n: np.ndarray, k: np.ndarray) -> np.ndarray:
     return gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0)
 
@@ -88,21 +111,29 @@ def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: st
     self_ref = reference is None
     k_lab = k_max if slots is None else int(n_u.max()) - 1
     top = np.minimum(n_u - 1 if self_ref else n_u, k_lab)
-    owner, y = sub_counts(u, top)
-    k = y.sum(axis=1)
-    m = u[owner]
-    logw = _log_comb(m, y).sum(axis=1) - _log_comb(n_u[owner], k)
-    pred = predict(combiner, y, m, prior=prior, model=model, clip=clip)
-    if self_ref:
-        ref_dist = (m - y) / (n_u[owner] - k)[:, None]
-    else:
-        r = keys[owner, n_labels:]
-        ref_dist = r / np.maximum(r.sum(axis=1), 1)[:, None]
-    terms = np.where(ref_dist > 0, ref_dist * label_scores(scorer, pred), 0.0) * np.exp(logw)[:, None]
     n_j = k_lab + 1
-    index = owner * n_j + k
-    size = keys.shape[0] * n_j
-    expected = np.bincount(index, weights=terms.sum(axis=1), minlength=size).reshape(-1, n_j)
+    n_keys = keys.shape[0]
+    expected = np.zeros((n_keys, n_j))
+    per_label = np.zeros((n_keys, n_j, n_labels)) if slots is not None else None
+    for block in _key_blocks(u, top):
+        owner, y = sub_counts(u[block], top[block])
+        owner = block[owner]
+        k = y.sum(axis=1)
+        m = u[owner]
+        logw = _log_comb(m, y).sum(axis=1) - _log_comb(n_u[owner], k)
+        pred = predict(combiner, y, m, prior=prior, model=model, clip=clip)
+        if self_ref:
+            ref_dist = (m - y) / (n_u[owner] - k)[:, None]
+        else:
+            r = keys[owner, n_labels:]
+            ref_dist = r / np.maximum(r.sum(axis=1), 1)[:, None]
+        terms = np.where(ref_dist > 0, ref_dist * label_scores(scorer, pred), 0.0) * np.exp(logw)[:, None]
+        index = owner * n_j + k
+        expected += np.bincount(index, weights=terms.sum(axis=1), minlength=n_keys * n_j).reshape(-1, n_j)
+        if per_label is not None:
+            for lab in range(n_labels):
+                per_label[:, :, lab] += np.bincount(index, weights=terms[:, lab],
+                                                    minlength=n_keys * n_j).reshape(-1, n_j)
     js = np.arange(n_j)[None, :]
     if self_ref:
         eligible = n_u[:, None] >= js + 1
@@ -111,8 +142,6 @@ def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: st
     eligible = eligible.astype(float)
     if slots is None:
         return ExactTables(keys, mult.astype(np.int64), inverse, expected, eligible)
-    per_label = np.stack([np.bincount(index, weights=terms[:, lab], minlength=size).reshape(-1, n_j)
-                          for lab in range(n_labels)], axis=2)
     with np.errstate(invalid="ignore", divide="ignore"):
         per_label = np.where(u[:, None, :] > 0, per_label * (n_u[:, None, None] / u[:, None, :]), 0.0)
     ks = np.arange(k_max + 1)[None, None, :]
