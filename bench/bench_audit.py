@@ -171,6 +171,8 @@ def main() -> None:
     ap.add_argument("--redis-url", default=os.environ.get("AUDITOR_BENCH_REDIS_URL", "redis://127.0.0.1:6379/13"))
     ap.add_argument("--pairwise-max-annotations", type=int, default=250_000,
                     help="AUDITOR_AUDIT_PAIRWISE_MAX_ANNOTATIONS for the audits (pairwise Cohen's kappa).")
+    ap.add_argument("--fanout-min-items", type=int, default=50_000,
+                    help="AUDITOR_FANOUT_MIN_ITEMS of the worker (a huge value keeps every audit in one task).")
     ap.add_argument("--keep", action="store_true", help="Keep the benchmark database.")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
@@ -227,6 +229,7 @@ def main() -> None:
                         "AUDITOR_CELERY_QUEUE": f"bench-{uuid.uuid4().hex[:6]}",
                         "AUDITOR_AUDIT_BOOTSTRAP": str(args.bootstrap),
                         "AUDITOR_AUDIT_PAIRWISE_MAX_ANNOTATIONS": str(args.pairwise_max_annotations),
+                        "AUDITOR_FANOUT_MIN_ITEMS": str(args.fanout_min_items),
                         "AUDITOR_CELERY_CONCURRENCY": str(args.concurrency),
                         "PYTHONPATH": str(ROOT)})
             os.environ.update({k: v for k, v in env.items() if k.startswith("AUDITOR_")})
