@@ -141,9 +141,9 @@ def _packed(conn: Connection, fields: list[tuple[str, str, str]], from_where: st
     return out, strings
 
 
-def _blocks(lo: int, hi: int, rows: int) -> list[tuple[int, int]]:
+def _blocks(lo: int, hi: int, rows: int, *, min_blocks: int = 1) -> list[tuple[int, int]]:
     """Id ranges [a, b] covering [lo, hi], about ``_BLOCK_ROWS`` rows each if spread evenly."""
-    n = max(1, -(-rows // _BLOCK_ROWS))
+    n = max(min_blocks if rows >= 2 * _READERS else 1, -(-rows // _BLOCK_ROWS))
     edges = np.linspace(lo, hi + 1, n + 1).astype(np.int64)
     return [(int(a), int(b) - 1) for a, b in itertools.pairwise(edges.tolist()) if b > a]
 
@@ -164,21 +164,23 @@ def _balanced_blocks(item_ids: np.ndarray, per_item: np.ndarray) -> list[tuple[i
             for a, b in zip(starts, ends, strict=True)]
 
 
-def _read_blocks(bind: Engine | Connection, conn: Connection, jobs: list) -> list[dict[str, np.ndarray]]:
+def _read_blocks(bind: Engine | Connection, conn: Connection,
+                 jobs: list) -> list[tuple[dict[str, np.ndarray], list[str]]]:
     """Run the block reads, in parallel connections sharing ``conn``'s snapshot when we own it.
 
     The reading transaction exports its snapshot (``pg_export_snapshot``); each helper
     connection imports it, so all blocks see exactly the same data.
     """
     if not isinstance(bind, Engine) or len(jobs) < 2:
-        return [_packed(conn, fields, where, into=into)[0] for fields, where, into in jobs]
+        return [_packed(conn, fields, where, into=into, with_text=with_text)
+                for fields, where, into, with_text in jobs]
     snapshot_id = conn.execute(text("SELECT pg_export_snapshot()")).scalar_one()
 
-    def read(job) -> dict[str, np.ndarray]:
-        fields, where, into = job
+    def read(job) -> tuple[dict[str, np.ndarray], list[str]]:
+        fields, where, into, with_text = job
         with bind.connect().execution_options(isolation_level="REPEATABLE READ") as helper, helper.begin():
             helper.execute(text(f"SET TRANSACTION SNAPSHOT '{snapshot_id}'"))
-            return _packed(helper, fields, where, into=into)[0]
+            return _packed(helper, fields, where, into=into, with_text=with_text)
 
     with ThreadPoolExecutor(max_workers=min(_READERS, len(jobs))) as pool:
         return list(pool.map(read, jobs))
@@ -254,9 +256,9 @@ def load_snapshot(bind: Engine | Connection, dataset_id: int, *, annotations: bo
             fields = [("id", "id", "int8"), ("gold", "coalesce(gold_label, -1)", "int2")] + [
                 (f"c{k}", f"coalesce(label_counts[{k + 1}], 0)", "int4") for k in range(L)]
             parts, names = [], []
-            for a, b in _blocks(int(lo), int(hi), int(n_items)):
-                arr, strings = _packed(conn, fields, f"item WHERE dataset_id = {d} AND id BETWEEN {a} AND {b}",
-                                       with_text="external_id")
+            jobs = [(fields, f"item WHERE dataset_id = {d} AND id BETWEEN {a} AND {b}", None, "external_id")
+                    for a, b in _blocks(int(lo), int(hi), int(n_items), min_blocks=_READERS)]
+            for arr, strings in _read_blocks(bind, conn, jobs):
                 parts.append(arr)
                 names.extend(strings)
             order = np.argsort(np.concatenate([p["id"] for p in parts]), kind="stable") if parts else []
@@ -295,15 +297,16 @@ def load_snapshot(bind: Engine | Connection, dataset_id: int, *, annotations: bo
                                              {"d": d}).scalar())
                     lo_id = int(item_ids[0]) if len(item_ids) else 0
                     hi_id = int(item_ids[-1]) if len(item_ids) else -1
-                    pieces = _read_blocks(bind, conn, [(fields, between.format(q=q, a=a, b=b), None)
-                                                       for q in queries for a, b in _blocks(lo_id, hi_id, total)])
+                    pieces = [arr for arr, _ in _read_blocks(
+                        bind, conn, [(fields, between.format(q=q, a=a, b=b), None, None)
+                                     for q in queries for a, b in _blocks(lo_id, hi_id, total)])]
                     a_item, a_ann, a_label = (np.concatenate([p[k] for p in pieces]) if pieces
                                               else np.zeros(0, dtype=np.int64) for k in ("item", "annotator", "label"))
                     del pieces
                 else:
                     # The per-item counts say how many rows each block holds: read into place.
                     arrays = {name: np.empty(int(counts.sum()), dtype=np.int64) for name, _, _ in fields}
-                    _read_blocks(bind, conn, [(fields, between.format(q=queries[0], a=a, b=b), (arrays, start))
+                    _read_blocks(bind, conn, [(fields, between.format(q=queries[0], a=a, b=b), (arrays, start), None)
                                               for a, b, start, _ in _balanced_blocks(item_ids, counts.sum(axis=1))])
                     a_item, a_ann, a_label = arrays["item"], arrays["annotator"], arrays["label"]
                     del arrays
