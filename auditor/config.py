@@ -96,7 +96,9 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides) -> Sett
 #                                     kappa (default 0: each one recomputes every pair's kappa)
 # ``AUDITOR_AUDIT_SEED``              seed of every random choice of an audit (default 0)
 # ``AUDITOR_FANOUT_MIN_ITEMS``        items from which an audit fans out as a Celery group
-#                                     (default 50000)
+#                                     (default 500000). Fanning out pays when there are more
+#                                     worker cores than one machine's: on 2 cores, 1M annotations
+#                                     (100k items, 5 releases) took p50 3.2 s fanned out, 2.1 s in one task
 # ``AUDITOR_CERTIFY_THRESHOLD``       confidence a "certified" verdict needs (default 0.95)
 # ``AUDITOR_CERTIFY_BOUND``           ``theoretical`` (U_t, default) or ``empirical`` (U_e)
 # ``AUDITOR_ALERT_VENDOR_DELTA``      change of a vendor's upper bound that raises an alert
@@ -121,7 +123,7 @@ class WorkerSettings:
     pairwise_max_annotations: int = 250_000
     pairwise_bootstrap: int = 0
     seed: int = 0
-    fanout_min_items: int = 50_000
+    fanout_min_items: int = 500_000
     certify_threshold: float = 0.95
     certify_bound: str = "theoretical"
     vendor_alert_delta: float = 0.02
@@ -176,7 +178,7 @@ def load_worker_settings(environ: Mapping[str, str] | None = None, **overrides) 
         "pairwise_max_annotations": _env_number(env, "AUDITOR_AUDIT_PAIRWISE_MAX_ANNOTATIONS", int, 250_000),
         "pairwise_bootstrap": _env_number(env, "AUDITOR_AUDIT_PAIRWISE_BOOTSTRAP", int, 0),
         "seed": _env_number(env, "AUDITOR_AUDIT_SEED", int, 0),
-        "fanout_min_items": _env_number(env, "AUDITOR_FANOUT_MIN_ITEMS", int, 50_000),
+        "fanout_min_items": _env_number(env, "AUDITOR_FANOUT_MIN_ITEMS", int, 500_000),
         "certify_threshold": _env_number(env, "AUDITOR_CERTIFY_THRESHOLD", float, 0.95),
         "certify_bound": bound,
         "vendor_alert_delta": _env_number(env, "AUDITOR_ALERT_VENDOR_DELTA", float, 0.02),

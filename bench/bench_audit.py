@@ -171,7 +171,7 @@ def main() -> None:
     ap.add_argument("--redis-url", default=os.environ.get("AUDITOR_BENCH_REDIS_URL", "redis://127.0.0.1:6379/13"))
     ap.add_argument("--pairwise-max-annotations", type=int, default=250_000,
                     help="AUDITOR_AUDIT_PAIRWISE_MAX_ANNOTATIONS for the audits (pairwise Cohen's kappa).")
-    ap.add_argument("--fanout-min-items", type=int, default=50_000,
+    ap.add_argument("--fanout-min-items", type=int, default=500_000,
                     help="AUDITOR_FANOUT_MIN_ITEMS of the worker (a huge value keeps every audit in one task).")
     ap.add_argument("--keep", action="store_true", help="Keep the benchmark database.")
     args = ap.parse_args()
