@@ -7,7 +7,8 @@ COPY pyproject.toml README.md alembic.ini ./
 COPY auditor ./auditor
 COPY workers ./workers
 COPY migrations ./migrations
-RUN pip install . && useradd --create-home --uid 10001 auditor
+# Editable: the Alembic scripts in ./migrations are found next to the package.
+RUN pip install -e . && useradd --create-home --uid 10001 auditor
 USER auditor
 ENV AUDITOR_INSTANCE_PATH=/home/auditor/instance
 EXPOSE 8000

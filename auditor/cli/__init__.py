@@ -23,6 +23,7 @@ _COMMAND_MODULES = [
     "workers",
     "web",
     "equivalence",
+    "demo",
 ]
 
 
