@@ -8,6 +8,7 @@ from alembic import context
 from sqlalchemy import Connection
 
 from auditor.db.models import Base
+from auditor.db.partitions import PARTITION_PATTERN
 from auditor.db.session import make_engine
 
 config = context.config
@@ -17,6 +18,11 @@ if config.config_file_name is not None and config.attributes.get("configure_logg
 target_metadata = Base.metadata
 
 
+def _include_name(name: str | None, type_: str, parent_names) -> bool:
+    # PostgreSQL's per-dataset annotation partitions are data, not schema.
+    return not (type_ == "table" and name is not None and PARTITION_PATTERN.match(name))
+
+
 def _configure(connection: Connection | None = None, **kwargs) -> None:
     context.configure(
         target_metadata=target_metadata,
@@ -24,6 +30,7 @@ def _configure(connection: Connection | None = None, **kwargs) -> None:
         # SQLite cannot ALTER most things in place; batch mode rebuilds the table.
         render_as_batch=True,
         compare_type=True,
+        include_name=_include_name,
         **kwargs,
     )
 

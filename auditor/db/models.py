@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -259,9 +259,16 @@ class Annotator(Base):
 
 
 class Annotation(Base):
-    """The current label of one (item, annotator); earlier labels are in the history table."""
+    """The current label of one (item, annotator); earlier labels are in the history table.
+
+    On PostgreSQL the table is partitioned by dataset (``LIST (dataset_id)``), one
+    partition per dataset (:func:`auditor.db.partitions.annotation_partition`), so a
+    first bulk load fills a fresh table and builds its key index once, sorted, instead
+    of one index insertion per row. SQLite has the plain table.
+    """
 
     __tablename__ = "annotation"
+    __table_args__: ClassVar[dict[str, Any]] = {"postgresql_partition_by": "LIST (dataset_id)"}
 
     dataset_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     item_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)

@@ -37,6 +37,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from auditor.db.models import Dataset, ImportBatch, ImportKind, Model, Release, Tier, Workspace
+from auditor.db.partitions import ensure_annotation_partition
 from auditor.db.session import WRITE_OPTIONS
 from auditor.ingest import formats
 from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, IngestError, RowError
@@ -569,6 +570,9 @@ def _merge_annotations(b: _Batch, src: str, ann: str, n_rows: int, labels: Seque
     prior = _recheck_under_lock(b)
     if prior is not None:
         raise _NoChange(prior.message, prior)
+    if sql.pg:
+        # Under the dataset's lock: its partition of ``annotation`` exists before any row goes in.
+        ensure_annotation_partition(sql.conn, d)
     L = len(labels)
 
     # Annotators (one staged row per distinct id), checked against each other and the database.

@@ -1,0 +1,72 @@
+"""PostgreSQL: the annotation table has one partition per dataset (``LIST (dataset_id)``).
+
+A partition is a plain table ``annotation_p<dataset id>`` made with a ``CHECK
+(dataset_id = <id>)`` constraint (so attaching it needs no validation scan) and its own
+unique index on the key; ``ALTER TABLE annotation ATTACH PARTITION`` then takes only a
+``SHARE UPDATE EXCLUSIVE`` lock on ``annotation``, which readers and writers of other
+datasets never wait for. (``CREATE TABLE ... PARTITION OF`` would lock the whole table.)
+
+Callers hold the dataset's row lock (``UPDATE dataset ... data_version + 1``) while they
+look for and create a dataset's partition, so two writers never both create it. All of
+this runs inside the caller's transaction: a rolled-back import leaves no partition.
+SQLite has no partitions; nothing here is called on it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from sqlalchemy import Connection, text
+
+__all__ = [
+    "PARTITION_PATTERN",
+    "annotation_partition",
+    "attach_annotation_partition",
+    "create_annotation_partition_table",
+    "ensure_annotation_partition",
+    "has_annotation_partition",
+]
+
+PARTITION_PATTERN = re.compile(r"^annotation_p\d+$")
+"""The names of the annotation partitions (Alembic's comparison skips these tables)."""
+
+
+def annotation_partition(dataset_id: int) -> str:
+    """The name of the dataset's annotation partition."""
+    return f"annotation_p{int(dataset_id)}"
+
+
+def has_annotation_partition(conn: Connection, dataset_id: int) -> bool:
+    """Whether the dataset's partition is attached to ``annotation``."""
+    return conn.execute(text(
+        "SELECT 1 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+        "WHERE i.inhparent = CAST('annotation' AS regclass) AND c.relname = :name"),
+        {"name": annotation_partition(dataset_id)}).first() is not None
+
+
+def create_annotation_partition_table(conn: Connection, dataset_id: int) -> str:
+    """A new, empty, not yet attached table shaped like ``annotation`` for one dataset."""
+    name = annotation_partition(dataset_id)
+    conn.execute(text(
+        f"CREATE TABLE {name} (LIKE annotation INCLUDING DEFAULTS, "
+        f"CONSTRAINT ck_{name}_dataset CHECK (dataset_id = {int(dataset_id)}))"))
+    return name
+
+
+def attach_annotation_partition(conn: Connection, dataset_id: int, *, maintenance_work_mem_mb: int = 0) -> None:
+    """Build the table's key index (one sorted build) and attach it as the dataset's partition."""
+    name = annotation_partition(dataset_id)
+    if maintenance_work_mem_mb > 0:
+        # The sort of the index build stays in memory up to this size (this transaction only).
+        conn.execute(text(f"SET LOCAL maintenance_work_mem = '{int(maintenance_work_mem_mb)}MB'"))
+    conn.execute(text(f"CREATE UNIQUE INDEX {name}_pkey ON {name} (dataset_id, item_id, annotator_id)"))
+    conn.execute(text(f"ALTER TABLE annotation ATTACH PARTITION {name} FOR VALUES IN ({int(dataset_id)})"))
+
+
+def ensure_annotation_partition(conn: Connection, dataset_id: int) -> bool:
+    """Create and attach the dataset's (empty) partition when it has none; True if created."""
+    if has_annotation_partition(conn, dataset_id):
+        return False
+    create_annotation_partition_table(conn, dataset_id)
+    attach_annotation_partition(conn, dataset_id)
+    return True
