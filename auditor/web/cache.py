@@ -14,7 +14,7 @@ from collections import OrderedDict
 from functools import wraps
 
 from flask import Flask, Response, current_app, g, request, session
-from sqlalchemy import text
+from sqlalchemy import ColumnElement, String, literal_column
 
 __all__ = ["cached", "init_app", "lookup", "remember"]
 
@@ -22,21 +22,27 @@ __all__ = ["cached", "init_app", "lookup", "remember"]
 # datasets (count, versions, updates), audit runs (new ones and every state change),
 # models and releases, alerts (new and acknowledged), annotators. (Items come with a data
 # version bump, or through ``POST .../items``, which touches the dataset's ``updated_at``.)
-_FINGERPRINT = text("""
-SELECT
+# It is read in the same statement as the caller's identity (auditor.web.security), so a
+# cached answer costs one round trip to the database.
+_FINGERPRINT = """(
  (SELECT count(*) || '.' || coalesce(max(id), 0) || '.' || coalesce(sum(data_version), 0) || '.'
-         || coalesce(max(updated_at)::text, '') FROM dataset WHERE workspace_id = :w),
- (SELECT count(*) || '.' || coalesce(max(a.id), 0) || '.'
+         || coalesce(max(updated_at)::text, '') FROM dataset WHERE workspace_id = {w})
+ || '|' || (SELECT count(*) || '.' || coalesce(max(a.id), 0) || '.'
          || coalesce(max(greatest(a.created_at, a.started_at, a.finished_at))::text, '') || '.'
          || count(*) FILTER (WHERE a.status IN ('queued', 'running'))
-    FROM audit_run a JOIN dataset d ON d.id = a.dataset_id WHERE d.workspace_id = :w),
- (SELECT count(*) || '.' || coalesce(max(id), 0) FROM model WHERE workspace_id = :w),
- (SELECT count(*) || '.' || coalesce(max(r.id), 0) FROM release r JOIN model m ON m.id = r.model_id
-   WHERE m.workspace_id = :w),
- (SELECT count(*) || '.' || coalesce(max(id), 0) || '.' || coalesce(max(acknowledged_at)::text, '')
-    FROM alert WHERE workspace_id = :w),
- (SELECT count(*) || '.' || coalesce(max(id), 0) FROM annotator WHERE workspace_id = :w)
-""")
+    FROM audit_run a JOIN dataset d ON d.id = a.dataset_id WHERE d.workspace_id = {w})
+ || '|' || (SELECT count(*) || '.' || coalesce(max(id), 0) FROM model WHERE workspace_id = {w})
+ || '|' || (SELECT count(*) || '.' || coalesce(max(r.id), 0) FROM release r JOIN model m ON m.id = r.model_id
+   WHERE m.workspace_id = {w})
+ || '|' || (SELECT count(*) || '.' || coalesce(max(id), 0) || '.' || coalesce(max(acknowledged_at)::text, '')
+    FROM alert WHERE workspace_id = {w})
+ || '|' || (SELECT count(*) || '.' || coalesce(max(id), 0) FROM annotator WHERE workspace_id = {w}))"""
+
+
+def fingerprint_column(workspace_id: ColumnElement) -> ColumnElement:
+    """PostgreSQL: a text that changes whenever anything a cached answer shows changes."""
+    table, column = workspace_id.table.name, workspace_id.name
+    return literal_column(_FINGERPRINT.format(w=f"{table}.{column}"), String)
 
 
 class _Lru:
@@ -66,14 +72,11 @@ class _Lru:
                 self._data.popitem(last=False)
 
 
-def fingerprint(db, workspace_id: int) -> tuple | None:
-    if db.get_bind().dialect.name != "postgresql":
-        return None  # the embedded SQLite deployment serves one team: no cache needed
-    return tuple(db.execute(_FINGERPRINT, {"w": workspace_id}).one())
+def lookup(principal) -> tuple[_Lru, tuple, Response | None] | None:
+    """(store, key, cached response or None) for this GET request, or None when not cacheable.
 
-
-def lookup(db, principal) -> tuple[_Lru, tuple, Response | None] | None:
-    """(store, key, cached response or None) for this GET request, or None when not cacheable."""
+    ``principal`` must come from ``load_principal(..., with_fingerprint=True)``.
+    """
     store: _Lru | None = current_app.extensions.get("auditor.cache")
     if store is None or principal is None or request.method != "GET":
         return None
@@ -83,10 +86,10 @@ def lookup(db, principal) -> tuple[_Lru, tuple, Response | None] | None:
         token = session.get("csrf_token")
         if token is None:
             return None
-    version = fingerprint(db, principal.workspace_id)
+    version = g.get("cache_fingerprint")
     if version is None:
-        return None
-    grants = tuple(sorted(principal.granted_dataset_ids(db))) if principal.role.value == "vendor" else ()
+        return None  # SQLite (the embedded deployment serves one team: no cache needed)
+    grants = tuple(sorted(principal.grants)) if principal.role.value == "vendor" else ()
     key = (principal.workspace_id, principal.user_id, principal.role.value, principal.vendor, grants, token,
            request.full_path, version)
     hit = store.get(key)
@@ -110,9 +113,7 @@ def cached(view):
 
     @wraps(view)
     def wrapper(*args, **kwargs):
-        from auditor.web.db import get_session
-
-        found = lookup(get_session(), g.get("principal"))
+        found = lookup(g.get("principal"))
         if found is None:
             return view(*args, **kwargs)
         store, key, hit = found

@@ -8,6 +8,7 @@ like passwords, not random ones) and lets a request find its token by index.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
 from dataclasses import dataclass, field
@@ -15,11 +16,11 @@ from datetime import UTC, datetime
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
-from flask import Flask, Response, g, request, session
+from flask import Flask, Response, current_app, g, request, session
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
 from flask_wtf.csrf import CSRFProtect
-from sqlalchemy import select
+from sqlalchemy import Connection, Integer, String, bindparam, cast, func, select
 from sqlalchemy.orm import Session
 
 from auditor.db import ApiToken, DatasetGrant, Role, User, Workspace
@@ -104,14 +105,8 @@ class Principal:
     role: Role
     vendor: str | None
     via: str  # "token" or "session"
-    _granted: frozenset[int] | None = field(default=None, repr=False)
-
-    def granted_dataset_ids(self, db: Session) -> frozenset[int]:
-        """Datasets a vendor may submit to and see."""
-        if self._granted is None:
-            rows = db.scalars(select(DatasetGrant.dataset_id).where(DatasetGrant.user_id == self.user_id))
-            self._granted = frozenset(rows)
-        return self._granted
+    grants: frozenset[int] = field(default=frozenset(), repr=False)
+    """Datasets a vendor may submit to and see (read with the principal)."""
 
     @property
     def reads_all(self) -> bool:
@@ -126,37 +121,85 @@ def _bearer() -> str | None:
     return None
 
 
-def load_principal(db: Session, *, allow_session: bool) -> Principal | None:
-    """The caller of this request, from its bearer token or (if allowed) its session cookie."""
+_USER = User.__table__
+_TOKEN = ApiToken.__table__
+_WORKSPACE = Workspace.__table__
+_GRANT = DatasetGrant.__table__
+
+
+@functools.cache
+def _principal_statement(*, by_token: bool, with_fingerprint: bool):
+    """One statement: the caller's user, workspace, token, grants and (optionally) the cache fingerprint.
+
+    Built once per variant; the token's digest or the session's user id is bound per request.
+    """
+    from auditor.web.cache import fingerprint_column
+
+    grants = (select(func.aggregate_strings(cast(_GRANT.c.dataset_id, String), ","))
+              .where(_GRANT.c.user_id == _USER.c.id).scalar_subquery())
+    columns = [_USER.c.id, _USER.c.workspace_id, _WORKSPACE.c.slug, _USER.c.email, _USER.c.role, _USER.c.vendor,
+               _USER.c.is_active, grants.label("grants")]
+    if with_fingerprint:
+        columns.append(fingerprint_column(_USER.c.workspace_id).label("fingerprint"))
+    if by_token:
+        columns += [_TOKEN.c.role.label("token_role"), _TOKEN.c.revoked_at, _TOKEN.c.expires_at]
+        return (select(*columns).select_from(_TOKEN.join(_USER, _TOKEN.c.user_id == _USER.c.id)
+                                             .join(_WORKSPACE, _USER.c.workspace_id == _WORKSPACE.c.id))
+                .where(_TOKEN.c.token_hash == bindparam("key", type_=String)))
+    return (select(*columns).select_from(_USER.join(_WORKSPACE, _USER.c.workspace_id == _WORKSPACE.c.id))
+            .where(_USER.c.id == bindparam("key", type_=Integer)))
+
+
+def _read_connection() -> Connection:
+    """A pooled connection for this request's authentication read (no ORM session)."""
+    engine = current_app.extensions["auditor.engine"]
+    conn = engine.connect()
+    if engine.dialect.name == "postgresql":
+        # One statement needs no transaction: no BEGIN/ROLLBACK round trips.
+        conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+    return conn
+
+
+def load_principal(*, allow_session: bool, with_fingerprint: bool = False) -> Principal | None:
+    """The caller of this request, from its bearer token or (if allowed) its session cookie.
+
+    One statement reads the user, workspace, token and vendor grants; with
+    ``with_fingerprint`` it also reads the response cache's fingerprint of the caller's
+    workspace (``g.cache_fingerprint``), so a cached answer costs one round trip.
+    """
     if "principal" in g:
         return g.principal
     principal = None
     token_text = _bearer()
-    if token_text is not None:
-        row = db.execute(
-            select(ApiToken, User, Workspace)
-            .join(User, ApiToken.user_id == User.id)
-            .join(Workspace, User.workspace_id == Workspace.id)
-            .where(ApiToken.token_hash == hash_token(token_text))
-        ).first()
-        now = datetime.now(UTC)
-        if row is not None:
-            token, user, ws = row
-            usable = (user.is_active and token.revoked_at is None
-                      and (token.expires_at is None or token.expires_at > now))
-            if usable:
-                # A token may narrow its user's role, never widen it.
-                role = token.role if token.role is not None and _narrower(token.role, user.role) else user.role
-                principal = Principal(user.id, ws.id, ws.slug, user.email, Role(role), user.vendor, "token")
-    elif allow_session and "user_id" in session:
-        row = db.execute(
-            select(User, Workspace).join(Workspace, User.workspace_id == Workspace.id)
-            .where(User.id == session["user_id"])
-        ).first()
-        if row is not None and row[0].is_active and row[1].id == session.get("workspace_id"):
-            user, ws = row
-            principal = Principal(user.id, ws.id, ws.slug, user.email, Role(user.role), user.vendor,
-                                  "session")
+    user_id = None
+    if token_text is None and allow_session and "user_id" in session:
+        user_id = session["user_id"]
+    if token_text is not None or user_id is not None:
+        # The response cache serves PostgreSQL deployments only (see auditor.web.cache).
+        with_fingerprint = with_fingerprint and current_app.extensions["auditor.engine"].dialect.name == "postgresql"
+        stmt = _principal_statement(by_token=token_text is not None, with_fingerprint=with_fingerprint)
+        key = hash_token(token_text) if token_text is not None else user_id
+        with _read_connection() as conn:
+            row = conn.execute(stmt, {"key": key}).mappings().first()
+        if row is not None and row["is_active"]:
+            grants = frozenset(int(x) for x in (row["grants"] or "").split(",") if x)
+            role = Role(row["role"])
+            if token_text is not None:
+                expires = row["expires_at"]
+                if expires is not None and expires.tzinfo is None:
+                    expires = expires.replace(tzinfo=UTC)  # SQLite keeps no zone; we store UTC
+                if row["revoked_at"] is None and (expires is None or expires > datetime.now(UTC)):
+                    token_role = row["token_role"]
+                    # A token may narrow its user's role, never widen it.
+                    if token_role is not None and _narrower(Role(token_role), role):
+                        role = Role(token_role)
+                    principal = Principal(row["id"], row["workspace_id"], row["slug"], row["email"], role,
+                                          row["vendor"], "token", grants)
+            elif row["workspace_id"] == session.get("workspace_id"):
+                principal = Principal(row["id"], row["workspace_id"], row["slug"], row["email"], role,
+                                      row["vendor"], "session", grants)
+        if principal is not None and with_fingerprint:
+            g.cache_fingerprint = row["fingerprint"]
     g.principal = principal
     return principal
 
@@ -177,6 +220,12 @@ def _security_headers(response: Response) -> Response:
         # Results and pages are per-user: never cache them in shared caches.
         response.headers.setdefault("Cache-Control", "no-store")
     return response
+
+
+@limiter.request_filter
+def _is_read() -> bool:
+    # Limits guard writes and logins (every limit is declared on a POST); reads skip the check.
+    return request.method in ("GET", "HEAD", "OPTIONS")
 
 
 def init_app(app: Flask) -> None:

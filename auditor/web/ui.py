@@ -35,7 +35,7 @@ def login_required(*, readers_only: bool = True):
     def decorate(fn):
         @wraps(fn)
         def wrapper(**kwargs):
-            principal = load_principal(get_session(), allow_session=True)
+            principal = load_principal(allow_session=True, with_fingerprint=request.method == "GET")
             if principal is None:
                 return redirect(url_for("ui.login", next=request.path))
             if readers_only and not principal.reads_all:
@@ -128,7 +128,7 @@ def vendor(name: str):
     if not principal.reads_all and (principal.role != Role.VENDOR or principal.vendor != name):
         abort(404)
     db = get_session()
-    granted = None if principal.reads_all else principal.granted_dataset_ids(db)
+    granted = None if principal.reads_all else principal.grants
     data = dashboards.vendor_page(db, principal.workspace_id, name, dataset_ids=granted)
     return render_template("vendor.html", **data)
 

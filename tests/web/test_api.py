@@ -347,3 +347,39 @@ def test_cached_results_and_pages_follow_new_data(app):
     assert "7 items" in client.get(f"/datasets/{ds['id']}").get_data(as_text=True)
     client.post("/api/v1/datasets", json={"name": "d2", "labels": ["a", "b"]}, headers=admin)
     assert "d2</a>" in client.get("/").get_data(as_text=True)
+
+
+def test_a_cached_answer_costs_one_statement_and_still_checks_the_caller(app):
+    from sqlalchemy import event
+
+    tenant = make_tenant(app)
+    stranger = make_tenant(app)
+    client = app.test_client()
+    admin = tenant.auth()
+    ds = client.post("/api/v1/datasets", json={"name": "one-query", "labels": ["no", "yes"]},
+                     headers=admin).get_json()
+    url = f"/api/v1/datasets/{ds['id']}/audit-runs"
+    first = client.get(url, headers=admin)
+    engine = app.extensions["auditor.engine"]
+
+    def statements_of(headers):
+        seen = []
+
+        def count(conn, cursor, statement, *args):
+            seen.append(statement)
+
+        event.listen(engine, "before_cursor_execute", count)
+        try:
+            response = client.get(url, headers=headers)
+        finally:
+            event.remove(engine, "before_cursor_execute", count)
+        return response, seen
+
+    again, statements = statements_of(admin)
+    assert again.status_code == 200 and again.get_data() == first.get_data()
+    # One statement reads the caller (token, user, workspace, grants) and the workspace's fingerprint.
+    assert len(statements) == 1
+    assert "api_token" in statements[0] and "audit_run" in statements[0]
+    # The same URL with another workspace's token is answered afresh, not from the cache.
+    other, statements = statements_of(stranger.auth())
+    assert other.status_code == 404 and len(statements) > 1

@@ -182,7 +182,8 @@ def _view(op: Operation):
         if not op.public:
             # Cookies may authenticate reads only (CSV links of the dashboards); every write
             # needs a bearer token, so no cross-site form can forge one.
-            principal = load_principal(db, allow_session=request.method == "GET")
+            principal = load_principal(allow_session=request.method == "GET",
+                                       with_fingerprint=op.cache and request.method == "GET")
             if principal is None:
                 raise ApiError(401, "Authentication required: send 'Authorization: Bearer <token>'.")
             if principal.role not in op.roles:
@@ -200,7 +201,7 @@ def _view(op: Operation):
             args["body"] = parse_json_body(op)
         fmt = args.pop("format", "json")
         page, per_page = args.pop("page", 1), args.pop("per_page", 50)
-        found = cache.lookup(db, principal) if op.cache else None
+        found = cache.lookup(principal) if op.cache else None
         if found is not None:
             store, key, hit = found
             if hit is not None:

@@ -47,7 +47,7 @@ def get_dataset(principal, db, dataset_id: int) -> Dataset:
     ds = db.get(Dataset, dataset_id)
     if ds is None or ds.workspace_id != principal.workspace_id:
         raise ApiError(404, f"No dataset with id {dataset_id}.", field="dataset_id")
-    if principal.role == Role.VENDOR and ds.id not in principal.granted_dataset_ids(db):
+    if principal.role == Role.VENDOR and ds.id not in principal.grants:
         raise ApiError(404, f"No dataset with id {dataset_id}.", field="dataset_id")
     return ds
 
@@ -104,7 +104,7 @@ def latest_run(db, dataset_id: int) -> AuditRun | None:
 @endpoint("GET", "/me", summary="Describe the caller", tag="access", roles=ALL_ROLES, response=s.ref("Me"))
 def me(principal, db):
     """The caller's workspace, role, vendor and (for vendors) granted datasets."""
-    granted = sorted(principal.granted_dataset_ids(db)) if principal.role == Role.VENDOR else None
+    granted = sorted(principal.grants) if principal.role == Role.VENDOR else None
     return {"user_id": principal.user_id, "workspace": principal.workspace_slug, "email": principal.email,
             "role": principal.role.value, "vendor": principal.vendor, "datasets": granted}
 
@@ -121,7 +121,7 @@ def list_datasets(principal, db, name):
     if name:
         stmt = stmt.where(Dataset.name.contains(name, autoescape=True))
     if principal.role == Role.VENDOR:
-        stmt = stmt.where(Dataset.id.in_(principal.granted_dataset_ids(db) or [-1]))
+        stmt = stmt.where(Dataset.id.in_(principal.grants or [-1]))
     return Listing(stmt, s.dataset, ["id", "name", "description", "labels", "data_version", "created_at"],
                    "datasets")
 
