@@ -219,6 +219,33 @@ def test_alerts(client, ctx, app):
     assert rows_of_csv(get(client, ctx, "/alerts?format=csv"))
 
 
+def test_acknowledging_an_alert(client, ctx, app):
+    from auditor.db import Alert, make_session_factory
+
+    with make_session_factory(app.extensions["auditor.engine"])() as db:
+        alert = Alert(workspace_id=ctx.tenant.workspace_id, dataset_id=ctx.dataset_id, kind="vendor_drop",
+                      severity="warning", subject="acme-labeling", message="acknowledge me")
+        db.add(alert)
+        db.commit()
+        alert_id = alert.id
+    url = f"/api/v1/alerts/{alert_id}/acknowledge"
+    open_ids = {a["id"] for a in get(client, ctx, "/alerts?unacknowledged=true&per_page=500").get_json()["items"]}
+    assert alert_id in open_ids
+    # Readers and vendors may not acknowledge; another workspace does not see the alert.
+    for role in ("viewer", "vendor"):
+        assert client.post(url, headers=ctx.tenant.auth(role)).status_code == 403
+    assert client.post(url, headers=make_tenant(app).auth()).status_code == 404
+    first = client.post(url, headers=ctx.tenant.auth("analyst"))
+    assert first.status_code == 200 and first.get_json()["acknowledged_at"] is not None
+    # Acknowledging again keeps the first acknowledgement.
+    again = client.post(url, headers=ctx.tenant.auth())
+    assert again.get_json()["acknowledged_at"] == first.get_json()["acknowledged_at"]
+    open_ids = {a["id"] for a in get(client, ctx, "/alerts?unacknowledged=true&per_page=500").get_json()["items"]}
+    assert alert_id not in open_ids
+    with make_session_factory(app.extensions["auditor.engine"])() as db:
+        assert db.get(Alert, alert_id).acknowledged_by_id == ctx.tenant.user_ids["analyst"]
+
+
 def test_batches_listing(client, ctx):
     body = get(client, ctx, f"/datasets/{ctx.dataset_id}/batches").get_json()
     assert [b["kind"] for b in body["items"]][-2:] == ["gold", "annotations"]  # newest first

@@ -79,6 +79,14 @@ def test_fuzz_finds_no_server_errors(app, fuzz_target):
                                      headers=auth).get_json()["items"][0]["id"]
     ids["item_id"] = client.get(f"/api/v1/datasets/{ids['dataset_id']}/items", headers=auth).get_json()["items"][0]["id"]
     ids["annotator_id"] = client.get("/api/v1/annotators", headers=auth).get_json()["items"][0]["id"]
+    from auditor.db import Alert, make_session_factory
+
+    with make_session_factory(app.extensions["auditor.engine"])() as db:
+        alert = Alert(workspace_id=fuzz_target.tenant.workspace_id, dataset_id=fuzz_target.dataset_id,
+                      kind="vendor_drop", subject="acme-labeling", message="fuzzed")
+        db.add(alert)
+        db.commit()
+        ids["alert_id"] = alert.id
     failures: list[str] = []
     n_operations = 0
     for result in schema.get_all_operations():
