@@ -2,7 +2,7 @@
 
 A partition is a plain table ``annotation_p<dataset id>`` made with a ``CHECK
 (dataset_id = <id>)`` constraint (so attaching it needs no validation scan) and its own
-unique index on the key; ``ALTER TABLE annotation ATTACH PARTITION`` then takes only a
+primary key; ``ALTER TABLE annotation ATTACH PARTITION`` then takes only a
 ``SHARE UPDATE EXCLUSIVE`` lock on ``annotation``, which readers and writers of other
 datasets never wait for. (``CREATE TABLE ... PARTITION OF`` would lock the whole table.)
 
@@ -59,7 +59,8 @@ def attach_annotation_partition(conn: Connection, dataset_id: int, *, maintenanc
     if maintenance_work_mem_mb > 0:
         # The sort of the index build stays in memory up to this size (this transaction only).
         conn.execute(text(f"SET LOCAL maintenance_work_mem = '{int(maintenance_work_mem_mb)}MB'"))
-    conn.execute(text(f"CREATE UNIQUE INDEX {name}_pkey ON {name} (dataset_id, item_id, annotator_id)"))
+    # A primary key (not only a unique index): the parent's key adopts it when attaching.
+    conn.execute(text(f"ALTER TABLE {name} ADD CONSTRAINT {name}_pkey PRIMARY KEY (dataset_id, item_id, annotator_id)"))
     conn.execute(text(f"ALTER TABLE annotation ATTACH PARTITION {name} FOR VALUES IN ({int(dataset_id)})"))
 
 

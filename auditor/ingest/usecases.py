@@ -32,14 +32,22 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import IO, Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from sqlalchemy import Connection, select, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from auditor.db.models import Dataset, ImportBatch, ImportKind, Model, Release, Tier, Workspace
-from auditor.db.partitions import ensure_annotation_partition
+from auditor.db.partitions import (
+    attach_annotation_partition,
+    create_annotation_partition_table,
+    ensure_annotation_partition,
+    has_annotation_partition,
+)
 from auditor.db.session import WRITE_OPTIONS
-from auditor.ingest import formats
+from auditor.ingest import bulk, formats
 from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, IngestError, RowError
 from auditor.ingest.formats import AnnotationDefaults, Source, open_source
 
@@ -461,6 +469,125 @@ def _stage_raw_csv(b: _Batch, header: list[str], labels: Sequence[str], defaults
     return table, src, rows, ann
 
 
+_ANNOTATION_FIELDS = ("item_id", "annotator_id", "label", "vendor", "tier", "timestamp")
+
+
+def _delimiter(b: _Batch) -> str:
+    tsv = b.fmt == "tsv" or b.source.name.lower().removesuffix(".gz").endswith((".tsv", ".tab"))
+    return "\t" if tsv else ","
+
+
+def _dataset_is_empty(b: _Batch) -> bool:
+    """No annotation partition and no items: a first load, which the bulk path can take."""
+    d = b.dataset.id
+    return not has_annotation_partition(b.sql.conn, d) and b.sql.scalar(
+        "SELECT 1 FROM item WHERE dataset_id = :d LIMIT 1", {"d": d}) is None
+
+
+def _try_bulk_first_load(b: _Batch, header: list[str], labels: Sequence[str], defaults: AnnotationDefaults,
+                         progress) -> ImportResult | None:
+    """PostgreSQL, long CSV/TSV, a dataset without items or annotations: the bulk path, else None.
+
+    The file is read and checked on the client (:mod:`auditor.ingest.bulk`); items go in
+    with one ``COPY``, annotation rows with one binary ``COPY`` into a fresh table, whose
+    key index is then built in one sorted pass and which is attached as the dataset's
+    partition. Whatever that path cannot settle exactly is left to the general path
+    (its savepoint is rolled back first): None.
+    """
+    if not _dataset_is_empty(b):
+        return None
+    try:
+        with _savepoint(b.session):
+            return _bulk_first_load(b, header, labels, defaults, progress)
+    except bulk.Fallback:
+        return None
+    except _NoChange as nc:  # the same batch was imported meanwhile
+        assert nc.result is not None
+        return nc.result
+
+
+def _new_item_ids(b: _Batch, n: int) -> np.ndarray:
+    """``n`` fresh ids from the item sequence, ascending (one round trip, binary)."""
+    sequence = b.sql.scalar("SELECT CAST(CAST(pg_get_serial_sequence('item', 'id') AS regclass) AS oid)")
+    raw = b.sql.conn.connection.driver_connection
+    data = bytearray()
+    with raw.cursor() as cur, cur.copy(
+            f"COPY (SELECT nextval(CAST({int(sequence)} AS oid)) FROM generate_series(1, {int(n)})) "
+            f"TO STDOUT (FORMAT binary)") as copy:
+        for block in copy:
+            data += block
+    rows = np.frombuffer(bytes(data), np.dtype([("n", ">i2"), ("len", ">i4"), ("id", ">i8")]), n,
+                         len(bulk.COPY_HEADER))
+    return np.sort(rows["id"].astype(np.int64))
+
+
+def _bulk_first_load(b: _Batch, header: list[str], labels: Sequence[str], defaults: AnnotationDefaults,
+                     progress) -> ImportResult:
+    sql = b.sql
+    d = b.dataset.id
+    w = b.dataset.workspace_id
+    columns = {name: i for i, name in enumerate(header) if name in _ANNOTATION_FIELDS}
+    with bulk.scan_long_csv(b.source, delimiter=_delimiter(b), columns=columns, n_columns=len(header),
+                            labels=labels, defaults=defaults, progress=progress) as scan:
+        _lock_and_bump(b)
+        prior = _recheck_under_lock(b)
+        if prior is not None:
+            raise _NoChange(prior.message, prior)
+        if not _dataset_is_empty(b):  # another batch got in first: the general path merges
+            raise bulk.Fallback("the dataset has rows now")
+        ann = sql.temp_table("annotator_ext TEXT, first_row BIGINT, vendor TEXT, vendor2 TEXT, tier TEXT, "
+                             "tier2 TEXT")
+        sql.load_rows(ann, ["annotator_ext", "first_row", "vendor", "vendor2", "tier", "tier2"],
+                      scan.annotator_rows)
+        new_annotators = _merge_annotators(b, ann)
+        known = sql.run(f"SELECT a.external_id, a.id FROM {ann} x JOIN annotator a ON a.workspace_id = :w "
+                        f"AND a.external_id = x.annotator_ext", {"w": w}).all()
+        where = pc.index_in(scan.annotators, value_set=pa.array([e for e, _ in known], pa.string()))
+        annotator_ids = np.array([i for _, i in known], np.int64)[where.to_numpy(zero_copy_only=False)
+                                                                   .astype(np.int64)]
+        _record_batch(b, scan.n_rows)
+        item_ids = _new_item_ids(b, len(scan.items))
+        raw = sql.conn.connection.driver_connection
+        try:
+            with raw.cursor() as cur:
+                with cur.copy("COPY item (id, dataset_id, external_id, label_counts) FROM STDIN") as copy:
+                    for block in bulk.item_copy_text(scan, d, item_ids):
+                        copy.write(block)
+                table = create_annotation_partition_table(sql.conn, d)
+                with cur.copy(f"COPY {table} ({', '.join(bulk.ANNOTATION_COPY_COLUMNS)}) FROM STDIN "
+                              f"(FORMAT binary)") as copy:
+                    for block in bulk.annotation_copy_blocks(scan, d, item_ids, annotator_ids, b.batch_id,
+                                                             b.version):
+                        copy.write(block)
+            # About 60 bytes of sort memory per row keeps the index build in memory (capped).
+            memory_mb = int(min(1024, max(64, scan.n_rows * 64 >> 20)))
+            attach_annotation_partition(sql.conn, d, maintenance_work_mem_mb=memory_mb)
+        except DBAPIError as exc:
+            # A pair twice in the batch (the key index refuses it) or a value PostgreSQL refuses:
+            # the general path names the rows.
+            if (getattr(exc.orig, "sqlstate", None) or "").startswith(("22", "23")):
+                raise bulk.Fallback(str(exc.orig)) from None
+            raise
+        except Exception as exc:
+            import psycopg
+
+            if isinstance(exc, psycopg.Error) and (exc.sqlstate or "").startswith(("22", "23")):
+                raise bulk.Fallback(str(exc)) from None
+            raise
+        n_rows, new_items = scan.n_rows, len(scan.items)
+    stats = {"rows": n_rows, "inserted": n_rows, "relabeled": 0, "unchanged": 0, "new_items": new_items,
+             "new_annotators": new_annotators}
+    _finish(b, stats)
+    return ImportResult(
+        status="imported", kind="annotations", dataset=b.dataset.name, rows=n_rows, data_version=b.version,
+        batch_id=b.batch_id, inserted=n_rows, updated=0, unchanged=0, new_items=new_items,
+        new_annotators=new_annotators,
+        message=(f"batch {b.batch_id}: {n_rows} new annotation(s), 0 re-label(s), 0 unchanged; "
+                 f"{new_items} new item(s), {new_annotators} new annotator(s); data_version {b.version}"),
+        details=stats,
+    )
+
+
 def _stage_annotators(b: _Batch, table: str, bad: str, *, annotator: str = "annotator_ext",
                       vendor: str = "vendor", tier: str = "tier") -> str | None:
     """One row per annotator of the batch; None when ``bad`` flags any row of the batch."""
@@ -522,6 +649,9 @@ def import_annotations(session: Session, dataset: str | Dataset, source: str | b
         with _savepoint(session):
             header = _raw_csv_plan(b, field_map)
             if header is not None:
+                bulk_result = _try_bulk_first_load(b, header, labels, defaults, progress)
+                if bulk_result is not None:
+                    return bulk_result
                 table, src, n_rows, ann = _stage_raw_csv(b, header, labels, defaults, progress)
             else:
                 rows = formats.read_annotations(b.source, b.fmt, labels, field_map=field_map, defaults=defaults,
@@ -561,20 +691,10 @@ def import_annotations(session: Session, dataset: str | Dataset, source: str | b
             sql.drop(*tables)
 
 
-def _merge_annotations(b: _Batch, src: str, ann: str, n_rows: int, labels: Sequence[str],
-                       tables: list[str]) -> ImportResult:
+def _merge_annotators(b: _Batch, ann: str) -> int:
+    """Check the batch's annotators (one staged row each) against each other and the database; add new ones."""
     sql = b.sql
-    d = b.dataset.id
     w = b.dataset.workspace_id
-    _lock_and_bump(b)
-    prior = _recheck_under_lock(b)
-    if prior is not None:
-        raise _NoChange(prior.message, prior)
-    if sql.pg:
-        # Under the dataset's lock: its partition of ``annotation`` exists before any row goes in.
-        ensure_annotation_partition(sql.conn, d)
-    L = len(labels)
-
     # Annotators (one staged row per distinct id), checked against each other and the database.
     errors = [RowError(int(r), "vendor" if v1 != v2 else "tier",
                        f"annotator {a!r} is given both {(v1 if v1 != v2 else t1)!r} and "
@@ -595,10 +715,27 @@ def _merge_annotations(b: _Batch, src: str, ann: str, n_rows: int, labels: Seque
             errors.append(RowError(int(r), "tier", f"annotator {a!r} is registered as {old_t!r}, not {new_t!r}"))
     if errors:
         raise ImportRejected(errors, source=b.source.name)
-    new_annotators = sql.run(
+    return sql.run(
         f"INSERT INTO annotator (workspace_id, external_id, vendor, tier) "
         f"SELECT :w, annotator_ext, vendor, coalesce(tier, :crowd) FROM {ann} WHERE true "
         f"ON CONFLICT (workspace_id, external_id) DO NOTHING", {"w": w, "crowd": Tier.CROWD.value}).rowcount
+
+
+def _merge_annotations(b: _Batch, src: str, ann: str, n_rows: int, labels: Sequence[str],
+                       tables: list[str]) -> ImportResult:
+    sql = b.sql
+    d = b.dataset.id
+    w = b.dataset.workspace_id
+    _lock_and_bump(b)
+    prior = _recheck_under_lock(b)
+    if prior is not None:
+        raise _NoChange(prior.message, prior)
+    if sql.pg:
+        # Under the dataset's lock: its partition of ``annotation`` exists before any row goes in.
+        ensure_annotation_partition(sql.conn, d)
+    L = len(labels)
+
+    new_annotators = _merge_annotators(b, ann)
 
     # Items: new ones arrive with their counts; ids above max_before are this batch's.
     had_items = sql.scalar("SELECT 1 FROM item WHERE dataset_id = :d LIMIT 1", {"d": d}) is not None

@@ -52,7 +52,7 @@ def upgrade() -> None:
                    f"CONSTRAINT ck_{name}_dataset CHECK (dataset_id = {int(d)}))")
         op.execute(f"INSERT INTO {name} ({_COLUMNS}) SELECT {_COLUMNS} FROM annotation_unpartitioned "
                    f"WHERE dataset_id = {int(d)}")
-        op.execute(f"CREATE UNIQUE INDEX {name}_pkey ON {name} (dataset_id, item_id, annotator_id)")
+        op.execute(f"ALTER TABLE {name} ADD CONSTRAINT {name}_pkey PRIMARY KEY (dataset_id, item_id, annotator_id)")
         op.execute(f"ALTER TABLE annotation ATTACH PARTITION {name} FOR VALUES IN ({int(d)})")
     op.drop_table("annotation_unpartitioned")
 
