@@ -13,6 +13,11 @@ Every import runs the same way on SQLite and PostgreSQL:
    to the history table, upsert the rows, keep ``item.label_counts`` current and
    write the batch record and an outbox row in the same transaction.
 
+On PostgreSQL, the first long CSV/TSV load into a dataset without items or
+annotations takes a bulk path instead of steps 2-3 (:func:`_try_bulk_first_load`,
+:mod:`auditor.ingest.bulk`): same checks and messages, the rows parsed on the client,
+one binary ``COPY`` into the dataset's new partition of ``annotation``.
+
 Any invalid row raises :class:`ImportRejected` and the batch's savepoint is rolled
 back, so nothing of it is written even if the caller commits. The caller owns the
 session and the transaction (and commits).
