@@ -275,14 +275,14 @@ def main() -> None:
             fh.write(LUA)
             script = fh.name
         wenv = {**os.environ, "BENCH_AUTH": f"Bearer {ids['token']}", "BENCH_COOKIE": cookie}
-        # Warm every worker's caches and connection pools.
-        subprocess.run([wrk, "-t2", f"-c{args.connections}", "-d2s", "-s", script, base + endpoints[0][1]],
-                       env=wenv, capture_output=True, check=True)
         print(f"\n{args.connections} concurrent clients, {args.duration} s per endpoint, gunicorn "
               f"{args.workers} workers × {args.threads} threads, {os.cpu_count()} cores\n")
         print(f"{'endpoint':<44}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'req/s':>9}{'non-2xx':>9}")
         worst = 0.0
         for label, path in endpoints:
+            # Steady state: each worker has answered this URL before the measured run starts.
+            subprocess.run([wrk, "-t2", f"-c{args.connections}", "-d1s", "-s", script, base + path], env=wenv,
+                           capture_output=True, check=True)
             out = subprocess.run([wrk, "-t2", f"-c{args.connections}", f"-d{args.duration}s", "--timeout", "30s",
                                   "-s", script, base + path], env=wenv, capture_output=True, text=True, check=True)
             stats = json.loads(next(line[5:] for line in out.stdout.splitlines() if line.startswith("JSON ")))
