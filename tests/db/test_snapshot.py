@@ -7,7 +7,7 @@ import uuid
 import numpy as np
 import pytest
 
-import auditor.db.snapshot as snapshot_module
+import auditor.db.pgread as pgread
 from auditor.db import SnapshotError, load_snapshot, make_session_factory, session_scope
 from auditor.ingest import create_dataset, import_annotations, import_gold
 
@@ -29,7 +29,7 @@ def _load(engine):
 def test_blockwise_reads_equal_a_single_read(db_engine, monkeypatch):
     dataset_id = _load(db_engine)
     whole = load_snapshot(db_engine, dataset_id, annotations=True)
-    monkeypatch.setattr(snapshot_module, "_BLOCK_ROWS", 7)
+    monkeypatch.setattr(pgread, "BLOCK_ROWS", 7)
     blocks = load_snapshot(db_engine, dataset_id, annotations=True)
     assert blocks.items == whole.items and len(whole.items) == 40
     np.testing.assert_array_equal(blocks.counts.counts, whole.counts.counts)
