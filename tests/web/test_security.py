@@ -44,6 +44,14 @@ def two(app, seeded):
     ids = {"dataset_id": seeded.dataset_id, "model_id": seeded.model_id, "release_id": seeded.release_ids["2.0"],
            "audit_run_id": run["id"], "item_id": items[0]["id"], "annotator_id": annotators[0]["id"],
            "vendor": "acme-labeling"}
+    from auditor.db import Alert, make_session_factory
+
+    with make_session_factory(app.extensions["auditor.engine"])() as db:
+        alert = Alert(workspace_id=seeded.tenant.workspace_id, dataset_id=seeded.dataset_id, kind="vendor_drop",
+                      subject="acme-labeling", message="A's alert")
+        db.add(alert)
+        db.commit()
+        ids["alert_id"] = alert.id
     return seeded, other, ids
 
 
@@ -57,7 +65,8 @@ def test_other_workspace_gets_404_for_every_object(client, two):
         if op.method == "GET":
             r = client.get(url, headers=b.tenant.auth())
         else:
-            r = client.post(url, json=VALID_BODIES[op.body_name], headers=b.tenant.auth())
+            r = client.post(url, json=VALID_BODIES[op.body_name] if op.body_name else None,
+                            headers=b.tenant.auth())
         if op.rule.startswith("/vendors/"):
             # Vendors are names, not objects: B has its own "acme-labeling", so compare contents.
             mine = client.get(url, headers=a.tenant.auth()).get_json()
