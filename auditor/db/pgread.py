@@ -113,13 +113,13 @@ def item_block(raw, dataset_id: int, lo: int, hi: int, n_labels: int, *, counts:
     gold = rec["gold"].astype(np.int64)
     cnt = np.stack([rec[f"c{k}"] for k in range(n_labels)], axis=1).astype(np.int64) if counts else None
     del rec
-    strings: list[str] = []
-    if names and row[1] is not None:
-        strings = bytes(row[1]).decode(raw.info.encoding).split("\x00")
-    if names and len(strings) != len(ids):
-        raise RuntimeError("item names and ids of one block differ in number")  # one query: cannot happen
+    strings: list[str] | None = None
+    if names:
+        strings = bytes(row[1]).decode(raw.info.encoding).split("\x00") if row[1] is not None else []
+        if len(strings) != len(ids):
+            raise RuntimeError("item names and ids of one block differ in number")  # one query: cannot happen
     ids, gold, cnt, strings = _sorted_by(ids, gold, cnt, strings)
-    return {"id": ids, "gold": gold, "counts": cnt, "names": strings}
+    return {"id": ids, "gold": gold, "counts": cnt, "names": strings or []}
 
 
 class RowBlock:

@@ -9,17 +9,17 @@ is still owned by the writer, so a run taken over never writes twice.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
+from auditor.db import pgread
 from auditor.db.models import (
     Agreement,
     Alert,
@@ -276,44 +276,8 @@ def _begin_snapshot(session: Session) -> None:
         conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
 
 
-def _pg_table(session: Session, query: str, params: tuple, n_cols: int, *, dtype=np.int64) -> np.ndarray:
-    """Rows of comma-joined numbers aggregated into one text value by ``query``, parsed by pandas.
-
-    Fetching a million rows one by one costs seconds in Python; one aggregated text
-    value and the C parser take a fraction of that.
-    """
-    raw = session.connection().connection.dbapi_connection
-    with raw.cursor() as cur:
-        cur.execute(query, params)
-        text = cur.fetchone()[0]
-    if not text:
-        return np.empty((0, n_cols), dtype=dtype)
-    frame = pd.read_csv(io.StringIO(text), header=None, names=range(n_cols), engine="c")
-    return frame.fillna(0).to_numpy(dtype=dtype)
-
-
-def _pg_packed(session: Session, query: str, params: tuple, fields: list[tuple[str, str]]) -> np.ndarray:
-    """Rows packed server-side into one ``bytea`` (``int8send(a) || int4send(b) ...``).
-
-    Big-endian fixed-width records read with one ``np.frombuffer``: no text formatting
-    on the server, no parsing here.
-    """
-    raw = session.connection().connection.dbapi_connection
-    with raw.cursor(binary=True) as cur:
-        cur.execute(query, params)
-        blob = cur.fetchone()[0]
-    rec = np.frombuffer(blob or b"", dtype=np.dtype(fields))
-    return np.column_stack([rec[name].astype(np.int64) for name, _ in fields]) if rec.size else \
-        np.empty((0, len(fields)), dtype=np.int64)
-
-
 def _annotation_rows(session: Session, dataset_id: int, since: int = -1) -> np.ndarray:
-    """(item id, annotator id, label) of the current annotations written after version ``since``."""
-    if session.connection().dialect.name == "postgresql":
-        return _pg_packed(session, "SELECT string_agg(int8send(item_id) || int4send(annotator_id) || "
-                                   "int2send(label), ''::bytea) FROM annotation "
-                                   "WHERE dataset_id = %s AND data_version > %s",
-                          (dataset_id, since), [("i", ">i8"), ("a", ">i4"), ("l", ">i2")])
+    """(item id, annotator id, label) of the current annotations written after version ``since`` (SQLite)."""
     rows = session.execute(
         select(Annotation.item_id, Annotation.annotator_id, Annotation.label)
         .where(Annotation.dataset_id == dataset_id, Annotation.data_version > since)
@@ -322,11 +286,7 @@ def _annotation_rows(session: Session, dataset_id: int, since: int = -1) -> np.n
 
 
 def _item_rows(session: Session, dataset_id: int, n_labels: int) -> np.ndarray:
-    """(N, 2 + L): item id, gold code (-1 for none), then the label counts."""
-    if session.connection().dialect.name == "postgresql":
-        return _pg_table(session, "SELECT string_agg(concat_ws(',', id, coalesce(gold_label, -1), "
-                                  "array_to_string(label_counts, ',')), E'\\n' ORDER BY id) "
-                                  "FROM item WHERE dataset_id = %s", (dataset_id,), 2 + n_labels)
+    """(N, 2 + L): item id, gold code (-1 for none), then the label counts (SQLite)."""
     rows = session.execute(select(Item.id, Item.gold_label, Item.label_counts)
                            .where(Item.dataset_id == dataset_id).order_by(Item.id)).all()
     out = np.zeros((len(rows), 2 + n_labels), dtype=np.int64)
@@ -337,46 +297,82 @@ def _item_rows(session: Session, dataset_id: int, n_labels: int) -> np.ndarray:
     return out
 
 
-def _release_rows(session: Session, dataset_id: int, release_id: int, n_labels: int
+def _release_rows(session: Session, dataset_id: int, release_id: int
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """Item ids, hard labels (the argmax where only probabilities were given), probabilities or None."""
-    pg = session.connection().dialect.name == "postgresql"
-    if pg:
-        hard = _pg_packed(session, "SELECT string_agg(int8send(item_id) || int2send(coalesce(label, -1)::int2), "
-                                   "''::bytea ORDER BY item_id) FROM prediction "
-                                   "WHERE dataset_id = %s AND release_id = %s",
-                          (dataset_id, release_id), [("i", ">i8"), ("l", ">i2")])
-        n_soft = session.execute(select(func.count()).select_from(Prediction).where(
-            Prediction.dataset_id == dataset_id, Prediction.release_id == release_id,
-            Prediction.probabilities.is_not(None))).scalar_one()
-        probs = None
-        if n_soft and n_soft == hard.shape[0]:
-            probs = _pg_table(session, "SELECT string_agg(array_to_string(probabilities, ','), E'\\n' "
-                                       "ORDER BY item_id) FROM prediction WHERE dataset_id = %s AND release_id = %s",
-                              (dataset_id, release_id), n_labels, dtype=float)
-    else:
-        rows = session.execute(
-            select(Prediction.item_id, Prediction.label, Prediction.probabilities)
-            .where(Prediction.dataset_id == dataset_id, Prediction.release_id == release_id)
-            .order_by(Prediction.item_id)).all()
-        hard = np.array([(r.item_id, -1 if r.label is None else r.label) for r in rows], dtype=np.int64).reshape(-1, 2)
-        soft = [r.probabilities for r in rows]
-        probs = np.array(soft, dtype=float) if soft and all(p is not None for p in soft) else None
-    labels = hard[:, 1].copy()
+    """Item ids, hard labels (the argmax where only probabilities were given), probabilities or None (SQLite)."""
+    rows = session.execute(
+        select(Prediction.item_id, Prediction.label, Prediction.probabilities)
+        .where(Prediction.dataset_id == dataset_id, Prediction.release_id == release_id)
+        .order_by(Prediction.item_id)).all()
+    hard = np.array([(r.item_id, -1 if r.label is None else r.label) for r in rows], dtype=np.int64).reshape(-1, 2)
+    soft = [r.probabilities for r in rows]
+    probs = np.array(soft, dtype=float) if soft and all(p is not None for p in soft) else None
+    return _hard_labels(hard[:, 0], hard[:, 1], probs)
+
+
+def _hard_labels(items: np.ndarray, labels: np.ndarray, probs: np.ndarray | None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    labels = labels.copy()
     if probs is not None:
         missing = labels < 0
         labels[missing] = probs[missing].argmax(axis=1)
-    return hard[:, 0], labels, probs
+    return items, labels, probs
 
 
-def _positions(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """Positions of ``ids`` in ``sorted_ids`` (all present)."""
-    if sorted_ids.size and ids.size and sorted_ids[-1] - sorted_ids[0] < 8 * sorted_ids.size + 1024:
-        # Dense ids (the usual case): a lookup table beats a binary search per value.
-        table = np.zeros(int(sorted_ids[-1] - sorted_ids[0]) + 1, dtype=np.int64)
-        table[sorted_ids - sorted_ids[0]] = np.arange(sorted_ids.size)
-        return table[ids - sorted_ids[0]]
-    return np.searchsorted(sorted_ids, ids).astype(np.int64)
+def _pg_release(parts: list[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """A release's prediction blocks (item-id order) as item ids, hard labels, probabilities or None.
+
+    Probabilities only when every row has them; elements a row lacks count as 0.
+    """
+    items, labels, probs, soft = (np.concatenate(col) for col in zip(*parts, strict=True))
+    if len(soft) and soft.all():
+        np.nan_to_num(probs, copy=False, nan=0.0)
+    else:
+        probs = None
+    return _hard_labels(items, labels, probs)
+
+
+def _pg_read(session: Session, dataset_id: int, n_labels: int, *, since: int | None,
+             releases: list[int], items: bool = True) -> tuple[np.ndarray | None, np.ndarray, dict[int, tuple]]:
+    """PostgreSQL: items (N, 2 + L), current annotation rows newer than ``since`` (all when None)
+    and the given releases' predictions, in item-id blocks read by parallel connections
+    that share this transaction's snapshot."""
+    conn = session.connection()
+    raw = pgread.raw_connection(conn)
+    lo, hi, n_items = pgread.item_range(raw, dataset_id)
+    item_blocks = pgread.id_blocks(lo, hi, max(pgread.READERS, -(-n_items // max(1, pgread.BLOCK_ROWS // 2))))
+    jobs: list = []
+    kinds: list[tuple] = []
+    max_annotator = session.execute(select(func.coalesce(func.max(Annotator.id), 0))).scalar_one()
+    where, params = ("AND data_version > %s", (since,)) if since is not None else ("", ())
+    estimate = pgread.estimated_rows(raw, f"annotation WHERE dataset_id = %s {where}", (dataset_id, *params))
+    for a, b in pgread.id_blocks(lo, hi, max(pgread.READERS, -(-estimate // pgread.BLOCK_ROWS))):
+        jobs.append(partial(pgread.annotation_block, table="annotation", dataset_id=dataset_id, lo=a, hi=b,
+                            max_annotator=max_annotator, where=where, params=params))
+        kinds.append(("rows",))
+    for a, b in item_blocks if items else []:
+        jobs.append(partial(pgread.item_block, dataset_id=dataset_id, lo=a, hi=b, n_labels=n_labels, names=False))
+        kinds.append(("items",))
+    for rid in releases:
+        for a, b in item_blocks:
+            jobs.append(partial(pgread.prediction_block, dataset_id=dataset_id, release_id=rid, n_labels=n_labels,
+                                lo=a, hi=b))
+            kinds.append(("predictions", rid))
+    results = pgread.read_parallel(session.get_bind(), conn, jobs)
+    del jobs
+    blocks = [r for k, r in zip(kinds, results, strict=True) if k[0] == "items"]
+    table = np.zeros((sum(len(b["id"]) for b in blocks), 2 + n_labels), dtype=np.int64) if items else None
+    at = 0
+    for b in blocks:
+        end = at + len(b["id"])
+        table[at:end, 0], table[at:end, 1], table[at:end, 2:] = b["id"], b["gold"], b["counts"]
+        at = end
+    del blocks
+    release_rows = {rid: _pg_release([r for k, r in zip(kinds, results, strict=True) if k == ("predictions", rid)])
+                    for rid in releases}
+    row_blocks = [r for k, r in zip(kinds, results, strict=True) if k[0] == "rows"]
+    del results  # stack_rows releases each block once copied
+    return table, pgread.stack_rows(row_blocks), release_rows
 
 
 @dataclass
@@ -428,16 +424,29 @@ def _merge_annotations(old: np.ndarray, new: np.ndarray) -> np.ndarray:
     return merged[np.argsort(_keys(merged), kind="stable")]
 
 
-def _current_annotations(session: Session, dataset_id: int, counts: np.ndarray, item_ids: np.ndarray,
-                         cached: _Cached | None) -> np.ndarray:
+def _current_annotations(session: Session, dataset_id: int, counts: np.ndarray, index: pgread.IdIndex,
+                         cached: _Cached | None, new_rows: np.ndarray) -> np.ndarray:
+    """The current annotation rows sorted by (item, annotator): the cached rows merged with
+    ``new_rows`` (those written since) when that agrees with the per-item counts, else all
+    rows read again; without a cache, ``new_rows`` are all rows."""
     if cached is not None:
-        rows = _merge_annotations(cached.annotations, _annotation_rows(session, dataset_id, cached.version))
-        per_item = np.bincount(_positions(item_ids, rows[:, 0]), minlength=item_ids.size) if rows.size else \
-            np.zeros(item_ids.size, dtype=np.int64)
+        rows = _merge_annotations(cached.annotations, new_rows)
+        per_item = np.bincount(index(rows[:, 0]), minlength=index.ids.size) if rows.size else \
+            np.zeros(index.ids.size, dtype=np.int64)
         if per_item.shape[0] == counts.shape[0] and np.array_equal(per_item, counts.sum(axis=1)):
             return rows
-    rows = _annotation_rows(session, dataset_id)
-    return rows[np.argsort(_keys(rows), kind="stable")] if rows.size else rows
+        if session.connection().dialect.name == "postgresql":
+            new_rows = _pg_read(session, dataset_id, counts.shape[1], since=None, releases=[], items=False)[1]
+        else:
+            new_rows = _annotation_rows(session, dataset_id)
+    rows = new_rows
+    if rows.shape[0] > 1:
+        keys = _keys(rows)
+        ordered = bool((keys[1:] > keys[:-1]).all())  # blocks in item order, each in index order: usually
+        if not ordered:
+            rows = rows[np.argsort(keys, kind="stable")]
+        del keys
+    return rows
 
 
 def _prediction_sizes(session: Session, dataset_id: int, since: int) -> tuple[dict[int, int], set[int]]:
@@ -451,48 +460,62 @@ def load_snapshot(session: Session, dataset_id: int, *, cache: SnapshotCache | N
     """Read the dataset, its items, annotations, annotators and releases in one snapshot.
 
     Call first thing in a fresh transaction; the caller owns it (read-only). With a
-    ``cache``, only rows written since the cached version are read.
+    ``cache``, only rows written since the cached version are read. On PostgreSQL the
+    reads go in item-id blocks on parallel connections that import this transaction's
+    snapshot (:mod:`auditor.db.pgread`).
     """
     _begin_snapshot(session)
     ds = session.execute(select(Dataset).where(Dataset.id == dataset_id)).scalar_one()
     labels = tuple(ds.labels)
     n_labels = len(labels)
-    items = _item_rows(session, dataset_id, n_labels)
-    item_ids, gold, counts = items[:, 0], items[:, 1], items[:, 2:]
     cached = cache.get(dataset_id) if cache is not None else None
     if cached is not None and cached.version > ds.data_version:
         cached = None
-    rows = _current_annotations(session, dataset_id, counts, item_ids, cached)
-    ann_ids = np.unique(rows[:, 1])
+    rel_rows = session.execute(
+        select(Release.id, Release.version, Model.name).join(Model, Model.id == Release.model_id)
+        .where(select(Prediction.release_id).where(Prediction.dataset_id == dataset_id,
+                                                   Prediction.release_id == Release.id).exists())
+        .order_by(Release.id)
+    ).all()
+    release_rows: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}
+    if cached is not None:
+        sizes, changed = _prediction_sizes(session, dataset_id, cached.version)
+        for rel in rel_rows:
+            got = cached.releases.get(rel.id) if rel.id not in changed else None
+            if got is not None and got[0].shape[0] == sizes.get(rel.id):
+                release_rows[rel.id] = got
+    to_read = [rel.id for rel in rel_rows if rel.id not in release_rows]
+    since = cached.version if cached is not None else None
+    if session.connection().dialect.name == "postgresql":
+        items, new_rows, fresh = _pg_read(session, dataset_id, n_labels, since=since, releases=to_read)
+    else:
+        items = _item_rows(session, dataset_id, n_labels)
+        new_rows = _annotation_rows(session, dataset_id, -1 if since is None else since)
+        fresh = {rid: _release_rows(session, dataset_id, rid) for rid in to_read}
+    release_rows.update(fresh)
+    item_ids, gold, counts = items[:, 0], items[:, 1], items[:, 2:]
+    index = pgread.IdIndex(item_ids)
+    rows = _current_annotations(session, dataset_id, counts, index, cached, new_rows)
+    del new_rows
+    # Annotator ids are small integers: codes by a lookup table rather than by sorting.
+    present = np.bincount(rows[:, 1]) > 0 if rows.size else np.zeros(0, dtype=bool)
+    ann_ids = np.flatnonzero(present)
     annotators = {}
     if ann_ids.size:
         for a in session.execute(select(Annotator.id, Annotator.external_id, Annotator.vendor, Annotator.tier)
                                  .where(Annotator.id.in_(ann_ids.tolist()))):
             annotators[a.id] = a
     releases = []
-    rel_rows = session.execute(
-        select(Release.id, Release.version, Model.name).join(Model, Model.id == Release.model_id)
-        .where(Release.id.in_(select(Prediction.release_id).where(Prediction.dataset_id == dataset_id)
-                              .distinct()))
-        .order_by(Release.id)
-    ).all()
-    sizes, changed = _prediction_sizes(session, dataset_id, cached.version if cached else -1)
-    release_rows = {}
     for rel in rel_rows:
-        got = cached.releases.get(rel.id) if cached is not None and rel.id not in changed else None
-        if got is None or got[0].shape[0] != sizes.get(rel.id):
-            got = _release_rows(session, dataset_id, rel.id, n_labels)
-        release_rows[rel.id] = got
-        pred_items, hard, probs = got
-        releases.append(ReleaseSnapshot(rel.id, rel.name, rel.version, _positions(item_ids, pred_items),
-                                        hard, probs))
+        pred_items, hard, probs = release_rows[rel.id]
+        releases.append(ReleaseSnapshot(rel.id, rel.name, rel.version, index(pred_items), hard, probs))
     if cache is not None:
         cache.put(dataset_id, _Cached(int(ds.data_version), rows, release_rows))
     return AuditSnapshot(
         dataset_id=ds.id, workspace_id=ds.workspace_id, name=ds.name, labels=labels,
         data_version=int(ds.data_version), item_ids=item_ids, counts=counts, gold=gold,
-        ann_item=_positions(item_ids, rows[:, 0]),
-        ann_annotator=_positions(ann_ids, rows[:, 1]),
+        ann_item=index(rows[:, 0]),
+        ann_annotator=(np.cumsum(present) - 1)[rows[:, 1]] if rows.size else np.zeros(0, dtype=np.int64),
         ann_label=rows[:, 2].astype(np.int64),
         annotator_ids=ann_ids,
         annotator_names=tuple(annotators[i].external_id for i in ann_ids.tolist()),
