@@ -150,7 +150,10 @@ class RowBlock:
 
     def labels(self, out: np.ndarray | None = None) -> np.ndarray:
         if not self._shift:
-            return np.copyto(out, self._data["l"]) or out if out is not None else self._data["l"].astype(np.int64)
+            if out is None:
+                return self._data["l"].astype(np.int64)
+            out[:] = self._data["l"]
+            return out
         return np.bitwise_and(self._data, (1 << _LABEL_BITS) - 1, out=out, dtype=np.int64)
 
     def rows(self) -> np.ndarray:
@@ -248,7 +251,10 @@ class IdIndex:
                 raise RuntimeError("an id that is not among the known ids")
             return out
         found = np.searchsorted(self.ids, ids)
-        out = found.astype(np.int64) if out is None else np.copyto(out, found) or out
+        if out is None:
+            out = found.astype(np.int64)
+        else:
+            out[:] = found
         del found
         if out.max() >= self.ids.size or not np.array_equal(self.ids[out], ids):
             raise RuntimeError("an id that is not among the known ids")

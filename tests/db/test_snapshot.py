@@ -129,3 +129,29 @@ def test_snapshots_taken_while_imports_commit_equal_their_version(db_engine, mon
         assert {(a.items[i], a.annotators[n]): snap.labels[c]
                 for i, n, c in zip(a.item, a.annotator, a.label, strict=True)} == state
         np.testing.assert_array_equal(snap.counts.counts, counts_of(state, snap.items))
+
+
+def test_rows_sent_unpacked_equal_rows_sent_packed(db_engine, monkeypatch):
+    """When the bit fields cannot hold the ids, the rows travel as three columns: same snapshot."""
+    dataset_id = _load(db_engine)
+    packed = load_snapshot(db_engine, dataset_id, annotations=True)
+    monkeypatch.setattr(pgread, "_LABEL_BITS", 62)
+    unpacked = load_snapshot(db_engine, dataset_id, annotations=True)
+    np.testing.assert_array_equal(unpacked.annotations.matrix(), packed.annotations.matrix())
+    np.testing.assert_array_equal(unpacked.counts.counts, packed.counts.counts)
+
+
+def test_id_index_dense_and_sparse():
+    dense = pgread.IdIndex(np.arange(100, 200, dtype=np.int64))
+    sparse = pgread.IdIndex(np.array([3, 10**9, 10**12], dtype=np.int64))
+    np.testing.assert_array_equal(dense(np.array([150, 100, 199])), [50, 0, 99])
+    np.testing.assert_array_equal(sparse(np.array([10**12, 3])), [2, 0])
+    out = np.empty(2, dtype=np.int64)
+    dense(np.array([101, 102]), out=out)
+    np.testing.assert_array_equal(out, [1, 2])
+    for index, bad in ((dense, 99), (dense, 200), (sparse, 4), (sparse, 10**13)):
+        with pytest.raises(RuntimeError):
+            index(np.array([bad]))
+    holes = pgread.IdIndex(np.array([1, 3, 5], dtype=np.int64))
+    with pytest.raises(RuntimeError):
+        holes(np.array([2]))
