@@ -14,6 +14,8 @@ phase's own, including the interpreter and the libraries), it measures:
 
 * ``counts``: :func:`auditor.db.load_snapshot`, counts only (one row per item);
 * ``annotations``: the same with every annotation row;
+* ``counts_no_predictions``, ``annotations_no_predictions``: the same without reading
+  the release's predictions (``releases=[]``);
 * ``worker``: the audit worker's loader (:func:`auditor.db.queries_audit.load_snapshot`),
   annotations and predictions, no cache;
 * ``worker_cached``: the same loader a second time with its cache, after a small batch
@@ -150,16 +152,17 @@ def _dataset_id(url: str) -> int:
         return conn.execute("SELECT id FROM dataset WHERE name = 'bench'").fetchone()[0]
 
 
-def phase_snapshot(url: str, with_annotations: bool, repeat: int) -> dict:
+def phase_snapshot(url: str, with_annotations: bool, repeat: int, releases: bool = True) -> dict:
     from auditor.db import load_snapshot, make_engine
 
     engine = make_engine(url)
     dataset_id = _dataset_id(url)
-    load_snapshot(engine, dataset_id)  # warm the connection pool and the server's cache
+    wanted = None if releases else []
+    load_snapshot(engine, dataset_id, releases=wanted)  # warm the connection pool and the server's cache
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
-        snap = load_snapshot(engine, dataset_id, annotations=with_annotations)
+        snap = load_snapshot(engine, dataset_id, annotations=with_annotations, releases=wanted)
         times.append(time.perf_counter() - start)
         n_items, n_ann = snap.n_items, int(snap.counts.counts.sum())
         assert snap.annotations is None or len(snap.annotations) == n_ann
@@ -209,6 +212,8 @@ def phase_worker(url: str, repeat: int, cached: bool) -> dict:
 PHASES = {
     "counts": lambda a: phase_snapshot(a.url, False, a.repeat),
     "annotations": lambda a: phase_snapshot(a.url, True, a.repeat),
+    "counts_no_predictions": lambda a: phase_snapshot(a.url, False, a.repeat, releases=False),
+    "annotations_no_predictions": lambda a: phase_snapshot(a.url, True, a.repeat, releases=False),
     "worker": lambda a: phase_worker(a.url, a.repeat, cached=False),
     "worker_cached": lambda a: phase_worker(a.url, a.repeat, cached=True),
 }
@@ -264,7 +269,7 @@ def main() -> None:
         results = {}
         for phase in args.phases.split(","):
             results[phase] = r = _child(phase, url, args.repeat)
-            print(f"{phase:14s} {json.dumps(r)}", flush=True)
+            print(f"{phase:26s} {json.dumps(r)}", flush=True)
     finally:
         if not args.database:
             with psycopg.connect(admin, autocommit=True) as conn:
@@ -272,9 +277,9 @@ def main() -> None:
 
     print()
     for phase, r in results.items():
-        rows = r["annotations"] if phase != "counts" else args.items
-        what = "items" if phase == "counts" else "annotations"
-        print(f"{phase:14s} {r['seconds']:7.2f} s  {rows / r['seconds']:12,.0f} {what}/s  "
+        rows = r["annotations"] if not phase.startswith("counts") else r["items"]
+        what = "items" if phase.startswith("counts") else "annotations"
+        print(f"{phase:26s} {r['seconds']:7.2f} s  {rows / r['seconds']:12,.0f} {what}/s  "
               f"peak {r['peak_mb']:5.0f} MB  (runs: {', '.join(f'{t:.2f}' for t in r['all'])})")
 
 

@@ -411,6 +411,8 @@ def _keys(rows: np.ndarray) -> np.ndarray:
 
 
 def _merge_annotations(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """``old`` (sorted by key) with ``new`` merged in, sorted: a re-label replaces its row in
+    place (``old`` is the cache's own array), other rows are inserted at their place."""
     if new.shape[0] == 0:
         return old
     new = new[np.argsort(_keys(new), kind="stable")]
@@ -418,10 +420,11 @@ def _merge_annotations(old: np.ndarray, new: np.ndarray) -> np.ndarray:
     pos = np.searchsorted(old_keys, new_keys)
     hit = pos < old_keys.size
     hit[hit] = old_keys[pos[hit]] == new_keys[hit]
-    out = old.copy()
-    out[pos[hit]] = new[hit]
-    merged = np.concatenate([out, new[~hit]])
-    return merged[np.argsort(_keys(merged), kind="stable")]
+    del old_keys
+    old[pos[hit]] = new[hit]
+    if hit.all():
+        return old
+    return np.insert(old, pos[~hit], new[~hit], axis=0)
 
 
 def _current_annotations(session: Session, dataset_id: int, counts: np.ndarray, index: pgread.IdIndex,
