@@ -211,7 +211,7 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=20)
     ap.add_argument("--duration", type=int, default=10, help="seconds per endpoint")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--server-url", default=os.environ.get("AUDITOR_BENCH_POSTGRES_URL",
                                                            "postgresql://postgres@127.0.0.1:5432/postgres"),
                     help="a PostgreSQL server (a database named auditor_bench_* is created on it)")
