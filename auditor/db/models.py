@@ -32,6 +32,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    PrimaryKeyConstraint,
     SmallInteger,
     String,
     Text,
@@ -268,7 +269,9 @@ class Annotation(Base):
     """
 
     __tablename__ = "annotation"
-    __table_args__: ClassVar[dict[str, Any]] = {"postgresql_partition_by": "LIST (dataset_id)"}
+    # PostgreSQL's key order (migration c3f1d8a2b6e4); SQLite's table keeps dataset_id first.
+    __table_args__: ClassVar[tuple] = (PrimaryKeyConstraint("item_id", "annotator_id", "dataset_id"),
+                                       {"postgresql_partition_by": "LIST (dataset_id)"})
 
     dataset_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     item_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)

@@ -1,17 +1,14 @@
-"""Long CSV/TSV annotation files read, checked and encoded on the client, in bounded memory.
+"""Long CSV/TSV annotation files read, checked and encoded on the client, streamed in blocks.
 
 The bulk path of :func:`auditor.ingest.import_annotations` on PostgreSQL (see there for
-when it applies). The file is read twice, in blocks, never whole:
-
-1. :func:`scan_long_csv` parses each block with Arrow's CSV reader, checks every row
-   vectorised (missing fields, unknown labels, tiers, time stamps; errors name the
-   1-based data row and the field, as :mod:`auditor.ingest.formats` does), gives each
-   distinct item and annotator a code in order of first appearance, counts labels per
-   item and aggregates vendor/tier per annotator. The per-row (block-local) codes go to
-   a temporary spill file (9 or 17 bytes a row), so memory grows with the distinct
-   items of each block, not with the rows.
-2. :meth:`Scan.annotation_copy_blocks` reads the spill back and packs the stored rows,
-   with the database ids, as binary ``COPY`` data, built by numpy a block at a time.
+when it applies). The file is read once, in blocks, never whole. :func:`stream_long_csv`
+parses each block with Arrow's CSV reader and checks every row vectorised (missing
+fields, unknown labels, tiers, time stamps; errors name the 1-based data row and the
+field, as :mod:`auditor.ingest.formats` does). Each distinct item and annotator gets a
+code in order of first appearance across the whole file (:class:`Registry`); the caller
+gives the new ones their database ids as they appear, so each block's rows leave at once
+as binary ``COPY`` data, built by numpy, while the next block is read. What is kept is
+per item (its name, id and label counts) and per annotator, never per row.
 
 Anything this reader cannot settle exactly (a row with the wrong number of columns, a
 blank line, bytes that are not UTF-8, a quoted line break, a time stamp format Arrow
@@ -21,11 +18,9 @@ general path, which reports such rows precisely.
 
 from __future__ import annotations
 
-import itertools
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import IO, Any
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -35,9 +30,10 @@ import pyarrow.csv as pacsv
 from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, RowError
 from auditor.ingest.formats import TIERS, AnnotationDefaults, Source
 
-__all__ = ["Fallback", "Scan", "annotation_copy_blocks", "item_copy_text", "scan_long_csv"]
+__all__ = ["ANNOTATION_COPY_COLUMNS", "COPY_HEADER", "COPY_TRAILER", "Fallback", "Loaded", "Registry",
+           "RowEncoder", "item_copy_text", "stream_long_csv"]
 
-BLOCK_BYTES = 32 << 20
+BLOCK_BYTES = 16 << 20
 """CSV bytes parsed at a time (memory per block is a few times this)."""
 
 TS_PATTERN = r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}(:?\d{2})?)?$"
@@ -46,45 +42,68 @@ _PG_EPOCH_US = 946_684_800_000_000  # 2000-01-01 in microseconds since 1970-01-0
 _NO_TS = np.iinfo(np.int64).min
 COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + b"\x00" * 8
 COPY_TRAILER = b"\xff\xff"
+ANNOTATION_COPY_COLUMNS = ("dataset_id", "item_id", "annotator_id", "label", "annotated_at", "batch_id",
+                           "data_version")
 
 
 class Fallback(Exception):
     """The bulk reader cannot settle this file exactly; the general path must import it."""
 
 
-@dataclass
-class Scan:
-    """What the first pass learnt: counts, distinct ids, per-annotator facts, the spill file."""
+class Registry:
+    """Codes for distinct strings in order of first appearance, kept across blocks.
 
-    n_rows: int
-    labels: int
-    items: pa.StringArray  # distinct item ids, in order of first appearance
-    item_counts: np.ndarray  # (items, labels) label counts
-    annotators: pa.StringArray  # distinct annotator ids, in order of first appearance
-    annotator_rows: list[tuple]  # (id, first row, min vendor, max vendor, min tier, max tier)
-    has_ts: bool
-    spill: IO[bytes]
-    blocks: list[int] = field(default_factory=list)
-    item_maps: list[np.ndarray] = field(default_factory=list)  # per block: local code → global code
-    annotator_maps: list[np.ndarray] = field(default_factory=list)
+    Lookups go by each string's hash (Python's, in a sorted int64 array), so a block
+    costs time in its own distinct values plus one linear merge, however many values
+    are known. Every hash match is confirmed by comparing the strings themselves; a
+    collision (two strings, one hash) raises :class:`Fallback`, never a wrong code.
+    """
 
-    def close(self) -> None:
-        self.spill.close()
+    def __init__(self, hasher: Callable[[str], int] = hash) -> None:
+        self._hasher = hasher
+        self._hashes = np.zeros(0, np.int64)  # sorted
+        self._codes = np.zeros(0, np.int64)  # code of each hash above
+        self._parts: list[pa.Array] = []
+        self.n = 0
 
-    def __enter__(self) -> Scan:
-        return self
+    def values(self) -> pa.ChunkedArray:
+        """Every known string, in code order."""
+        return pa.chunked_array(self._parts, pa.string())
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _spilled(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]]:
-        self.spill.seek(0)
-        for n in self.blocks:
-            items = np.fromfile(self.spill, np.int32, n)
-            annotators = np.fromfile(self.spill, np.int32, n)
-            labels = np.fromfile(self.spill, np.int8, n)
-            ts = np.fromfile(self.spill, np.int64, n) if self.has_ts else None
-            yield items, annotators, labels, ts
+    def add(self, distinct: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """Codes of ``distinct`` (strings, each once), and which of them are new (coded last, in order)."""
+        hashes = np.empty(len(distinct), np.int64)
+        for start in range(0, len(distinct), 1 << 17):  # a few MB of Python strings at a time
+            part = distinct.slice(start, 1 << 17).to_pylist()
+            hashes[start:start + len(part)] = np.fromiter(map(self._hasher, part), np.int64, len(part))
+        order = np.argsort(hashes, kind="stable")
+        ordered = hashes[order]
+        codes = np.empty(len(distinct), np.int64)
+        found = np.zeros(len(distinct), bool)
+        hit = np.zeros(len(distinct), bool)  # in hash order
+        if len(self._hashes):
+            at = np.searchsorted(self._hashes, ordered)
+            hit = self._hashes[np.minimum(at, len(self._hashes) - 1)] == ordered
+            found[order[hit]] = True
+            codes[order[hit]] = self._codes[at[hit]]
+        new = ~found
+        n_new = int(np.count_nonzero(new))
+        codes[new] = self.n + np.arange(n_new)
+        if found.any():
+            known = self.values().take(pa.array(codes[found]))
+            if not pc.all(pc.equal(distinct.filter(pa.array(found)), known)).as_py():
+                raise Fallback("two distinct ids with one hash")
+        new_hashes = ordered[~hit]  # still sorted
+        if len(new_hashes) > 1 and (np.diff(new_hashes) == 0).any():
+            raise Fallback("two distinct ids with one hash")
+        merged = np.concatenate([self._hashes, new_hashes])
+        by_hash = np.argsort(merged, kind="stable")  # two sorted runs: a linear merge
+        self._hashes = merged[by_hash]
+        self._codes = np.concatenate([self._codes, codes[order[~hit]]])[by_hash]
+        if n_new:
+            self._parts.append(distinct.filter(pa.array(new)))
+        self.n += n_new
+        return codes, new
 
 
 def _rows_dtype(with_ts: bool) -> np.dtype:
@@ -97,36 +116,54 @@ def _rows_dtype(with_ts: bool) -> np.dtype:
     return np.dtype(fields)
 
 
-ANNOTATION_COPY_COLUMNS = ("dataset_id", "item_id", "annotator_id", "label", "annotated_at", "batch_id",
-                           "data_version")
+ROWS_PER_MESSAGE = 1 << 18
+"""Annotation rows per ``COPY`` buffer handed to ``send`` (16 MB)."""
 
 
-def annotation_copy_blocks(scan: Scan, dataset_id: int, item_ids: np.ndarray, annotator_ids: np.ndarray,
-                           batch_id: int, data_version: int) -> Iterator[bytes]:
-    """Binary ``COPY`` data for ``ANNOTATION_COPY_COLUMNS`` (header, blocks of rows, trailer)."""
-    yield COPY_HEADER
-    for k, (local_items, local_annotators, labels, ts) in enumerate(scan._spilled()):
-        items = item_ids[scan.item_maps[k]][local_items]
-        annotators = annotator_ids[scan.annotator_maps[k]][local_annotators]
-        parts = [(None, slice(None))] if ts is None else [(True, ts != _NO_TS), (False, ts == _NO_TS)]
+class RowEncoder:
+    """Binary ``COPY`` rows of ``ANNOTATION_COPY_COLUMNS`` for one batch.
+
+    Every row has the same bytes but for item, annotator, label and time stamp: each
+    buffer starts as copies of a template row (a plain byte broadcast), then only those
+    fields are written.
+    """
+
+    def __init__(self, dataset_id: int, batch_id: int, data_version: int) -> None:
+        self._templates = {}
+        for with_ts in (False, True):
+            row = np.zeros(1, _rows_dtype(with_ts))
+            row["n"] = len(ANNOTATION_COPY_COLUMNS)
+            row["l_ds"], row["ds"] = 4, dataset_id
+            row["l_item"], row["l_ann"], row["l_label"] = 8, 4, 2
+            row["l_ts"] = 8 if with_ts else -1  # -1: NULL
+            row["l_batch"], row["batch"] = 8, batch_id
+            row["l_version"], row["version"] = 8, data_version
+            self._templates[with_ts] = np.frombuffer(row.tobytes(), np.uint8)
+
+    def encode(self, items: np.ndarray, annotators: np.ndarray, labels: np.ndarray,
+               ts: np.ndarray | None) -> Iterator[memoryview]:
+        """The rows, in buffers of up to :data:`ROWS_PER_MESSAGE` (no header or trailer)."""
+        parts = [(False, None)] if ts is None else [(True, ts != _NO_TS), (False, ts == _NO_TS)]
         for with_ts, mask in parts:
-            n = len(items) if with_ts is None else int(np.count_nonzero(mask))
-            if n == 0:
-                continue
-            rec = np.empty(n, _rows_dtype(bool(with_ts)))
-            rec["n"] = len(ANNOTATION_COPY_COLUMNS)
-            rec["l_ds"], rec["ds"] = 4, dataset_id
-            rec["l_item"], rec["item"] = 8, items[mask]
-            rec["l_ann"], rec["ann"] = 4, annotators[mask]
-            rec["l_label"], rec["label"] = 2, labels[mask]
-            if with_ts:
-                rec["l_ts"], rec["ts"] = 8, ts[mask] - _PG_EPOCH_US
-            else:
-                rec["l_ts"] = -1  # NULL
-            rec["l_batch"], rec["batch"] = 8, batch_id
-            rec["l_version"], rec["version"] = 8, data_version
-            yield rec.tobytes()
-    yield COPY_TRAILER
+            it, an, lab, t = items, annotators, labels, ts
+            if mask is not None:
+                if not mask.any():
+                    continue
+                it, an, lab = it[mask], an[mask], lab[mask]
+                t = ts[mask] if with_ts else None
+            dtype = _rows_dtype(with_ts)
+            for start in range(0, len(it), ROWS_PER_MESSAGE):
+                stop = min(len(it), start + ROWS_PER_MESSAGE)
+                raw = np.empty((stop - start, dtype.itemsize), np.uint8)
+                raw[:] = self._templates[with_ts]
+                rec = raw.view(dtype).reshape(stop - start)
+                rec["item"] = it[start:stop]
+                rec["ann"] = an[start:stop]
+                rec["label"] = lab[start:stop]
+                if with_ts:
+                    assert t is not None
+                    rec["ts"] = t[start:stop] - _PG_EPOCH_US
+                yield memoryview(raw).cast("B")
 
 
 def _copy_text_escape(values: pa.Array) -> pa.Array:
@@ -135,49 +172,56 @@ def _copy_text_escape(values: pa.Array) -> pa.Array:
     return values
 
 
-def item_copy_text(scan: Scan, dataset_id: int, item_ids: np.ndarray, *, rows_per_block: int = 500_000
-                   ) -> Iterator[bytes]:
+def item_copy_text(names: pa.ChunkedArray, dataset_id: int, item_ids: np.ndarray, counts: np.ndarray, *,
+                   rows_per_block: int = 500_000) -> Iterator[bytes]:
     """Text ``COPY`` data for ``item (id, dataset_id, external_id, label_counts)``."""
-    for start in range(0, len(scan.items), rows_per_block):
-        stop = min(len(scan.items), start + rows_per_block)
-        counts = [pa.array(scan.item_counts[start:stop, c]).cast(pa.string()) for c in range(scan.labels)]
-        vector = pc.binary_join_element_wise("{", pc.binary_join_element_wise(*counts, ","), "}", "")
+    for start in range(0, len(names), rows_per_block):
+        stop = min(len(names), start + rows_per_block)
+        chunk = names.slice(start, stop - start).combine_chunks()
+        columns = [pa.array(counts[start:stop, c]).cast(pa.string()) for c in range(counts.shape[1])]
+        vector = pc.binary_join_element_wise("{", pc.binary_join_element_wise(*columns, ","), "}", "")
         lines = pc.binary_join_element_wise(
             pa.array(item_ids[start:stop]).cast(pa.string()), str(int(dataset_id)),
-            _copy_text_escape(scan.items[start:stop]), vector, "\t")
+            _copy_text_escape(chunk), vector, "\t")
         lines = pc.binary_join_element_wise(lines, "", "\n")
         offsets = np.frombuffer(lines.buffers()[1], np.int32, len(lines) + 1, lines.offset * 4)
         yield lines.buffers()[2].to_pybytes()[offsets[0]:offsets[-1]]
 
 
-# --- the first pass --------------------------------------------------------------------
+class _Growing:
+    """An array that grows along its first axis, by doubling (amortised linear cost)."""
+
+    def __init__(self, dtype: Any, width: int | None = None) -> None:
+        self._shape = () if width is None else (width,)
+        self._data = np.zeros((1024, *self._shape), dtype)
+        self.n = 0
+
+    def extend(self, values: np.ndarray) -> None:
+        need = self.n + len(values)
+        if need > len(self._data):
+            grown = np.zeros((max(need, 2 * len(self._data)), *self._shape), self._data.dtype)
+            grown[:self.n] = self._data[:self.n]
+            self._data = grown
+        self._data[self.n:need] = values
+        self.n = need
+
+    @property
+    def array(self) -> np.ndarray:
+        return self._data[:self.n]
 
 
-class _Codes:
-    """Codes for distinct strings in order of first appearance, across blocks.
+# --- reading -----------------------------------------------------------------------------
 
-    Each block is encoded on its own (block-local codes, spilled as they are); the
-    blocks' distinct values are encoded together once at the end, which maps each
-    block's local codes to global ones.
-    """
 
-    def __init__(self) -> None:
-        self.parts: list[pa.Array] = []
-        self.known: pa.Array = pa.array([], pa.string())
-        self.maps: list[np.ndarray] = []
+@dataclass
+class Loaded:
+    """What a streamed file left behind: per item and per annotator, not per row."""
 
-    def encode(self, values: pa.Array) -> np.ndarray:
-        enc = pc.dictionary_encode(values)
-        self.parts.append(enc.dictionary)
-        return enc.indices.to_numpy().astype(np.int32)
-
-    def finish(self) -> None:
-        enc = pc.dictionary_encode(pa.concat_arrays(self.parts) if self.parts else pa.array([], pa.string()))
-        self.known = enc.dictionary
-        codes = enc.indices.to_numpy().astype(np.int64)
-        bounds = np.cumsum([0, *(len(p) for p in self.parts)])
-        self.maps = [codes[a:b] for a, b in itertools.pairwise(bounds)]
-        self.parts = []
+    n_rows: int
+    items: pa.ChunkedArray  # distinct item ids, in order of first appearance
+    item_ids: np.ndarray  # their database ids
+    item_counts: np.ndarray  # (items, labels) label counts
+    annotator_rows: list[tuple]  # (id, first row, min vendor, max vendor, min tier, max tier)
 
 
 def _column(batch: pa.RecordBatch, name: str | None) -> pa.Array | None:
@@ -245,109 +289,113 @@ def _blocks(source: Source, delimiter: str, n_columns: int, used: Sequence[str],
         raise Fallback("a row the bulk reader cannot place")
 
 
-def scan_long_csv(source: Source, *, delimiter: str, columns: dict[str, int], n_columns: int,
-                  labels: Sequence[str], defaults: AnnotationDefaults,
-                  progress: Callable[[int], None] | None = None) -> Scan:
-    """First pass over a long CSV/TSV (``columns``: canonical name → column index).
+def stream_long_csv(source: Source, *, delimiter: str, columns: dict[str, int], n_columns: int,
+                    labels: Sequence[str], defaults: AnnotationDefaults,
+                    new_item_ids: Callable[[int], np.ndarray],
+                    new_annotator_ids: Callable[[list[str]], np.ndarray],
+                    send: Callable[[bytes], None], dataset_id: int, batch_id: int, data_version: int,
+                    progress: Callable[[int], None] | None = None) -> Loaded:
+    """Read, check and send a long CSV/TSV (``columns``: canonical name → column index).
 
-    Raises :class:`ImportRejected` naming rows and fields, or :class:`Fallback`.
+    ``new_item_ids(n)`` and ``new_annotator_ids(names)`` give database ids to the items
+    and annotators as they first appear; ``send`` takes each block's binary ``COPY``
+    rows (the caller writes :data:`COPY_HEADER` and :data:`COPY_TRAILER`). Once a row
+    fails a check nothing more is sent: the rest of the file is read only to name more
+    bad rows, then :class:`ImportRejected` is raised. Raises :class:`Fallback` as well.
     """
     col = {name: f"c{i}" for name, i in columns.items()}
     used = sorted(set(col.values()))
     label_set = pa.array([str(lab) for lab in labels], pa.string())
     label_names = [str(lab) for lab in labels]
     L = len(labels)
-    items, annotators = _Codes(), _Codes()
-    block_counts: list[np.ndarray] = []
+    items, annotators = Registry(), Registry()
+    encoder = RowEncoder(dataset_id, batch_id, data_version)
+    item_ids, annotator_ids = _Growing(np.int64), _Growing(np.int64)
+    counts = _Growing(np.int64, L)
     aggregates: list[pa.Table] = []
     errors: list[RowError] = []
-    has_ts = "timestamp" in col
-    spill = tempfile.TemporaryFile()
-    blocks: list[int] = []
     rows = 0
-    try:
-        for batch in _blocks(source, delimiter, n_columns, used, progress):
-            n = batch.num_rows
-            if n == 0:
-                continue
-            item, annotator, label = (_column(batch, col[k]) for k in ("item_id", "annotator_id", "label"))
-            assert item is not None and annotator is not None and label is not None
-            miss_item = pc.binary_length(item).to_numpy() == 0
-            miss_ann = pc.binary_length(annotator).to_numpy() == 0
-            miss_label = pc.binary_length(label).to_numpy() == 0
-            if (miss_item & miss_ann & miss_label).any():
-                # A blank line (skipped by the readers) or a row of empty fields: let them decide.
-                raise Fallback("a blank row")
-            code = pc.fill_null(pc.index_in(label, value_set=label_set), -1).to_numpy()
-            unknown = (code < 0) & ~miss_label
-            tier = _with_default(_column(batch, col.get("tier")), n, defaults.tier)
-            bad_tier = ~(pc.is_in(tier, value_set=pa.array(TIERS)).to_numpy(zero_copy_only=False)
-                         | pc.is_null(tier).to_numpy(zero_copy_only=False))
-            vendor = _with_default(_column(batch, col.get("vendor")), n, defaults.vendor)
-            ts_text = _column(batch, col.get("timestamp"))
-            bad_ts = np.zeros(n, bool)
-            if ts_text is not None:
-                present = pc.binary_length(ts_text).to_numpy() > 0
-                bad_ts = present & ~pc.fill_null(pc.match_substring_regex(ts_text, TS_PATTERN), False).to_numpy(
-                    zero_copy_only=False)
-            bad = miss_item | miss_ann | miss_label | unknown | bad_tier | bad_ts
-            if bad.any():
-                for i in np.flatnonzero(bad)[:MAX_REPORTED_ERRORS]:
-                    row = rows + int(i) + 1
-                    for mask, name in ((miss_item, "item_id"), (miss_ann, "annotator_id"), (miss_label, "label")):
-                        if mask[i]:
-                            errors.append(RowError(row, name, "missing"))
-                    if unknown[i]:
-                        errors.append(RowError(row, "label", f"{label[i].as_py()!r} is not one of the dataset's "
-                                                             f"labels {label_names}"))
-                    if bad_tier[i]:
-                        errors.append(RowError(row, "tier", f"{tier[i].as_py()!r} is not one of {list(TIERS)}"))
-                    if bad_ts[i]:
-                        errors.append(RowError(row, "timestamp",
-                                               f"{ts_text[i].as_py()!r} is not an ISO 8601 date-time"))
-                if len(errors) >= MAX_REPORTED_ERRORS:
-                    break
-            if errors:
-                rows += n
-                continue  # keep reading only to find more errors
-            ts = _timestamps(ts_text, present) if ts_text is not None else None
-            item_codes = items.encode(item)
-            ann_codes = annotators.encode(annotator)
-            block_counts.append(np.bincount(item_codes.astype(np.int64) * L + code,
-                                            minlength=len(items.parts[-1]) * L).reshape(-1, L))
-            row_numbers = pa.array(np.arange(rows + 1, rows + n + 1, dtype=np.int64))
-            aggregates.append(pa.table({"a": pa.array(ann_codes), "r": row_numbers, "v": vendor, "t": tier})
-                              .group_by("a").aggregate([("r", "min"), ("v", "min"), ("v", "max"),
-                                                        ("t", "min"), ("t", "max")]))
-            spill.write(item_codes.tobytes())
-            spill.write(ann_codes.tobytes())
-            spill.write(code.astype(np.int8).tobytes())
-            if ts is not None:
-                spill.write(ts.tobytes())
-            blocks.append(n)
-            rows += n
+    for batch in _blocks(source, delimiter, n_columns, used, progress):
+        n = batch.num_rows
+        if n == 0:
+            continue
+        item, annotator, label = (_column(batch, col[k]) for k in ("item_id", "annotator_id", "label"))
+        assert item is not None and annotator is not None and label is not None
+        miss_item = pc.binary_length(item).to_numpy() == 0
+        miss_ann = pc.binary_length(annotator).to_numpy() == 0
+        miss_label = pc.binary_length(label).to_numpy() == 0
+        if (miss_item & miss_ann & miss_label).any():
+            # A blank line (skipped by the readers) or a row of empty fields: let them decide.
+            raise Fallback("a blank row")
+        code = pc.fill_null(pc.index_in(label, value_set=label_set), -1).to_numpy()
+        unknown = (code < 0) & ~miss_label
+        tier = _with_default(_column(batch, col.get("tier")), n, defaults.tier)
+        bad_tier = ~(pc.is_in(tier, value_set=pa.array(TIERS)).to_numpy(zero_copy_only=False)
+                     | pc.is_null(tier).to_numpy(zero_copy_only=False))
+        vendor = _with_default(_column(batch, col.get("vendor")), n, defaults.vendor)
+        ts_text = _column(batch, col.get("timestamp"))
+        bad_ts = np.zeros(n, bool)
+        present = np.zeros(n, bool)
+        if ts_text is not None:
+            present = pc.binary_length(ts_text).to_numpy() > 0
+            bad_ts = present & ~pc.fill_null(pc.match_substring_regex(ts_text, TS_PATTERN), False).to_numpy(
+                zero_copy_only=False)
+        bad = miss_item | miss_ann | miss_label | unknown | bad_tier | bad_ts
+        if bad.any():
+            for i in np.flatnonzero(bad)[:MAX_REPORTED_ERRORS]:
+                row = rows + int(i) + 1
+                for mask, name in ((miss_item, "item_id"), (miss_ann, "annotator_id"), (miss_label, "label")):
+                    if mask[i]:
+                        errors.append(RowError(row, name, "missing"))
+                if unknown[i]:
+                    errors.append(RowError(row, "label", f"{label[i].as_py()!r} is not one of the dataset's "
+                                                         f"labels {label_names}"))
+                if bad_tier[i]:
+                    errors.append(RowError(row, "tier", f"{tier[i].as_py()!r} is not one of {list(TIERS)}"))
+                if bad_ts[i]:
+                    errors.append(RowError(row, "timestamp",
+                                           f"{ts_text[i].as_py()!r} is not an ISO 8601 date-time"))
+            if len(errors) >= MAX_REPORTED_ERRORS:
+                break
         if errors:
-            raise ImportRejected(errors, source=source.name)
-        if rows == 0:
-            raise ImportRejected([RowError(0, None, "the file holds no annotations")], source=source.name)
-        items.finish()
-        annotators.finish()
-        counts = np.zeros((len(items.known), L), np.int64)
-        for mapping, local in zip(items.maps, block_counts, strict=True):
-            counts[mapping] += local  # a block's distinct items are distinct globally too
-        aggregates = [agg.set_column(0, "a", pa.array(mapping[agg.column("a").to_numpy()]))
-                      for mapping, agg in zip(annotators.maps, aggregates, strict=True)]
-        per_annotator = pa.concat_tables(aggregates).group_by("a").aggregate([
-            ("r_min", "min"), ("v_min", "min"), ("v_max", "max"), ("t_min", "min"), ("t_max", "max")]
-        ).sort_by("a")
-        names = annotators.known.take(per_annotator.column("a")).to_pylist()
-        annotator_rows = list(zip(names, *(per_annotator.column(c).to_pylist() for c in
-                                           ("r_min_min", "v_min_min", "v_max_max", "t_min_min", "t_max_max")),
-                                  strict=True))
-        spill.flush()
-        return Scan(n_rows=rows, labels=L, items=items.known, item_counts=counts, annotators=annotators.known,
-                    annotator_rows=annotator_rows, has_ts=has_ts, spill=spill, blocks=blocks,
-                    item_maps=items.maps, annotator_maps=annotators.maps)
-    except BaseException:
-        spill.close()
-        raise
+            rows += n
+            continue  # keep reading only to find more errors
+        ts = _timestamps(ts_text, present) if ts_text is not None else None
+
+        item_enc = pc.dictionary_encode(item)
+        item_codes, new = items.add(item_enc.dictionary)
+        n_new = int(np.count_nonzero(new))
+        if n_new:
+            item_ids.extend(np.asarray(new_item_ids(n_new), np.int64))
+            counts.extend(np.zeros((n_new, L), np.int64))
+        local_items = item_enc.indices.to_numpy()
+        counts.array[item_codes] += np.bincount(local_items.astype(np.int64) * L + code,
+                                          minlength=len(item_codes) * L).reshape(-1, L)
+
+        ann_enc = pc.dictionary_encode(annotator)
+        ann_codes, new = annotators.add(ann_enc.dictionary)
+        if new.any():
+            annotator_ids.extend(np.asarray(new_annotator_ids(ann_enc.dictionary.filter(pa.array(new))
+                                                              .to_pylist()), np.int64))
+        local_annotators = ann_enc.indices.to_numpy()
+        row_numbers = pa.array(np.arange(rows + 1, rows + n + 1, dtype=np.int64))
+        aggregates.append(pa.table({"a": pa.array(ann_codes[local_annotators]), "r": row_numbers, "v": vendor,
+                                    "t": tier}).group_by("a").aggregate([("r", "min"), ("v", "min"),
+                                                                         ("v", "max"), ("t", "min"), ("t", "max")]))
+        for message in encoder.encode(item_ids.array[item_codes][local_items],
+                                      annotator_ids.array[ann_codes][local_annotators], code, ts):
+            send(message)
+        rows += n
+    if errors:
+        raise ImportRejected(errors, source=source.name)
+    if rows == 0:
+        raise ImportRejected([RowError(0, None, "the file holds no annotations")], source=source.name)
+    per_annotator = pa.concat_tables(aggregates).group_by("a").aggregate([
+        ("r_min", "min"), ("v_min", "min"), ("v_max", "max"), ("t_min", "min"), ("t_max", "max")]
+    ).sort_by("a")
+    names = annotators.values().take(per_annotator.column("a")).to_pylist()
+    annotator_rows = list(zip(names, *(per_annotator.column(c).to_pylist() for c in
+                                       ("r_min_min", "v_min_min", "v_max_max", "t_min_min", "t_max_max")),
+                              strict=True))
+    return Loaded(n_rows=rows, items=items.values(), item_ids=item_ids.array, item_counts=counts.array,
+                  annotator_rows=annotator_rows)

@@ -29,7 +29,9 @@ import csv
 import hashlib
 import io
 import json
+import queue
 import re
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import contextmanager
@@ -38,16 +40,16 @@ from datetime import UTC, datetime
 from typing import IO, Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 from sqlalchemy import Connection, select, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from auditor.db.models import Dataset, ImportBatch, ImportKind, Model, Release, Tier, Workspace
 from auditor.db.partitions import (
+    add_annotation_partition_key,
     attach_annotation_partition,
     create_annotation_partition_table,
+    drop_unattached_annotation_partition,
     ensure_annotation_partition,
     has_annotation_partition,
 )
@@ -493,27 +495,147 @@ def _try_bulk_first_load(b: _Batch, header: list[str], labels: Sequence[str], de
                          progress) -> ImportResult | None:
     """PostgreSQL, long CSV/TSV, a dataset without items or annotations: the bulk path, else None.
 
-    The file is read and checked on the client (:mod:`auditor.ingest.bulk`); items go in
-    with one ``COPY``, annotation rows with one binary ``COPY`` into a fresh table, whose
-    key index is then built in one sorted pass and which is attached as the dataset's
-    partition. Whatever that path cannot settle exactly is left to the general path
-    (its savepoint is rolled back first): None.
+    The file is read, checked and encoded on the client (:mod:`auditor.ingest.bulk`) and
+    its annotation rows stream, block by block as they are read, through one binary
+    ``COPY`` into a fresh table on a second connection (:class:`_PartitionLoad`), which
+    then builds the table's key index in one sorted pass while this transaction copies
+    in the items. This transaction then attaches the table as the dataset's partition.
+    Whatever the path cannot settle exactly is left to the general path (its savepoint
+    is rolled back first, and the fresh table dropped): None.
     """
     if not _dataset_is_empty(b):
         return None
+    load = _PartitionLoad(b.sql.conn, b.dataset.id)
     try:
         with _savepoint(b.session):
-            return _bulk_first_load(b, header, labels, defaults, progress)
+            return _bulk_first_load(b, header, labels, defaults, progress, load)
     except bulk.Fallback:
         return None
     except _NoChange as nc:  # the same batch was imported meanwhile
         assert nc.result is not None
         return nc.result
+    except Exception as exc:
+        # A value PostgreSQL refuses (an item id too long, say): the general path names the row.
+        orig = getattr(exc, "orig", exc) if isinstance(exc, DBAPIError) else exc
+        if (getattr(orig, "sqlstate", None) or "").startswith(("22", "23")):
+            return None
+        raise
+    finally:
+        load.discard()  # nothing, once attached; else the fresh table goes
 
 
-def _new_item_ids(b: _Batch, n: int) -> np.ndarray:
-    """``n`` fresh ids from the item sequence, ascending (one round trip, binary)."""
-    sequence = b.sql.scalar("SELECT CAST(CAST(pg_get_serial_sequence('item', 'id') AS regclass) AS oid)")
+class _PartitionLoad:
+    """The dataset's new annotation table, filled and indexed on a connection of its own.
+
+    A thread takes the binary ``COPY`` blocks from a short queue and writes them; at
+    :meth:`finish` it builds the primary key and commits, so the ``COPY`` runs beside the
+    client's reading, and the index build beside the importing transaction's own work.
+    The table is committed but not attached (no query of ``annotation`` reaches it)
+    until the importing transaction attaches it; :meth:`discard` drops it unless that
+    transaction attached it. Callers hold the dataset's row lock throughout.
+    """
+
+    _DONE = object()
+
+    def __init__(self, conn: Connection, dataset_id: int):
+        self.engine = conn.engine
+        self.dataset_id = dataset_id
+        self.queue: queue.Queue = queue.Queue(maxsize=4)
+        self.error: BaseException | None = None
+        self.memory_mb = 64
+        self.committed = False
+        self.attached = False
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._run, name=f"annotation-load-{self.dataset_id}", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            with self.engine.connect() as conn:
+                table = create_annotation_partition_table(conn, self.dataset_id)
+                raw = conn.connection.driver_connection
+                with raw.cursor() as cur, cur.copy(
+                        f"COPY {table} ({', '.join(bulk.ANNOTATION_COPY_COLUMNS)}) FROM STDIN (FORMAT binary)"
+                ) as copy:
+                    copy.write(bulk.COPY_HEADER)
+                    while (block := self.queue.get()) is not self._DONE:
+                        if block is None:
+                            raise _LoadAbandoned
+                        copy.write(block)
+                    copy.write(bulk.COPY_TRAILER)
+                add_annotation_partition_key(conn, self.dataset_id, maintenance_work_mem_mb=self.memory_mb)
+                conn.commit()
+                self.committed = True
+        except BaseException as exc:  # passed on to the importing thread
+            self.error = exc
+
+    def _put(self, item: object) -> None:
+        while True:
+            if self.error is not None or (self.thread is not None and not self.thread.is_alive()):
+                self._raise()
+            try:
+                self.queue.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                continue
+
+    def send(self, block: memoryview) -> None:
+        if self.thread is None:
+            self.start()
+        self._put(block)
+
+    def finish(self, n_rows: int) -> None:
+        """End the ``COPY`` and start the key build (it runs on while the caller goes on)."""
+        # About 60 bytes of sort memory per row keeps the index build in memory (capped).
+        self.memory_mb = int(min(1024, max(64, n_rows * 64 >> 20)))
+        self._put(self._DONE)
+
+    def wait(self) -> None:
+        """Until the table is committed; its errors are raised here."""
+        assert self.thread is not None
+        self.thread.join()
+        if self.error is not None:
+            self._raise()
+
+    def _raise(self) -> None:
+        exc = self.error
+        # A pair twice in the batch (the key index refuses it) or a value PostgreSQL refuses:
+        # the general path names the rows.
+        orig = getattr(exc, "orig", exc)
+        if (getattr(orig, "sqlstate", None) or "").startswith(("22", "23")):
+            raise bulk.Fallback(str(orig)) from None
+        if isinstance(exc, _LoadAbandoned) or exc is None:
+            raise bulk.Fallback("the annotation load was abandoned")
+        raise exc
+
+    def discard(self) -> None:
+        """Stop the load if it runs; drop its table unless it was attached."""
+        if self.thread is not None and self.thread.is_alive():
+            while self.thread.is_alive():
+                try:
+                    self.queue.put(None, timeout=0.2)
+                    break
+                except queue.Full:
+                    try:
+                        self.queue.get_nowait()
+                    except queue.Empty:
+                        pass
+            self.thread.join()
+        if self.committed and not self.attached:
+            with self.engine.connect() as conn:
+                drop_unattached_annotation_partition(conn, self.dataset_id)
+                conn.commit()
+
+
+class _LoadAbandoned(Exception):
+    """The importing thread gave the load up (a rejected or fallen-back batch)."""
+
+
+def _new_ids(b: _Batch, table: str, n: int) -> np.ndarray:
+    """``n`` fresh ids from ``table``'s id sequence, ascending (one round trip, binary)."""
+    sequence = b.sql.scalar(f"SELECT CAST(CAST(pg_get_serial_sequence('{table}', 'id') AS regclass) AS oid)")
     raw = b.sql.conn.connection.driver_connection
     data = bytearray()
     with raw.cursor() as cur, cur.copy(
@@ -527,59 +649,57 @@ def _new_item_ids(b: _Batch, n: int) -> np.ndarray:
 
 
 def _bulk_first_load(b: _Batch, header: list[str], labels: Sequence[str], defaults: AnnotationDefaults,
-                     progress) -> ImportResult:
+                     progress, load: _PartitionLoad) -> ImportResult:
     sql = b.sql
     d = b.dataset.id
     w = b.dataset.workspace_id
     columns = {name: i for i, name in enumerate(header) if name in _ANNOTATION_FIELDS}
-    with bulk.scan_long_csv(b.source, delimiter=_delimiter(b), columns=columns, n_columns=len(header),
-                            labels=labels, defaults=defaults, progress=progress) as scan:
-        _lock_and_bump(b)
-        prior = _recheck_under_lock(b)
-        if prior is not None:
-            raise _NoChange(prior.message, prior)
-        if not _dataset_is_empty(b):  # another batch got in first: the general path merges
-            raise bulk.Fallback("the dataset has rows now")
-        ann = sql.temp_table("annotator_ext TEXT, first_row BIGINT, vendor TEXT, vendor2 TEXT, tier TEXT, "
-                             "tier2 TEXT")
-        sql.load_rows(ann, ["annotator_ext", "first_row", "vendor", "vendor2", "tier", "tier2"],
-                      scan.annotator_rows)
-        new_annotators = _merge_annotators(b, ann)
-        known = sql.run(f"SELECT a.external_id, a.id FROM {ann} x JOIN annotator a ON a.workspace_id = :w "
-                        f"AND a.external_id = x.annotator_ext", {"w": w}).all()
-        where = pc.index_in(scan.annotators, value_set=pa.array([e for e, _ in known], pa.string()))
-        annotator_ids = np.array([i for _, i in known], np.int64)[where.to_numpy(zero_copy_only=False)
-                                                                   .astype(np.int64)]
-        _record_batch(b, scan.n_rows)
-        item_ids = _new_item_ids(b, len(scan.items))
-        raw = sql.conn.connection.driver_connection
-        try:
-            with raw.cursor() as cur:
-                with cur.copy("COPY item (id, dataset_id, external_id, label_counts) FROM STDIN") as copy:
-                    for block in bulk.item_copy_text(scan, d, item_ids):
-                        copy.write(block)
-                table = create_annotation_partition_table(sql.conn, d)
-                with cur.copy(f"COPY {table} ({', '.join(bulk.ANNOTATION_COPY_COLUMNS)}) FROM STDIN "
-                              f"(FORMAT binary)") as copy:
-                    for block in bulk.annotation_copy_blocks(scan, d, item_ids, annotator_ids, b.batch_id,
-                                                             b.version):
-                        copy.write(block)
-            # About 60 bytes of sort memory per row keeps the index build in memory (capped).
-            memory_mb = int(min(1024, max(64, scan.n_rows * 64 >> 20)))
-            attach_annotation_partition(sql.conn, d, maintenance_work_mem_mb=memory_mb)
-        except DBAPIError as exc:
-            # A pair twice in the batch (the key index refuses it) or a value PostgreSQL refuses:
-            # the general path names the rows.
-            if (getattr(exc.orig, "sqlstate", None) or "").startswith(("22", "23")):
-                raise bulk.Fallback(str(exc.orig)) from None
-            raise
-        except Exception as exc:
-            import psycopg
+    _lock_and_bump(b)
+    prior = _recheck_under_lock(b)
+    if prior is not None:
+        raise _NoChange(prior.message, prior)
+    if not _dataset_is_empty(b):  # another batch got in first: the general path merges
+        raise bulk.Fallback("the dataset has rows now")
+    _record_batch(b, 0)
+    created: list[int] = []
 
-            if isinstance(exc, psycopg.Error) and (exc.sqlstate or "").startswith(("22", "23")):
-                raise bulk.Fallback(str(exc)) from None
-            raise
-        n_rows, new_items = scan.n_rows, len(scan.items)
+    def annotator_ids(names: list[str]) -> np.ndarray:
+        # New annotators go in at once (vendor and tier are set from the whole batch at
+        # the end); those the workspace has keep their ids.
+        new = dict(sql.run("INSERT INTO annotator (workspace_id, external_id) SELECT :w, x FROM unnest(CAST(:names AS TEXT[])) x "
+                           "ON CONFLICT (workspace_id, external_id) DO NOTHING RETURNING external_id, id",
+                           {"w": w, "names": names}).all())
+        created.extend(new.values())
+        rest = [n for n in names if n not in new]
+        if rest:
+            new.update(sql.run("SELECT external_id, id FROM annotator WHERE workspace_id = :w "
+                               "AND external_id = ANY(CAST(:names AS TEXT[]))", {"w": w, "names": rest}).all())
+        return np.array([new[n] for n in names], np.int64)
+
+    loaded = bulk.stream_long_csv(
+        b.source, delimiter=_delimiter(b), columns=columns, n_columns=len(header), labels=labels,
+        defaults=defaults, progress=progress, new_item_ids=lambda n: _new_ids(b, "item", n),
+        new_annotator_ids=annotator_ids, send=load.send, dataset_id=d, batch_id=b.batch_id,
+        data_version=b.version)
+    load.finish(loaded.n_rows)
+    ann = sql.temp_table("annotator_ext TEXT, first_row BIGINT, vendor TEXT, vendor2 TEXT, tier TEXT, "
+                         "tier2 TEXT")
+    sql.load_rows(ann, ["annotator_ext", "first_row", "vendor", "vendor2", "tier", "tier2"], loaded.annotator_rows)
+    if created:
+        # The new annotators take the batch's vendor and tier (conflicts are reported below).
+        sql.run(f"UPDATE annotator a SET vendor = x.vendor, tier = coalesce(x.tier, :crowd) FROM {ann} x "
+                f"WHERE a.workspace_id = :w AND a.external_id = x.annotator_ext AND a.id = ANY(:ids)",
+                {"w": w, "ids": created, "crowd": Tier.CROWD.value})
+    _merge_annotators(b, ann)
+    sql.run("UPDATE import_batch SET row_count = :n WHERE id = :b", {"n": loaded.n_rows, "b": b.batch_id})
+    raw = sql.conn.connection.driver_connection
+    with raw.cursor() as cur, cur.copy("COPY item (id, dataset_id, external_id, label_counts) FROM STDIN") as copy:
+        for block in bulk.item_copy_text(loaded.items, d, loaded.item_ids, loaded.item_counts):
+            copy.write(block)
+    load.wait()
+    attach_annotation_partition(sql.conn, d, with_key=False)
+    load.attached = True
+    n_rows, new_items, new_annotators = loaded.n_rows, len(loaded.item_ids), len(created)
     stats = {"rows": n_rows, "inserted": n_rows, "relabeled": 0, "unchanged": 0, "new_items": new_items,
              "new_annotators": new_annotators}
     _finish(b, stats)

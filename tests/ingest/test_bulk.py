@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pyarrow as pa
 import pytest
 from alembic import command
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy import text
 
 from auditor.db import make_session_factory, migrate, session_scope
 from auditor.db.partitions import annotation_partition, has_annotation_partition
-from auditor.ingest import ImportRejected, create_dataset, get_dataset, import_annotations, usecases
+from auditor.ingest import (
+    ImportRejected,
+    bulk,
+    create_dataset,
+    get_dataset,
+    import_annotations,
+    usecases,
+)
 from tests.ingest.conftest import fingerprint
 
 FILE = (b"item_id,annotator_id,label,vendor,tier,timestamp,note\n"
@@ -68,12 +79,13 @@ def test_bulk_load_stores_the_same_rows_as_the_general_path(pg_engine, pg_factor
     with monkeypatch.context() as m:
         _bulk_path_only(m)
         with session_scope(pg_factory) as s:
-            bulk = import_annotations(s, bulk_name, FILE, workspace=ws_bulk, vendor="house")
+            bulk_result = import_annotations(s, bulk_name, FILE, workspace=ws_bulk, vendor="house")
     with monkeypatch.context() as m:
         _general_path_only(m)
         with session_scope(pg_factory) as s:
             general = import_annotations(s, general_name, FILE, workspace=ws_general, vendor="house")
-    assert bulk.details == general.details and bulk.message.split(":", 1)[1] == general.message.split(":", 1)[1]
+    assert bulk_result.details == general.details
+    assert bulk_result.message.split(":", 1)[1] == general.message.split(":", 1)[1]
     d, *stored = _rows(pg_engine, ws_bulk, bulk_name)
     _, *expected = _rows(pg_engine, ws_general, general_name)
     assert stored == expected
@@ -133,7 +145,10 @@ def test_bulk_load_rejections_name_row_and_field_and_write_nothing(case, pg_engi
     assert reason in first.reason and "nothing was written" in str(info.value)
     assert fingerprint(pg_engine) == before
     with pg_engine.connect() as conn, session_scope(pg_factory) as s:
-        assert not has_annotation_partition(conn, get_dataset(s, name, workspace=ws).id)
+        d = get_dataset(s, name, workspace=ws).id
+        assert not has_annotation_partition(conn, d)
+        # Not even unattached: the table the load filled on its own connection is gone.
+        assert conn.execute(text("SELECT to_regclass(:t)"), {"t": annotation_partition(d)}).scalar() is None
 
 
 def _outcome(factory, engine, data):
@@ -152,11 +167,11 @@ def _outcome(factory, engine, data):
     b"item_id,annotator_id,label,timestamp\ni1,w1,a,2024-05-01T10\n",  # a form Arrow reads, the pattern not
 ])
 def test_what_the_bulk_reader_cannot_settle_gets_the_general_paths_answer(data, pg_engine, pg_factory, monkeypatch):
-    bulk = _outcome(pg_factory, pg_engine, data)
+    bulk_outcome = _outcome(pg_factory, pg_engine, data)
     with monkeypatch.context() as m:
         _general_path_only(m)
         general = _outcome(pg_factory, pg_engine, data)
-    assert bulk == general
+    assert bulk_outcome == general
 
 
 def test_alembic_check_ignores_the_partitions(pg_engine, pg_factory):
@@ -170,3 +185,96 @@ def test_alembic_check_ignores_the_partitions(pg_engine, pg_factory):
     with pg_engine.connect() as conn:
         cfg.attributes["connection"] = conn
         command.check(cfg)
+
+
+def _interleaved_file() -> bytes:
+    """Items come back block after block; some rows have time stamps, vendors vary by annotator."""
+    rows = [b"item_id,annotator_id,label,vendor,timestamp"]
+    for k in range(5):
+        for i in range(60):
+            ts = f"2024-05-{1 + (i % 28):02d}T10:00:00Z" if (i + k) % 3 else ""
+            rows.append(f"item-{(i * 7) % 60},w{(i + k) % 9},{'abc'[(i * k) % 3]},v{(i + k) % 9 % 2},{ts}".encode())
+    return b"\n".join(rows) + b"\n"
+
+
+def test_bulk_load_in_tiny_blocks_stores_the_same_rows_as_the_general_path(pg_engine, pg_factory, monkeypatch):
+    # Blocks of a few rows: most items and annotators were met in an earlier block, and
+    # the rows of one block leave in several COPY messages.
+    data = _interleaved_file()
+    ws_bulk, bulk_name = _fresh(pg_factory)
+    ws_general, general_name = _fresh(pg_factory)
+    with monkeypatch.context() as m:
+        _bulk_path_only(m)
+        m.setattr(bulk, "BLOCK_BYTES", 300)
+        m.setattr(bulk, "ROWS_PER_MESSAGE", 4)
+        with session_scope(pg_factory) as s:
+            got = import_annotations(s, bulk_name, data, workspace=ws_bulk)
+    with monkeypatch.context() as m:
+        _general_path_only(m)
+        with session_scope(pg_factory) as s:
+            expected = import_annotations(s, general_name, data, workspace=ws_general)
+    assert got.details == expected.details and got.inserted == 300 and got.new_items == 60
+    assert _rows(pg_engine, ws_bulk, bulk_name)[1:] == _rows(pg_engine, ws_general, general_name)[1:]
+
+
+def test_a_table_left_unattached_by_a_failed_load_is_replaced(pg_engine, pg_factory, monkeypatch):
+    ws, name = _fresh(pg_factory)
+    with session_scope(pg_factory) as s:
+        d = get_dataset(s, name, workspace=ws).id
+    table = annotation_partition(d)
+    with pg_engine.begin() as conn:  # what a load cut off after its table was committed leaves
+        conn.execute(text(f"CREATE TABLE {table} (LIKE annotation INCLUDING DEFAULTS)"))
+        conn.execute(text(f"INSERT INTO {table} (dataset_id, item_id, annotator_id, label, batch_id, data_version) "
+                          f"VALUES ({d}, -1, -1, 0, -1, 99)"))
+    _bulk_path_only(monkeypatch)
+    with session_scope(pg_factory) as s:
+        result = import_annotations(s, name, FILE, workspace=ws)
+    assert result.inserted == 6
+    with pg_engine.connect() as conn:
+        assert has_annotation_partition(conn, d)
+        assert conn.execute(text("SELECT count(*), min(item_id) > 0 FROM annotation WHERE dataset_id = :d"),
+                            {"d": d}).one() == (6, True)
+
+
+def test_a_load_rejected_after_its_rows_were_sent_leaves_nothing(pg_engine, pg_factory, monkeypatch):
+    # The conflict shows only once the whole file is read (rows 2 and 250, blocks apart),
+    # after every row went to the other connection and its key index was built.
+    lines = [b"item_id,annotator_id,label,vendor"] + [f"i{i},w{i % 5},a,acme".encode() for i in range(300)]
+    lines[250] = b"i249,w1,b,other"
+    ws, name = _fresh(pg_factory)
+    before = fingerprint(pg_engine)
+    monkeypatch.setattr(bulk, "BLOCK_BYTES", 500)
+    with pytest.raises(ImportRejected) as info, session_scope(pg_factory) as s:
+        import_annotations(s, name, b"\n".join(lines) + b"\n", workspace=ws)
+    assert (info.value.errors[0].row, info.value.errors[0].field) == (2, "vendor")
+    assert fingerprint(pg_engine) == before
+    with pg_engine.connect() as conn, session_scope(pg_factory) as s:
+        d = get_dataset(s, name, workspace=ws).id
+        assert conn.execute(text("SELECT to_regclass(:t)"), {"t": annotation_partition(d)}).scalar() is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.text(alphabet="abcxyz", min_size=1, max_size=3), max_size=12), max_size=6))
+def test_registry_codes_in_order_of_first_appearance_across_blocks(blocks):
+    registry, expected = bulk.Registry(), {}
+    for block in blocks:
+        distinct = list(dict.fromkeys(block))
+        codes, new = registry.add(pa.array(distinct, pa.string()))
+        was_known = [v in expected for v in distinct]
+        for v in distinct:
+            expected.setdefault(v, len(expected))
+        assert codes.tolist() == [expected[v] for v in distinct]
+        assert new.tolist() == [not k for k in was_known]
+    assert registry.values().to_pylist() == list(expected)
+
+
+def test_registry_never_merges_two_ids_with_one_hash():
+    registry = bulk.Registry(hasher=lambda s: len(s))  # "ab" and "cd" collide
+    codes, _ = registry.add(pa.array(["ab", "xyz"]))
+    assert codes.tolist() == [0, 1]
+    assert registry.add(pa.array(["xyz", "ab"]))[0].tolist() == [1, 0]
+    with pytest.raises(bulk.Fallback):
+        registry.add(pa.array(["cd"]))
+    with pytest.raises(bulk.Fallback):
+        bulk.Registry(hasher=lambda s: 7).add(pa.array(["p", "q"]))
+    assert np.array_equal(bulk.Registry().add(pa.array([], pa.string()))[0], [])
