@@ -15,8 +15,9 @@ Every import runs the same way on SQLite and PostgreSQL:
 
 On PostgreSQL, the first long CSV/TSV load into a dataset without items or
 annotations takes a bulk path instead of steps 2-3 (:func:`_try_bulk_first_load`,
-:mod:`auditor.ingest.bulk`): same checks and messages, the rows parsed on the client,
-one binary ``COPY`` into the dataset's new partition of ``annotation``.
+:mod:`auditor.ingest.bulk`): same checks and messages, the rows parsed on the client
+and streamed, block by block, by one binary ``COPY`` into the dataset's new partition
+of ``annotation`` on a second connection, which the batch's transaction attaches.
 
 Any invalid row raises :class:`ImportRejected` and the batch's savepoint is rolled
 back, so nothing of it is written even if the caller commits. The caller owns the
@@ -633,19 +634,41 @@ class _LoadAbandoned(Exception):
     """The importing thread gave the load up (a rejected or fallen-back batch)."""
 
 
-def _new_ids(b: _Batch, table: str, n: int) -> np.ndarray:
-    """``n`` fresh ids from ``table``'s id sequence, ascending (one round trip, binary)."""
-    sequence = b.sql.scalar(f"SELECT CAST(CAST(pg_get_serial_sequence('{table}', 'id') AS regclass) AS oid)")
-    raw = b.sql.conn.connection.driver_connection
-    data = bytearray()
-    with raw.cursor() as cur, cur.copy(
-            f"COPY (SELECT nextval(CAST({int(sequence)} AS oid)) FROM generate_series(1, {int(n)})) "
-            f"TO STDOUT (FORMAT binary)") as copy:
-        for block in copy:
-            data += block
-    rows = np.frombuffer(bytes(data), np.dtype([("n", ">i2"), ("len", ">i4"), ("id", ">i8")]), n,
-                         len(bulk.COPY_HEADER))
-    return np.sort(rows["id"].astype(np.int64))
+class _IdRanges:
+    """Ranges of fresh ids from a table's id sequence, one short transaction each.
+
+    ``ALTER SEQUENCE`` (here changing nothing) locks the sequence against every
+    ``nextval`` until its transaction ends, so moving the sequence on by ``n`` with
+    ``setval`` in that transaction hands this load ``n`` ids no one else can get, in a
+    few milliseconds however large ``n`` is (one ``nextval`` per id cost about half a
+    microsecond of server time each, and the load waited for it). ``setval`` outlives
+    the transaction: a failed load leaves a gap, never a reused id. Altering the
+    sequence needs the role that owns the tables, as creating and attaching partitions
+    does.
+    """
+
+    def __init__(self, b: _Batch, table: str):
+        self.engine = b.sql.conn.engine
+        self.sequence = str(b.sql.scalar(f"SELECT pg_get_serial_sequence('{table}', 'id')"))
+        self.conn: Connection | None = None
+
+    def take(self, n: int) -> np.ndarray:
+        if self.conn is None:
+            self.conn = self.engine.connect()
+        seq = self.sequence
+        with self.conn.begin():
+            # Nothing waits on this commit: the batch's own commit flushes the log past it.
+            self.conn.execute(text("SET LOCAL synchronous_commit = off"))
+            self.conn.execute(text(f"ALTER SEQUENCE {seq} INCREMENT BY 1"))
+            last, called = self.conn.execute(text(f"SELECT last_value, is_called FROM {seq}")).one()
+            first = int(last) + 1 if called else int(last)
+            self.conn.execute(text("SELECT setval(CAST(:s AS regclass), :v, true)"), {"s": seq, "v": first + n - 1})
+        return np.arange(first, first + n, dtype=np.int64)
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
 
 
 def _bulk_first_load(b: _Batch, header: list[str], labels: Sequence[str], defaults: AnnotationDefaults,
@@ -676,11 +699,14 @@ def _bulk_first_load(b: _Batch, header: list[str], labels: Sequence[str], defaul
                                "AND external_id = ANY(CAST(:names AS TEXT[]))", {"w": w, "names": rest}).all())
         return np.array([new[n] for n in names], np.int64)
 
-    loaded = bulk.stream_long_csv(
-        b.source, delimiter=_delimiter(b), columns=columns, n_columns=len(header), labels=labels,
-        defaults=defaults, progress=progress, new_item_ids=lambda n: _new_ids(b, "item", n),
-        new_annotator_ids=annotator_ids, send=load.send, dataset_id=d, batch_id=b.batch_id,
-        data_version=b.version)
+    item_ids = _IdRanges(b, "item")
+    try:
+        loaded = bulk.stream_long_csv(
+            b.source, delimiter=_delimiter(b), columns=columns, n_columns=len(header), labels=labels,
+            defaults=defaults, progress=progress, new_item_ids=item_ids.take, new_annotator_ids=annotator_ids,
+            send=load.send, dataset_id=d, batch_id=b.batch_id, data_version=b.version)
+    finally:
+        item_ids.close()
     load.finish(loaded.n_rows)
     ann = sql.temp_table("annotator_ext TEXT, first_row BIGINT, vendor TEXT, vendor2 TEXT, tier TEXT, "
                          "tier2 TEXT")

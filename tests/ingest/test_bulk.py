@@ -278,3 +278,53 @@ def test_registry_never_merges_two_ids_with_one_hash():
     with pytest.raises(bulk.Fallback):
         bulk.Registry(hasher=lambda s: 7).add(pa.array(["p", "q"]))
     assert np.array_equal(bulk.Registry().add(pa.array([], pa.string()))[0], [])
+
+
+def test_bulk_loads_and_item_inserts_elsewhere_at_once_never_share_an_id(pg_engine, pg_factory, monkeypatch):
+    # The bulk load takes its item ids in ranges (one per block: tiny blocks here); general
+    # imports into other datasets take theirs one by one from the same sequence meanwhile.
+    import threading
+
+    monkeypatch.setattr(bulk, "BLOCK_BYTES", 400)
+    bulk_loaded: list[str] = []
+    real = usecases._bulk_first_load
+
+    def spy(b, *args, **kwargs):
+        result = real(b, *args, **kwargs)
+        bulk_loaded.append(b.dataset.name)  # reached only if no fallback was needed
+        return result
+
+    monkeypatch.setattr(usecases, "_bulk_first_load", spy)
+    targets = [_fresh(pg_factory) for _ in range(4)]
+    big = b"item_id,annotator_id,label\n" + b"".join(f"b{i},w{i % 3},a\n".encode() for i in range(400))
+    errors: list[BaseException] = []
+
+    def load(ws: str, name: str, data: bytes) -> None:
+        try:
+            with session_scope(pg_factory) as s:
+                import_annotations(s, name, data, workspace=ws)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    def small(ws: str, name: str) -> None:
+        for k in range(15):  # first a bulk load, then general imports adding items
+            load(ws, name, f"item_id,annotator_id,label\ns{k}a,w1,a\ns{k}b,w2,b\n".encode())
+
+    threads = [threading.Thread(target=load, args=(*targets[0], big)),
+               threading.Thread(target=load, args=(*targets[1], big))]
+    threads += [threading.Thread(target=small, args=t) for t in targets[2:]]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert {targets[0][1], targets[1][1]} <= set(bulk_loaded)
+    with pg_engine.connect() as conn:
+        ids, stored = {}, []
+        for ws, name in targets:
+            d, annotations, *_ = _rows(pg_engine, ws, name)
+            stored.append(len(annotations))
+            ids[name] = conn.execute(text("SELECT id FROM item WHERE dataset_id = :d"), {"d": d}).scalars().all()
+    assert sorted(len(v) for v in ids.values()) == [30, 30, 400, 400] and sorted(stored) == [30, 30, 400, 400]
+    every = [i for v in ids.values() for i in v]
+    assert len(set(every)) == len(every)
