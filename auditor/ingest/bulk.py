@@ -42,8 +42,9 @@ _PG_EPOCH_US = 946_684_800_000_000  # 2000-01-01 in microseconds since 1970-01-0
 _NO_TS = np.iinfo(np.int64).min
 COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + b"\x00" * 8
 COPY_TRAILER = b"\xff\xff"
-ANNOTATION_COPY_COLUMNS = ("dataset_id", "item_id", "annotator_id", "label", "annotated_at", "batch_id",
-                           "data_version")
+ANNOTATION_COPY_COLUMNS = ("item_id", "annotator_id", "label", "annotated_at")
+"""What each row sends; ``dataset_id``, ``batch_id`` and ``data_version``, the same in every
+row of a batch, are the new table's column defaults while it is loaded."""
 
 
 class Fallback(Exception):
@@ -107,13 +108,9 @@ class Registry:
 
 
 def _rows_dtype(with_ts: bool) -> np.dtype:
-    fields: list[tuple[str, str]] = [
-        ("n", ">i2"), ("l_ds", ">i4"), ("ds", ">i4"), ("l_item", ">i4"), ("item", ">i8"),
-        ("l_ann", ">i4"), ("ann", ">i4"), ("l_label", ">i4"), ("label", ">i2"), ("l_ts", ">i4")]
-    if with_ts:
-        fields.append(("ts", ">i8"))
-    fields += [("l_batch", ">i4"), ("batch", ">i8"), ("l_version", ">i4"), ("version", ">i8")]
-    return np.dtype(fields)
+    fields = [("n", ">i2"), ("l_item", ">i4"), ("item", ">i8"), ("l_ann", ">i4"), ("ann", ">i4"),
+              ("l_label", ">i4"), ("label", ">i2"), ("l_ts", ">i4")]
+    return np.dtype([*fields, ("ts", ">i8")] if with_ts else fields)
 
 
 ROWS_PER_MESSAGE = 1 << 18
@@ -121,23 +118,20 @@ ROWS_PER_MESSAGE = 1 << 18
 
 
 class RowEncoder:
-    """Binary ``COPY`` rows of ``ANNOTATION_COPY_COLUMNS`` for one batch.
+    """Binary ``COPY`` rows of ``ANNOTATION_COPY_COLUMNS``.
 
     Every row has the same bytes but for item, annotator, label and time stamp: each
     buffer starts as copies of a template row (a plain byte broadcast), then only those
     fields are written.
     """
 
-    def __init__(self, dataset_id: int, batch_id: int, data_version: int) -> None:
+    def __init__(self) -> None:
         self._templates = {}
         for with_ts in (False, True):
             row = np.zeros(1, _rows_dtype(with_ts))
             row["n"] = len(ANNOTATION_COPY_COLUMNS)
-            row["l_ds"], row["ds"] = 4, dataset_id
             row["l_item"], row["l_ann"], row["l_label"] = 8, 4, 2
             row["l_ts"] = 8 if with_ts else -1  # -1: NULL
-            row["l_batch"], row["batch"] = 8, batch_id
-            row["l_version"], row["version"] = 8, data_version
             self._templates[with_ts] = np.frombuffer(row.tobytes(), np.uint8)
 
     def encode(self, items: np.ndarray, annotators: np.ndarray, labels: np.ndarray,
@@ -293,7 +287,7 @@ def stream_long_csv(source: Source, *, delimiter: str, columns: dict[str, int], 
                     labels: Sequence[str], defaults: AnnotationDefaults,
                     new_item_ids: Callable[[int], np.ndarray],
                     new_annotator_ids: Callable[[list[str]], np.ndarray],
-                    send: Callable[[bytes], None], dataset_id: int, batch_id: int, data_version: int,
+                    send: Callable[[memoryview], None],
                     progress: Callable[[int], None] | None = None) -> Loaded:
     """Read, check and send a long CSV/TSV (``columns``: canonical name → column index).
 
@@ -309,7 +303,7 @@ def stream_long_csv(source: Source, *, delimiter: str, columns: dict[str, int], 
     label_names = [str(lab) for lab in labels]
     L = len(labels)
     items, annotators = Registry(), Registry()
-    encoder = RowEncoder(dataset_id, batch_id, data_version)
+    encoder = RowEncoder()
     item_ids, annotator_ids = _Growing(np.int64), _Growing(np.int64)
     counts = _Growing(np.int64, L)
     aggregates: list[pa.Table] = []

@@ -506,7 +506,7 @@ def _try_bulk_first_load(b: _Batch, header: list[str], labels: Sequence[str], de
     """
     if not _dataset_is_empty(b):
         return None
-    load = _PartitionLoad(b.sql.conn, b.dataset.id)
+    load = _PartitionLoad(b.sql.conn, b.dataset.id)  # batch and version are set once the lock is held
     try:
         with _savepoint(b.session):
             return _bulk_first_load(b, header, labels, defaults, progress, load)
@@ -541,6 +541,7 @@ class _PartitionLoad:
     def __init__(self, conn: Connection, dataset_id: int):
         self.engine = conn.engine
         self.dataset_id = dataset_id
+        self.batch_id = self.data_version = 0
         self.queue: queue.Queue = queue.Queue(maxsize=4)
         self.error: BaseException | None = None
         self.memory_mb = 64
@@ -556,6 +557,12 @@ class _PartitionLoad:
         try:
             with self.engine.connect() as conn:
                 table = create_annotation_partition_table(conn, self.dataset_id)
+                # The batch's constant columns come from defaults while the rows are copied
+                # (less to send and to parse), then the table is left as its shape says.
+                constants = {"dataset_id": self.dataset_id, "batch_id": self.batch_id,
+                             "data_version": self.data_version}
+                conn.execute(text(f"ALTER TABLE {table} " + ", ".join(
+                    f"ALTER COLUMN {c} SET DEFAULT {int(v)}" for c, v in constants.items())))
                 raw = conn.connection.driver_connection
                 with raw.cursor() as cur, cur.copy(
                         f"COPY {table} ({', '.join(bulk.ANNOTATION_COPY_COLUMNS)}) FROM STDIN (FORMAT binary)"
@@ -566,6 +573,8 @@ class _PartitionLoad:
                             raise _LoadAbandoned
                         copy.write(block)
                     copy.write(bulk.COPY_TRAILER)
+                conn.execute(text(f"ALTER TABLE {table} " + ", ".join(
+                    f"ALTER COLUMN {c} DROP DEFAULT" for c in constants)))
                 add_annotation_partition_key(conn, self.dataset_id, maintenance_work_mem_mb=self.memory_mb)
                 conn.commit()
                 self.committed = True
@@ -684,6 +693,7 @@ def _bulk_first_load(b: _Batch, header: list[str], labels: Sequence[str], defaul
     if not _dataset_is_empty(b):  # another batch got in first: the general path merges
         raise bulk.Fallback("the dataset has rows now")
     _record_batch(b, 0)
+    load.batch_id, load.data_version = b.batch_id, b.version
     created: list[int] = []
 
     def annotator_ids(names: list[str]) -> np.ndarray:
@@ -704,7 +714,7 @@ def _bulk_first_load(b: _Batch, header: list[str], labels: Sequence[str], defaul
         loaded = bulk.stream_long_csv(
             b.source, delimiter=_delimiter(b), columns=columns, n_columns=len(header), labels=labels,
             defaults=defaults, progress=progress, new_item_ids=item_ids.take, new_annotator_ids=annotator_ids,
-            send=load.send, dataset_id=d, batch_id=b.batch_id, data_version=b.version)
+            send=load.send)
     finally:
         item_ids.close()
     load.finish(loaded.n_rows)

@@ -94,6 +94,12 @@ def test_bulk_load_stores_the_same_rows_as_the_general_path(pg_engine, pg_factor
     assert dict(items)["i2"] == [0, 1, 1]
     with pg_engine.connect() as conn:
         assert has_annotation_partition(conn, d)
+        assert conn.execute(text("SELECT DISTINCT batch_id FROM annotation WHERE dataset_id = :d"),
+                            {"d": d}).scalars().all() == [bulk_result.batch_id]
+        # The batch's constants were column defaults only while the rows were copied.
+        assert conn.execute(text(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = :t "
+            "AND column_default IS NOT NULL"), {"t": annotation_partition(d)}).scalars().all() == ["created_at"]
     # A second batch into the loaded dataset goes the general way and re-labels.
     with session_scope(pg_factory) as s:
         again = import_annotations(s, bulk_name, b"item_id,annotator_id,label\ni3,w2,b\ni9,w1,a\n", workspace=ws_bulk)
