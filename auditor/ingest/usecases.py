@@ -644,35 +644,68 @@ class _LoadAbandoned(Exception):
 
 
 class _IdRanges:
-    """Ranges of fresh ids from a table's id sequence, one short transaction each.
+    """Fresh ids from a table's id sequence for a bulk load, on a connection of their own.
 
     ``ALTER SEQUENCE`` (here changing nothing) locks the sequence against every
     ``nextval`` until its transaction ends, so moving the sequence on by ``n`` with
     ``setval`` in that transaction hands this load ``n`` ids no one else can get, in a
-    few milliseconds however large ``n`` is (one ``nextval`` per id cost about half a
-    microsecond of server time each, and the load waited for it). ``setval`` outlives
-    the transaction: a failed load leaves a gap, never a reused id. Altering the
-    sequence needs the role that owns the tables, as creating and attaching partitions
-    does.
+    few milliseconds however large ``n`` is; ``nextval`` once per id costs about half a
+    microsecond of server time each, which the load waits for. ``setval`` outlives the
+    transaction: a failed load leaves a gap, never a reused id.
+
+    That lock waits for every open transaction that has called ``nextval`` on the
+    sequence (they hold a lock on it until they end), and holds up every later caller
+    while it waits, so it is tried for at most ``LOCK_WAIT`` (a longer wait could even
+    close a cycle through this load's own transaction, which PostgreSQL cannot see);
+    then, or where the sequence may not be altered, the ids come from ``nextval``.
     """
+
+    LOCK_WAIT = "50ms"
 
     def __init__(self, b: _Batch, table: str):
         self.engine = b.sql.conn.engine
         self.sequence = str(b.sql.scalar(f"SELECT pg_get_serial_sequence('{table}', 'id')"))
         self.conn: Connection | None = None
+        self.ranges = self.one_by_one = 0  # how the ids came (for tests and tracing)
 
     def take(self, n: int) -> np.ndarray:
         if self.conn is None:
             self.conn = self.engine.connect()
+        try:
+            ids = self._reserve(self.conn, n)
+            self.ranges += 1
+            return ids
+        except DBAPIError as exc:
+            # 55P03 lock_not_available (the wait ran out), 42501 insufficient_privilege
+            if (getattr(exc.orig, "sqlstate", None) or "") not in ("55P03", "42501"):
+                raise
+        self.one_by_one += 1
+        return self._nextval(self.conn, n)
+
+    def _reserve(self, conn: Connection, n: int) -> np.ndarray:
         seq = self.sequence
-        with self.conn.begin():
+        with conn.begin():
+            conn.execute(text(f"SET LOCAL lock_timeout = '{self.LOCK_WAIT}'"))
             # Nothing waits on this commit: the batch's own commit flushes the log past it.
-            self.conn.execute(text("SET LOCAL synchronous_commit = off"))
-            self.conn.execute(text(f"ALTER SEQUENCE {seq} INCREMENT BY 1"))
-            last, called = self.conn.execute(text(f"SELECT last_value, is_called FROM {seq}")).one()
+            conn.execute(text("SET LOCAL synchronous_commit = off"))
+            conn.execute(text(f"ALTER SEQUENCE {seq} INCREMENT BY 1"))
+            last, called = conn.execute(text(f"SELECT last_value, is_called FROM {seq}")).one()
             first = int(last) + 1 if called else int(last)
-            self.conn.execute(text("SELECT setval(CAST(:s AS regclass), :v, true)"), {"s": seq, "v": first + n - 1})
+            conn.execute(text("SELECT setval(CAST(:s AS regclass), :v, true)"), {"s": seq, "v": first + n - 1})
         return np.arange(first, first + n, dtype=np.int64)
+
+    def _nextval(self, conn: Connection, n: int) -> np.ndarray:
+        data = bytearray()
+        with conn.begin():  # ends at once, and with it this connection's lock on the sequence
+            raw = conn.connection.driver_connection
+            with raw.cursor() as cur, cur.copy(
+                    f"COPY (SELECT nextval(CAST({_quote(self.sequence)} AS regclass)) "
+                    f"FROM generate_series(1, {int(n)})) TO STDOUT (FORMAT binary)") as copy:
+                for block in copy:
+                    data += block
+        rows = np.frombuffer(bytes(data), np.dtype([("n", ">i2"), ("len", ">i4"), ("id", ">i8")]), n,
+                             len(bulk.COPY_HEADER))
+        return np.sort(rows["id"].astype(np.int64))
 
     def close(self) -> None:
         if self.conn is not None:

@@ -334,3 +334,46 @@ def test_bulk_loads_and_item_inserts_elsewhere_at_once_never_share_an_id(pg_engi
     assert sorted(len(v) for v in ids.values()) == [30, 30, 400, 400] and sorted(stored) == [30, 30, 400, 400]
     every = [i for v in ids.values() for i in v]
     assert len(set(every)) == len(every)
+
+
+def test_a_bulk_load_does_not_wait_for_other_transactions_holding_the_item_sequence(pg_engine, pg_factory,
+                                                                                    monkeypatch):
+    # An open transaction that took an item id holds a lock on the sequence until it ends;
+    # the load's id ranges give up waiting for it at once and take ids one by one.
+    import threading
+
+    monkeypatch.setattr(bulk, "BLOCK_BYTES", 400)
+    used: list[tuple[int, int]] = []
+    real_close = usecases._IdRanges.close
+
+    def close(self):
+        used.append((self.ranges, self.one_by_one))
+        real_close(self)
+
+    monkeypatch.setattr(usecases._IdRanges, "close", close)
+    ws, name = _fresh(pg_factory)
+    data = b"item_id,annotator_id,label\n" + b"".join(f"x{i},w{i % 3},a\n".encode() for i in range(200))
+    with pg_engine.connect() as other:
+        other.begin()
+        taken = other.execute(text("SELECT nextval(pg_get_serial_sequence('item', 'id'))")).scalar()
+        result: list = []
+        load = threading.Thread(target=lambda: result.append(_load(pg_factory, ws, name, data)), daemon=True)
+        load.start()
+        load.join(timeout=60)
+        other.rollback()
+    load.join(timeout=60)
+    assert result and result[0].inserted == 200 and result[0].new_items == 200
+    assert used and used[-1][0] == 0 and used[-1][1] >= 2  # every block's ids one by one
+    with pg_engine.connect() as conn:
+        ids = conn.execute(text("SELECT i.id FROM item i JOIN dataset d ON d.id = i.dataset_id WHERE d.name = :n"),
+                           {"n": name}).scalars().all()
+    assert len(set(ids)) == 200 and taken not in ids
+    # With the sequence free again, ids come in ranges.
+    ws2, name2 = _fresh(pg_factory)
+    assert _load(pg_factory, ws2, name2, data).inserted == 200
+    assert used[-1][0] >= 2 and used[-1][1] == 0
+
+
+def _load(factory, ws, name, data):
+    with session_scope(factory) as s:
+        return import_annotations(s, name, data, workspace=ws)
