@@ -509,7 +509,9 @@ def _try_bulk_first_load(b: _Batch, header: list[str], labels: Sequence[str], de
     load = _PartitionLoad(b.sql.conn, b.dataset.id)  # batch and version are set once the lock is held
     try:
         with _savepoint(b.session):
-            return _bulk_first_load(b, header, labels, defaults, progress, load)
+            result = _bulk_first_load(b, header, labels, defaults, progress, load)
+        load.attached = True  # kept, unless the caller's transaction fails (see partitions)
+        return result
     except bulk.Fallback:
         return None
     except _NoChange as nc:  # the same batch was imported meanwhile
@@ -767,7 +769,6 @@ def _bulk_first_load(b: _Batch, header: list[str], labels: Sequence[str], defaul
             copy.write(block)
     load.wait()
     attach_annotation_partition(sql.conn, d, with_key=False)
-    load.attached = True
     n_rows, new_items, new_annotators = loaded.n_rows, len(loaded.item_ids), len(created)
     stats = {"rows": n_rows, "inserted": n_rows, "relabeled": 0, "unchanged": 0, "new_items": new_items,
              "new_annotators": new_annotators}

@@ -377,3 +377,18 @@ def test_a_bulk_load_does_not_wait_for_other_transactions_holding_the_item_seque
 def _load(factory, ws, name, data):
     with session_scope(factory) as s:
         return import_annotations(s, name, data, workspace=ws)
+
+
+def test_a_load_failing_after_the_attach_leaves_no_table(pg_engine, pg_factory, monkeypatch):
+    def fail(*a, **k):
+        raise RuntimeError("the outbox is gone")
+
+    monkeypatch.setattr(usecases, "_finish", fail)
+    ws, name = _fresh(pg_factory)
+    before = fingerprint(pg_engine)
+    with pytest.raises(RuntimeError, match="outbox"), session_scope(pg_factory) as s:
+        import_annotations(s, name, FILE, workspace=ws)
+    assert fingerprint(pg_engine) == before
+    with pg_engine.connect() as conn, session_scope(pg_factory) as s:
+        d = get_dataset(s, name, workspace=ws).id
+        assert conn.execute(text("SELECT to_regclass(:t)"), {"t": annotation_partition(d)}).scalar() is None
