@@ -34,6 +34,7 @@ import queue
 import re
 import threading
 import uuid
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -41,9 +42,10 @@ from datetime import UTC, datetime
 from typing import IO, Any
 
 import numpy as np
-from sqlalchemy import Connection, select, text
+from sqlalchemy import Connection, Engine, create_engine, select, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
+from sqlalchemy.pool import NullPool
 
 from auditor.db.models import Dataset, ImportBatch, ImportKind, Model, Release, Tier, Workspace
 from auditor.db.partitions import (
@@ -527,23 +529,69 @@ def _try_bulk_first_load(b: _Batch, header: list[str], labels: Sequence[str], de
         load.discard()  # nothing, once attached; else the fresh table goes
 
 
-class _PartitionLoad:
-    """The dataset's new annotation table, filled and indexed on a connection of its own.
+_SIDE_ENGINES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-    A thread takes the binary ``COPY`` blocks from a short queue and writes them; at
-    :meth:`finish` it builds the primary key and commits, so the ``COPY`` runs beside the
-    client's reading, and the index build beside the importing transaction's own work.
-    The table is committed but not attached (no query of ``annotation`` reaches it)
-    until the importing transaction attaches it; :meth:`discard` drops it unless that
-    transaction attached it. Callers hold the dataset's row lock throughout.
+
+def _side_engine(engine: Engine) -> Engine:
+    """Connections of their own (no pool) for a bulk load's helpers.
+
+    Taken from the engine's pool, they could wait forever: a pool of N connections and N
+    loads at once, each holding one and waiting for another.
+    """
+    side = _SIDE_ENGINES.get(engine)
+    if side is None:
+        side = _SIDE_ENGINES[engine] = create_engine(engine.url, poolclass=NullPool)
+    return side
+
+
+def _copy_into_partition(conn: Connection, dataset_id: int, batch_id: int, data_version: int,
+                         blocks: Iterable[memoryview | None], memory_mb: Callable[[], int]) -> None:
+    """Create the dataset's partition table, ``COPY`` the rows in, build its key (not attached).
+
+    The batch's constant columns come from defaults while the rows are copied (less to
+    send and to parse), then the table is left as its shape says.
+    """
+    table = create_annotation_partition_table(conn, dataset_id)
+    constants = {"dataset_id": dataset_id, "batch_id": batch_id, "data_version": data_version}
+    conn.execute(text(f"ALTER TABLE {table} " + ", ".join(
+        f"ALTER COLUMN {c} SET DEFAULT {int(v)}" for c, v in constants.items())))
+    raw = conn.connection.driver_connection
+    with raw.cursor() as cur, cur.copy(
+            f"COPY {table} ({', '.join(bulk.ANNOTATION_COPY_COLUMNS)}) FROM STDIN (FORMAT binary)") as copy:
+        copy.write(bulk.COPY_HEADER)
+        for block in blocks:
+            if block is None:
+                raise _LoadAbandoned
+            copy.write(block)
+        copy.write(bulk.COPY_TRAILER)
+    conn.execute(text(f"ALTER TABLE {table} " + ", ".join(f"ALTER COLUMN {c} DROP DEFAULT" for c in constants)))
+    add_annotation_partition_key(conn, dataset_id, maintenance_work_mem_mb=memory_mb())
+
+
+class _PartitionLoad:
+    """The dataset's new annotation table: filled and indexed in the batch's transaction
+    when the batch is small, else on a connection of its own.
+
+    Up to ``INLINE_BYTES`` of ``COPY`` data is kept in memory and copied at :meth:`wait`
+    by the batch's own connection (one transaction, as for any write). Past that, a
+    thread with its own connection takes over: it writes the blocks from a short queue
+    as they come and, at :meth:`finish`, builds the primary key and commits, so the
+    ``COPY`` runs beside the client's reading and the index build beside the batch's own
+    work. That table is committed but not attached (no query of ``annotation`` reaches
+    it) until the batch's transaction attaches it; :meth:`discard` drops it unless the
+    batch was kept. Callers hold the dataset's row lock throughout.
     """
 
+    INLINE_BYTES = 8 << 20
     _DONE = object()
 
     def __init__(self, conn: Connection, dataset_id: int):
-        self.engine = conn.engine
+        self.main = conn
+        self.engine = _side_engine(conn.engine)
         self.dataset_id = dataset_id
         self.batch_id = self.data_version = 0
+        self.held: list[memoryview] | None = []  # None once the thread has taken over
+        self.held_bytes = 0
         self.queue: queue.Queue = queue.Queue(maxsize=4)
         self.error: BaseException | None = None
         self.memory_mb = 64
@@ -551,33 +599,11 @@ class _PartitionLoad:
         self.attached = False
         self.thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        self.thread = threading.Thread(target=self._run, name=f"annotation-load-{self.dataset_id}", daemon=True)
-        self.thread.start()
-
     def _run(self) -> None:
         try:
             with self.engine.connect() as conn:
-                table = create_annotation_partition_table(conn, self.dataset_id)
-                # The batch's constant columns come from defaults while the rows are copied
-                # (less to send and to parse), then the table is left as its shape says.
-                constants = {"dataset_id": self.dataset_id, "batch_id": self.batch_id,
-                             "data_version": self.data_version}
-                conn.execute(text(f"ALTER TABLE {table} " + ", ".join(
-                    f"ALTER COLUMN {c} SET DEFAULT {int(v)}" for c, v in constants.items())))
-                raw = conn.connection.driver_connection
-                with raw.cursor() as cur, cur.copy(
-                        f"COPY {table} ({', '.join(bulk.ANNOTATION_COPY_COLUMNS)}) FROM STDIN (FORMAT binary)"
-                ) as copy:
-                    copy.write(bulk.COPY_HEADER)
-                    while (block := self.queue.get()) is not self._DONE:
-                        if block is None:
-                            raise _LoadAbandoned
-                        copy.write(block)
-                    copy.write(bulk.COPY_TRAILER)
-                conn.execute(text(f"ALTER TABLE {table} " + ", ".join(
-                    f"ALTER COLUMN {c} DROP DEFAULT" for c in constants)))
-                add_annotation_partition_key(conn, self.dataset_id, maintenance_work_mem_mb=self.memory_mb)
+                _copy_into_partition(conn, self.dataset_id, self.batch_id, self.data_version,
+                                     iter(self.queue.get, self._DONE), lambda: self.memory_mb)
                 conn.commit()
                 self.committed = True
         except BaseException as exc:  # passed on to the importing thread
@@ -594,18 +620,37 @@ class _PartitionLoad:
                 continue
 
     def send(self, block: memoryview) -> None:
-        if self.thread is None:
-            self.start()
+        if self.held is not None:
+            self.held.append(block)
+            self.held_bytes += len(block)
+            if self.held_bytes <= self.INLINE_BYTES:
+                return
+            held, self.held = self.held, None
+            self.thread = threading.Thread(target=self._run, name=f"annotation-load-{self.dataset_id}",
+                                           daemon=True)
+            self.thread.start()
+            for part in held:
+                self._put(part)
+            return
         self._put(block)
 
     def finish(self, n_rows: int) -> None:
         """End the ``COPY`` and start the key build (it runs on while the caller goes on)."""
         # About 60 bytes of sort memory per row keeps the index build in memory (capped).
         self.memory_mb = int(min(1024, max(64, n_rows * 64 >> 20)))
-        self._put(self._DONE)
+        if self.thread is not None:
+            self._put(self._DONE)
 
     def wait(self) -> None:
-        """Until the table is committed; its errors are raised here."""
+        """Until the table is filled and keyed; its errors are raised here."""
+        if self.held is not None:  # a small batch: in its own transaction
+            try:
+                _copy_into_partition(self.main, self.dataset_id, self.batch_id, self.data_version, self.held,
+                                     lambda: self.memory_mb)
+            except Exception as exc:  # DBAPIError, or the driver's own from COPY
+                self.error = exc
+                self._raise()
+            return
         assert self.thread is not None
         self.thread.join()
         if self.error is not None:
@@ -623,7 +668,7 @@ class _PartitionLoad:
         raise exc
 
     def discard(self) -> None:
-        """Stop the load if it runs; drop its table unless it was attached."""
+        """Stop the thread if it runs; drop its table unless the batch was kept."""
         if self.thread is not None and self.thread.is_alive():
             while self.thread.is_alive():
                 try:
@@ -665,7 +710,7 @@ class _IdRanges:
     LOCK_WAIT = "50ms"
 
     def __init__(self, b: _Batch, table: str):
-        self.engine = b.sql.conn.engine
+        self.engine = _side_engine(b.sql.conn.engine)
         self.sequence = str(b.sql.scalar(f"SELECT pg_get_serial_sequence('{table}', 'id')"))
         self.conn: Connection | None = None
         self.ranges = self.one_by_one = 0  # how the ids came (for tests and tracing)

@@ -36,6 +36,14 @@ def pg_factory(pg_engine):
     return make_session_factory(pg_engine)
 
 
+@pytest.fixture(params=["inline", "side"])
+def load_mode(request, monkeypatch):
+    """Small batches copy their rows in their own transaction; big ones on a second connection."""
+    if request.param == "side":
+        monkeypatch.setattr(usecases._PartitionLoad, "INLINE_BYTES", 0)
+    return request.param
+
+
 def _fresh(factory, labels=("a", "b", "c")) -> tuple[str, str]:
     import uuid
 
@@ -73,7 +81,7 @@ def _bulk_path_only(monkeypatch):
     monkeypatch.setattr(usecases, "_stage_raw_csv", refuse)
 
 
-def test_bulk_load_stores_the_same_rows_as_the_general_path(pg_engine, pg_factory, monkeypatch):
+def test_bulk_load_stores_the_same_rows_as_the_general_path(pg_engine, pg_factory, monkeypatch, load_mode):
     ws_bulk, bulk_name = _fresh(pg_factory)
     ws_general, general_name = _fresh(pg_factory)
     with monkeypatch.context() as m:
@@ -139,7 +147,7 @@ BAD_FIRST_LOADS = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD_FIRST_LOADS))
-def test_bulk_load_rejections_name_row_and_field_and_write_nothing(case, pg_engine, pg_factory):
+def test_bulk_load_rejections_name_row_and_field_and_write_nothing(case, pg_engine, pg_factory, load_mode):
     data, (row, field), reason = BAD_FIRST_LOADS[case]
     ws, name = _fresh(pg_factory)
     before = fingerprint(pg_engine)
@@ -203,7 +211,7 @@ def _interleaved_file() -> bytes:
     return b"\n".join(rows) + b"\n"
 
 
-def test_bulk_load_in_tiny_blocks_stores_the_same_rows_as_the_general_path(pg_engine, pg_factory, monkeypatch):
+def test_bulk_load_in_tiny_blocks_stores_the_same_rows_as_the_general_path(pg_engine, pg_factory, monkeypatch, load_mode):
     # Blocks of a few rows: most items and annotators were met in an earlier block, and
     # the rows of one block leave in several COPY messages.
     data = _interleaved_file()
@@ -223,7 +231,7 @@ def test_bulk_load_in_tiny_blocks_stores_the_same_rows_as_the_general_path(pg_en
     assert _rows(pg_engine, ws_bulk, bulk_name)[1:] == _rows(pg_engine, ws_general, general_name)[1:]
 
 
-def test_a_table_left_unattached_by_a_failed_load_is_replaced(pg_engine, pg_factory, monkeypatch):
+def test_a_table_left_unattached_by_a_failed_load_is_replaced(pg_engine, pg_factory, monkeypatch, load_mode):
     ws, name = _fresh(pg_factory)
     with session_scope(pg_factory) as s:
         d = get_dataset(s, name, workspace=ws).id
@@ -242,7 +250,7 @@ def test_a_table_left_unattached_by_a_failed_load_is_replaced(pg_engine, pg_fact
                             {"d": d}).one() == (6, True)
 
 
-def test_a_load_rejected_after_its_rows_were_sent_leaves_nothing(pg_engine, pg_factory, monkeypatch):
+def test_a_load_rejected_after_its_rows_were_sent_leaves_nothing(pg_engine, pg_factory, monkeypatch, load_mode):
     # The conflict shows only once the whole file is read (rows 2 and 250, blocks apart),
     # after every row went to the other connection and its key index was built.
     lines = [b"item_id,annotator_id,label,vendor"] + [f"i{i},w{i % 5},a,acme".encode() for i in range(300)]
@@ -379,7 +387,7 @@ def _load(factory, ws, name, data):
         return import_annotations(s, name, data, workspace=ws)
 
 
-def test_a_load_failing_after_the_attach_leaves_no_table(pg_engine, pg_factory, monkeypatch):
+def test_a_load_failing_after_the_attach_leaves_no_table(pg_engine, pg_factory, monkeypatch, load_mode):
     def fail(*a, **k):
         raise RuntimeError("the outbox is gone")
 
@@ -392,3 +400,26 @@ def test_a_load_failing_after_the_attach_leaves_no_table(pg_engine, pg_factory, 
     with pg_engine.connect() as conn, session_scope(pg_factory) as s:
         d = get_dataset(s, name, workspace=ws).id
         assert conn.execute(text("SELECT to_regclass(:t)"), {"t": annotation_partition(d)}).scalar() is None
+
+
+
+def test_bulk_loads_need_no_second_connection_from_the_pool(pg_engine, monkeypatch):
+    # A pool of one: a load whose helpers took connections from the pool would wait for
+    # the one it holds itself. Three loads at once take turns with it.
+    import threading
+
+    from auditor.db import make_engine
+
+    monkeypatch.setattr(usecases._PartitionLoad, "INLINE_BYTES", 0)
+    engine = make_engine(pg_engine.url, pool_size=1, max_overflow=0, pool_timeout=20)
+    factory = make_session_factory(engine)
+    targets = [_fresh(factory) for _ in range(3)]
+    data = b"item_id,annotator_id,label\n" + b"".join(f"p{i},w{i % 4},b\n".encode() for i in range(100))
+    results: list = []
+    threads = [threading.Thread(target=lambda t=t: results.append(_load(factory, *t, data))) for t in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    engine.dispose()
+    assert sorted(r.inserted for r in results) == [100, 100, 100]

@@ -162,7 +162,7 @@ def test_relabel_supersedes_and_keeps_history(db_engine, factory, new_dataset):
         assert sorted(a.label for a in current) == [1, 2]  # w2:b, w1:c
         assert [(h.label, h.superseded_version) for h in history] == [(0, relabel.data_version)]
         assert item.label_counts == [0, 1, 1]
-        outbox = s.scalars(select(AuditOutbox).where(AuditOutbox.dataset_id == d)).all()
+        outbox = s.scalars(select(AuditOutbox).where(AuditOutbox.dataset_id == d).order_by(AuditOutbox.id)).all()
         assert [o.data_version for o in outbox] == [v1, relabel.data_version]
     now = load_snapshot(db_engine, d, annotations=True)
     then = load_snapshot(db_engine, d, annotations=True, data_version=v1)
