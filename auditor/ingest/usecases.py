@@ -499,10 +499,11 @@ def _try_bulk_first_load(b: _Batch, header: list[str], labels: Sequence[str], de
     """PostgreSQL, long CSV/TSV, a dataset without items or annotations: the bulk path, else None.
 
     The file is read, checked and encoded on the client (:mod:`auditor.ingest.bulk`) and
-    its annotation rows stream, block by block as they are read, through one binary
-    ``COPY`` into a fresh table on a second connection (:class:`_PartitionLoad`), which
-    then builds the table's key index in one sorted pass while this transaction copies
-    in the items. This transaction then attaches the table as the dataset's partition.
+    its annotation rows go through one binary ``COPY`` into a fresh table
+    (:class:`_PartitionLoad`): for a small batch in this transaction; for a big one they
+    stream, block by block as they are read, to a second connection, which then builds
+    the table's key index in one sorted pass while this transaction copies in the items.
+    This transaction then attaches the table as the dataset's partition.
     Whatever the path cannot settle exactly is left to the general path (its savepoint
     is rolled back first, and the fresh table dropped): None.
     """
