@@ -25,13 +25,14 @@ pytestmark = pytest.mark.services
 RESNICK = "surveyequivalence_resnick"
 
 
-def wait_for(predicate: Callable[[], object], timeout: float, worker=None, what: str = "condition"):
+def wait_for(predicate: Callable[[], object], timeout: float, worker=None, what: str = "condition",
+             every: float = 0.2):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
-        time.sleep(0.2)
+        time.sleep(every)
     detail = f"\n--- worker log ---\n{worker.output()}" if worker is not None else ""
     raise AssertionError(f"timed out after {timeout}s waiting for {what}{detail}")
 
@@ -175,8 +176,9 @@ def test_killed_worker_audit_completes_later_without_duplicates(tmp_path, pg_fac
     version = import_predictions(factory, ds, "m", "1", labels={f"i{n}": 0 for n in range(400)})
     first = start_worker(env)
     assert request_audit(ds) is not None
+    # The audit runs for a fraction of a second on a fast machine: look often.
     running = wait_for(lambda: [r for r in runs(factory, ds) if r.status == AuditStatus.RUNNING], 60, first,
-                       "a running audit")
+                       "a running audit", every=0.005)
     first.kill()
     assert not succeeded_at(factory, ds, version)
     second = start_worker(env)
