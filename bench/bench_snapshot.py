@@ -97,8 +97,9 @@ def build(url: str, items: int, per_item: int, annotators: int) -> dict:
                 (ds, first_item, first_ann, annotators, batch))
             if partitioned:
                 conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
-                conn.execute(f"ALTER TABLE {target} ADD CONSTRAINT {target}_pkey "
-                             "PRIMARY KEY (dataset_id, item_id, annotator_id)")
+                from auditor.db.partitions import KEY_COLUMNS
+
+                conn.execute(f"ALTER TABLE {target} ADD CONSTRAINT {target}_pkey PRIMARY KEY ({KEY_COLUMNS})")
                 conn.execute(f"ALTER TABLE annotation ATTACH PARTITION {target} FOR VALUES IN ({int(ds)})")
             model = conn.execute("INSERT INTO model (workspace_id, name) VALUES (%s, 'bench-model') RETURNING id",
                                  (ws,)).fetchone()[0]
