@@ -521,7 +521,8 @@ def _try_bulk_first_load(b: _Batch, header: list[str], labels: Sequence[str], de
         assert nc.result is not None
         return nc.result
     except Exception as exc:
-        # A value PostgreSQL refuses (an item id too long, say): the general path names the row.
+        # A pair twice in the batch (the key index refuses it) or a value PostgreSQL refuses
+        # (an item id too long, say), from either connection: the general path names the rows.
         orig = getattr(exc, "orig", exc) if isinstance(exc, DBAPIError) else exc
         if (getattr(orig, "sqlstate", None) or "").startswith(("22", "23")):
             return None
@@ -645,12 +646,8 @@ class _PartitionLoad:
     def wait(self) -> None:
         """Until the table is filled and keyed; its errors are raised here."""
         if self.held is not None:  # a small batch: in its own transaction
-            try:
-                _copy_into_partition(self.main, self.dataset_id, self.batch_id, self.data_version, self.held,
-                                     lambda: self.memory_mb)
-            except Exception as exc:  # DBAPIError, or the driver's own from COPY
-                self.error = exc
-                self._raise()
+            _copy_into_partition(self.main, self.dataset_id, self.batch_id, self.data_version, self.held,
+                                 lambda: self.memory_mb)
             return
         assert self.thread is not None
         self.thread.join()
@@ -658,12 +655,10 @@ class _PartitionLoad:
             self._raise()
 
     def _raise(self) -> None:
+        # The thread's error, raised in the batch's thread: a pair twice in the batch (the
+        # key index refuses it) or a value PostgreSQL refuses sends the batch to the general
+        # path there (:func:`_try_bulk_first_load`), which names the rows.
         exc = self.error
-        # A pair twice in the batch (the key index refuses it) or a value PostgreSQL refuses:
-        # the general path names the rows.
-        orig = getattr(exc, "orig", exc)
-        if (getattr(orig, "sqlstate", None) or "").startswith(("22", "23")):
-            raise bulk.Fallback(str(orig)) from None
         if isinstance(exc, _LoadAbandoned) or exc is None:
             raise bulk.Fallback("the annotation load was abandoned")
         raise exc
