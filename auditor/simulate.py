@@ -18,7 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Scenario", "SimulatedData", "simulate", "write_scenario"]
+__all__ = [
+    "Drift", "HistoryDraw", "HistoryScenario", "Scenario", "SimulatedData", "draw_history", "simulate",
+    "simulate_history", "write_scenario",
+]
 
 
 @dataclass(frozen=True)
@@ -161,3 +164,126 @@ def write_scenario(data: SimulatedData, out: Path) -> dict[str, Path]:
     oracle = dict(data.oracle, released_at=data.released_at)
     paths["oracle"].write_text(json.dumps(oracle, indent=1), encoding="utf-8")
     return paths
+
+
+# --------------------------------------------------------------------------- history with drift
+
+
+@dataclass(frozen=True)
+class Drift:
+    """From ``week`` on, ``target`` (a vendor name or an annotator id) is ``change`` more accurate."""
+
+    target: str
+    week: int
+    change: float
+
+
+@dataclass(frozen=True)
+class HistoryScenario:
+    """Weekly labeling batches over months, optionally with vendors or annotators drifting.
+
+    Every week ``items_per_week`` new items arrive; each vendor labels each item with
+    ``labels_per_vendor`` of its annotators (drawn per item). Accuracies are on easy
+    items; hard items lose ``hard_penalty``. Annotator ids are ``<vendor prefix>-NN``.
+    """
+
+    weeks: int = 26
+    items_per_week: int = 300
+    labels: tuple[str, ...] = ("negative", "neutral", "positive")
+    vendors: dict[str, tuple[float, ...]] = field(default_factory=lambda: {
+        "acme-labeling": (0.92, 0.90, 0.88, 0.86, 0.84),
+        "bolt-annotations": (0.84, 0.80, 0.78, 0.75, 0.72),
+        "crowdworks": (0.86, 0.84, 0.82, 0.80, 0.78),
+    })
+    labels_per_vendor: int = 3
+    hard_fraction: float = 0.25
+    hard_penalty: float = 0.3
+    drift: tuple[Drift, ...] = ()
+    start: str = "2026-01-05T09:00:00+00:00"
+    seed: int = 11
+
+    def annotators(self) -> tuple[list[str], list[str], np.ndarray]:
+        """Annotator ids, their vendors, and their base accuracies (in slot order)."""
+        names, vendors, accs = [], [], []
+        for vendor, va in self.vendors.items():
+            for k, acc in enumerate(va):
+                names.append(f"{vendor.split('-')[0]}-{k + 1:02d}")
+                vendors.append(vendor)
+                accs.append(acc)
+        return names, vendors, np.asarray(accs, dtype=float)
+
+
+@dataclass(frozen=True)
+class HistoryDraw:
+    """Dense draws of ``n_streams`` independent histories.
+
+    ``label`` and ``annotator`` have shape (streams, weeks, items_per_week, slots): slot
+    ``j`` of an item belongs to vendor ``slot_vendor[j]``; ``truth`` is (streams, weeks, items).
+    ``accuracy`` is each annotator's accuracy on easy items per week (weeks, annotators).
+    """
+
+    label: np.ndarray
+    annotator: np.ndarray
+    truth: np.ndarray
+    slot_vendor: np.ndarray
+    names: list[str]
+    vendor_of: list[str]
+    accuracy: np.ndarray
+
+
+def draw_history(scenario: HistoryScenario = HistoryScenario(), n_streams: int = 1,
+                 rng: np.random.Generator | None = None) -> HistoryDraw:
+    """Draw ``n_streams`` histories at once (vectorised; deterministic for a seed)."""
+    rng = np.random.default_rng(scenario.seed) if rng is None else rng
+    names, vendor_of, base = scenario.annotators()
+    W, n_items, L = scenario.weeks, scenario.items_per_week, len(scenario.labels)
+    acc = np.tile(base, (W, 1))
+    vendor_names = list(scenario.vendors)
+    for d in scenario.drift:
+        if d.target in scenario.vendors:
+            cols = [i for i, v in enumerate(vendor_of) if v == d.target]
+        elif d.target in names:
+            cols = [names.index(d.target)]
+        else:
+            raise ValueError(f"drift target {d.target!r} is neither a vendor nor an annotator")
+        acc[d.week:, cols] += d.change
+    acc = np.clip(acc, 0.0, 1.0)
+    truth = rng.integers(0, L, size=(n_streams, W, n_items))
+    hard = rng.random((n_streams, W, n_items)) < scenario.hard_fraction
+    slots, slot_vendor = [], []
+    offset = 0
+    for v_index, vendor in enumerate(vendor_names):
+        size = len(scenario.vendors[vendor])
+        k = scenario.labels_per_vendor
+        picks = np.argsort(rng.random((n_streams, W, n_items, size)), axis=-1)[..., :k] + offset
+        slots.append(picks)
+        slot_vendor += [v_index] * k
+        offset += size
+    annotator = np.concatenate(slots, axis=-1)
+    week = np.arange(W)[None, :, None, None]
+    eff = acc[week, annotator] - np.where(hard[..., None], scenario.hard_penalty, 0.0)
+    right = rng.random(annotator.shape) < eff
+    wrong = (truth[..., None] + rng.integers(1, L, size=annotator.shape)) % L
+    label = np.where(right, truth[..., None], wrong).astype(np.int8)
+    return HistoryDraw(label, annotator, truth, np.asarray(slot_vendor), names, vendor_of, acc)
+
+
+def simulate_history(scenario: HistoryScenario = HistoryScenario()) -> list[dict]:
+    """One history as import records, with time stamps spread over each week and ``batch``."""
+    draw = draw_history(scenario)
+    rng = np.random.default_rng(scenario.seed + 1)
+    start = datetime.fromisoformat(scenario.start)
+    W, n_items, S = draw.label.shape[1:]
+    offsets = rng.uniform(0, 5 * 24 * 3600, size=(W, n_items))  # items arrive over the working week
+    rows: list[dict] = []
+    for w in range(W):
+        for i in range(n_items):
+            item = f"w{w:03d}-item-{i:05d}"
+            for s in range(S):
+                a = int(draw.annotator[0, w, i, s])
+                when = start + timedelta(weeks=w, seconds=float(offsets[w, i]) + 60 * s)
+                rows.append({
+                    "item_id": item, "annotator_id": draw.names[a], "label": scenario.labels[draw.label[0, w, i, s]],
+                    "vendor": draw.vendor_of[a], "tier": "crowd", "timestamp": when.isoformat(), "batch": w,
+                })
+    return rows

@@ -33,6 +33,9 @@ from auditor.stats.certification import (
     tie_credit,
     upper_bounds,
 )
+# --- vendor and annotator quality over time ---
+# isort: split
+from auditor.stats.quality import ChangeReport, QualitySeries, detect_changes, quality_series
 from auditor.stats.counts import (
     Annotations,
     LabelCounts,

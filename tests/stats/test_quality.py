@@ -1,0 +1,301 @@
+"""Vendor and annotator quality over time: windowed series, intervals and change alerts.
+
+The calibration tests draw many histories from the simulator (weekly batches with a known
+accuracy per annotator) and check the guarantees the module documents: the probability
+of *any* false change alert over a whole stationary history, the detection of a real
+drop, and the coverage of the windowed intervals.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from auditor.simulate import Drift, HistoryScenario, draw_history, simulate_history
+from auditor.stats import (
+    StatsInputError,
+    annotations_from_records,
+    annotator_lower_bounds,
+    upper_bounds,
+)
+from auditor.stats.quality import (
+    change_scan,
+    detect_changes,
+    eb_confidence_sequence_radius,
+    quality_series,
+    quality_units,
+)
+
+COLUMNS = {"group", "window_start", "window_end", "n_items", "n_labels", "agreement", "agreement_low",
+           "agreement_high", "gold_accuracy", "gold_accuracy_low", "gold_accuracy_high"}
+
+
+# --- dense helpers for the simulations ------------------------------------------------
+
+
+def _dense_credit(label: np.ndarray, n_labels: int) -> np.ndarray:
+    """Leave-one-out tie credit of every label against the other labels of its item."""
+    onehot = np.eye(n_labels, dtype=np.int16)[label]
+    others = onehot.sum(-2, keepdims=True) - onehot
+    tied = others == others.max(-1, keepdims=True)
+    hit = np.take_along_axis(tied, label[..., None].astype(np.int64), -1)[..., 0]
+    return hit / tied.sum(-1)
+
+
+def _vendor_units(draw, n_labels):
+    """Per (stream, vendor, week): units (items), sum and sum of squares of per-item agreement."""
+    credit = _dense_credit(draw.label, n_labels)
+    n_vendors = int(draw.slot_vendor.max()) + 1
+    unit = np.stack([credit[..., draw.slot_vendor == v].mean(-1) for v in range(n_vendors)], axis=1)
+    return np.full(unit.shape[:3], unit.shape[3], float), unit.sum(-1), (unit * unit).sum(-1)
+
+
+def _annotator_units_sq(draw, n_labels):
+    """Per (stream, annotator, week): an annotator labels an item at most once, so a unit is a label."""
+    credit = _dense_credit(draw.label, n_labels)
+    S, W = credit.shape[:2]
+    A = len(draw.names)
+    key = ((np.arange(S)[:, None, None, None] * A + draw.annotator) * W + np.arange(W)[None, :, None, None]).ravel()
+    size = S * A * W
+    n = np.bincount(key, minlength=size).reshape(S, A, W).astype(float)
+    s1 = np.bincount(key, weights=credit.ravel(), minlength=size).reshape(S, A, W)
+    s2 = np.bincount(key, weights=credit.ravel() ** 2, minlength=size).reshape(S, A, W)
+    return n, s1, s2
+
+
+def _scan_streams(scenario, n_streams, units, *, alpha=0.05, chunk=50, seed=0):
+    """First change per group of each stream (or None), at the module's default family-wise alpha."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for c in range(0, n_streams, chunk):
+        draw = draw_history(scenario, min(chunk, n_streams - c), rng=rng)
+        n, s1, s2 = units(draw, len(scenario.labels))
+        S, G, W = n.shape
+        found = change_scan(n.reshape(S * G, W), s1.reshape(S * G, W), s2.reshape(S * G, W),
+                            alpha=alpha / G, max_changes=1)
+        out += [[f[0] if f else None for f in found[i * G:(i + 1) * G]] for i in range(S)]
+    return out
+
+
+WEEKLY = HistoryScenario(weeks=50, items_per_week=500)
+
+
+# --- the series -------------------------------------------------------------------------
+
+
+def test_series_matches_the_leave_one_out_bounds_and_upper_bounds():
+    records = simulate_history(HistoryScenario(weeks=3, items_per_week=80, seed=3))
+    frame = pd.DataFrame(records)
+    series = quality_series(frame, by="annotator", window="7D").to_frame()
+    assert COLUMNS <= set(series.columns)
+    assert len(series["window_start"].unique()) == 3
+    # one window at a time, per annotator: the same as Theorem 3's leave-one-out agreement
+    first = frame[pd.to_datetime(frame["timestamp"]) < pd.Timestamp("2026-01-12", tz="UTC")]
+    ann = annotations_from_records(frame, labels=HistoryScenario().labels)
+    full = annotator_lower_bounds(ann)
+    expected = dict(zip(full.annotators, full.agreement, strict=True))
+    whole = quality_series(frame, by="annotator", window="1000D").to_frame().set_index("group")
+    for a, value in expected.items():
+        assert whole.loc[a, "agreement"] == pytest.approx(value, abs=1e-12)
+        assert whole.loc[a, "agreement_low"] <= value <= whole.loc[a, "agreement_high"]
+    # U_t of a vendor on a window: Theorem 1 on that vendor's labels of that window's items
+    vendor = quality_series(frame, by="vendor", window="7D").to_frame()
+    acme = first[first["vendor"] == "acme-labeling"]
+    counts = annotations_from_records(acme, labels=HistoryScenario().labels).counts()
+    row = vendor[(vendor["group"] == "acme-labeling")].sort_values("window_start").iloc[0]
+    ub = upper_bounds(counts)
+    assert row["u_t"] == pytest.approx(ub.theoretical, abs=1e-12)
+    assert row["u_e"] == pytest.approx(ub.empirical, abs=1e-12)
+    assert row["u_t_low"] <= row["u_t"] <= row["u_t_high"]
+    assert row["n_items"] == acme["item_id"].nunique() and row["n_labels"] == len(acme)
+
+
+def test_gold_accuracy_per_window():
+    records = [
+        {"item_id": i, "annotator_id": a, "label": lab, "vendor": "v", "timestamp": ts}
+        for i, a, lab, ts in [
+            ("x", "a", "p", "2026-03-02"), ("x", "b", "p", "2026-03-02"), ("x", "c", "n", "2026-03-02"),
+            ("y", "a", "n", "2026-03-10"), ("y", "b", "p", "2026-03-10"), ("y", "c", "p", "2026-03-10"),
+        ]
+    ]
+    frame = quality_series(records, by="annotator", window="7D", gold={"x": "p", "y": "n"}).to_frame()
+    got = {(r.group, r.window_start.day): r.gold_accuracy for r in frame.itertuples()}
+    assert got == {("a", 2): 1.0, ("b", 2): 1.0, ("c", 2): 0.0, ("a", 9): 1.0, ("b", 9): 0.0, ("c", 9): 0.0}
+    # agreement with the others' plurality: on x, c disagrees with (p, p); on y, a's n against (p, p)
+    agree = {(r.group, r.window_start.day): r.agreement for r in frame.itertuples()}
+    assert agree[("c", 2)] == 0.0 and agree[("a", 9)] == 0.0 and agree[("b", 9)] == 0.5
+
+
+def test_batches_as_windows_and_bad_input_names_the_row():
+    records = simulate_history(HistoryScenario(weeks=2, items_per_week=20, seed=5))
+    frame = quality_series(records, by="vendor", window="batch").to_frame()
+    # with time stamps, a batch's window runs from its first to its last label
+    starts = sorted(frame["window_start"].unique())
+    assert len(starts) == 2 and starts[1] - starts[0] >= pd.Timedelta(days=6)
+    assert frame.groupby("group").size().eq(2).all()
+    bad = [dict(r) for r in records[:10]]
+    bad[4]["timestamp"] = "not a time"
+    with pytest.raises(StatsInputError, match="row 4: field 'timestamp'"):
+        quality_series(bad, window="7D")
+    del bad[4]["timestamp"]
+    with pytest.raises(StatsInputError, match="row 4: field 'timestamp' is missing"):
+        quality_series(bad, window="7D")
+    with pytest.raises(StatsInputError, match="window"):
+        quality_series(records, window="fortnightly")
+    with pytest.raises(StatsInputError, match="by"):
+        quality_series(records, by="team")
+
+
+def test_dense_simulation_units_equal_the_records_path():
+    scenario = HistoryScenario(weeks=4, items_per_week=60, seed=9)
+    draw = draw_history(scenario)
+    n, s1, _ = _vendor_units(draw, 3)
+    frame = pd.DataFrame(simulate_history(scenario))
+    series = quality_series(frame, by="vendor", window="7D").to_frame()
+    for v, vendor in enumerate(scenario.vendors):
+        rows = series[series["group"] == vendor].sort_values("window_start")
+        np.testing.assert_allclose(rows["agreement"].to_numpy(), s1[0, v] / n[0, v], atol=1e-12)
+
+
+# --- the detector's guarantee -------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_stationary_vendors_almost_never_raise_a_false_alarm():
+    streams = _scan_streams(WEEKLY, 500, _vendor_units, seed=1)
+    any_alarm = np.mean([any(ch is not None for ch in s) for s in streams])
+    assert any_alarm <= 0.05
+
+
+@pytest.mark.parametrize("p", [0.5, 0.03])
+def test_least_favourable_units_keep_the_false_alarm_bound(p):
+    """Bernoulli units have the largest variance a [0, 1] mean allows (p = 0.5), or are the
+    most skewed (p = 0.03, where normal approximations fail). 2,000 streams, 50 looks each."""
+    rng = np.random.default_rng(int(p * 1000))
+    R, W, per = 2000, 50, 200
+    s1 = rng.binomial(per, p, size=(R, W)).astype(float)
+    n = np.full((R, W), per, float)
+    found = change_scan(n, s1, s1, alpha=0.05, max_changes=1)
+    assert np.mean([bool(f) for f in found]) <= 0.05
+
+
+@pytest.mark.slow
+def test_a_vendor_dropping_by_008_is_found_soon_with_its_start():
+    scenario = HistoryScenario(weeks=50, items_per_week=500, drift=(Drift("bolt-annotations", 25, -0.08),))
+    streams = _scan_streams(scenario, 500, _vendor_units, seed=2)
+    found = [s[1] for s in streams]
+    hits = [ch for ch in found if ch is not None]
+    assert len(hits) / len(found) >= 0.90
+    delays = [ch["detected"] - 25 for ch in hits]  # weeks after the change week at the alert
+    assert np.median(delays) <= 4
+    assert np.mean([abs(ch["start"] - 25) <= 2 for ch in hits]) >= 0.80
+    assert all(ch["direction"] == -1 for ch in hits)
+    # the vendors that did not change are blamed in few streams
+    assert np.mean([s[0] is not None or s[2] is not None for s in streams]) <= 0.10
+
+
+@pytest.mark.slow
+def test_one_annotator_dropping_among_twenty_is_found():
+    accs = (0.85,) * 20
+    base = HistoryScenario(weeks=50, items_per_week=500, vendors={"team": accs}, labels_per_vendor=5,
+                           hard_fraction=0.0)
+    stationary = _scan_streams(base, 500, _annotator_units_sq, seed=3)
+    assert np.mean([any(ch is not None for ch in s) for s in stationary]) <= 0.05
+    drifting = HistoryScenario(weeks=50, items_per_week=500, vendors={"team": accs}, labels_per_vendor=5,
+                               hard_fraction=0.0, drift=(Drift("team-07", 25, -0.25),))
+    streams = _scan_streams(drifting, 500, _annotator_units_sq, seed=4)
+    hits = [s[6] for s in streams if s[6] is not None]
+    assert len(hits) / len(streams) >= 0.90
+    assert np.median([ch["detected"] - 25 for ch in hits]) <= 4
+    assert np.mean([abs(ch["start"] - 25) <= 2 for ch in hits]) >= 0.80
+
+
+def test_confidence_sequence_covers_at_every_look():
+    """The empirical-Bernstein sequence's radius holds at all n at once (Bernoulli(0.5), worst variance)."""
+    rng = np.random.default_rng(5)
+    R, N = 2000, 2000
+    x = (rng.random((R, N)) < 0.5).astype(float)
+    n = np.arange(1, N + 1)
+    s = np.cumsum(x - 0.5, axis=1)
+    v = np.cumsum((x - 0.5) ** 2, axis=1)  # predictable centre 0.5 (any value in [0, 1] is allowed)
+    radius = eb_confidence_sequence_radius(n, v, 0.05)
+    ever_out = (np.abs(s / n) > radius).any(axis=1).mean()
+    assert ever_out <= 0.05
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(1, 40), min_size=3, max_size=12), st.integers(0, 2**31 - 1))
+def test_scan_is_invariant_to_how_units_are_spread_over_a_stream(sizes, seed):
+    """A stream of identical units never flags, whatever the window sizes."""
+    n = np.asarray([sizes], float)
+    found = change_scan(n, 0.7 * n, 0.49 * n, alpha=0.05)
+    assert found == [[]]
+    del seed
+
+
+# --- interval coverage ------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("items_per_week", [40, 200])
+def test_windowed_agreement_intervals_cover(items_per_week):
+    scenario = HistoryScenario(weeks=150, items_per_week=items_per_week, seed=21)
+    truth_draw = draw_history(HistoryScenario(weeks=40, items_per_week=5000, seed=99))
+    n, s1, _ = _vendor_units(truth_draw, 3)
+    truth = s1.sum(axis=2)[0] / n.sum(axis=2)[0]
+    frame = quality_series(simulate_history(scenario), by="vendor", window="7D").to_frame()
+    vendor_index = {v: i for i, v in enumerate(scenario.vendors)}
+    true = np.asarray([truth[vendor_index[g]] for g in frame["group"]])
+    covered = (frame["agreement_low"] <= true) & (true <= frame["agreement_high"])
+    assert covered.mean() >= 0.93, covered.mean()
+    # and the intervals are not merely wide: about the spread of the window estimates
+    spread = frame.groupby("group")["agreement"].std().mean()
+    width = (frame["agreement_high"] - frame["agreement_low"]).mean()
+    assert width <= 1.25 * 2 * 1.96 * spread
+
+
+# --- records front end and real data ------------------------------------------------------
+
+
+def test_detect_changes_on_records_reports_the_drop():
+    scenario = HistoryScenario(weeks=20, items_per_week=400, seed=13, drift=(Drift("crowdworks", 10, -0.15),))
+    report = detect_changes(simulate_history(scenario), by="vendor", window="7D")
+    changes = report.changes
+    assert {"group", "detected_at", "start", "before", "after", "evidence"} <= set(changes.columns)
+    crowd = changes[changes["group"] == "crowdworks"]
+    assert len(crowd) >= 1
+    first = crowd.iloc[0]
+    start = pd.Timestamp(scenario.start).floor("D") + pd.Timedelta(weeks=10)
+    assert abs(first["start"] - start) <= pd.Timedelta(weeks=2)
+    assert first["direction"] == "drop" and first["after"] < first["before"]
+    assert first["after_high"] < first["before_low"]
+    assert 0 < first["evidence"] <= 0.05
+    assert first["detected_at"] > first["start"]
+
+
+def test_snow_rte_low_agreement_workers_in_a_second_batch_raise_an_alert(datasets_dir):
+    frame = pd.read_csv(datasets_dir / "snow2008_mturk" / "all_collected_data" / "rte.standardized.tsv", sep="\t")
+    records = frame.rename(columns={"orig_id": "item_id", "!amt_worker_ids": "annotator_id", "response": "label"})
+    ann = annotations_from_records(records, labels=[0, 1])
+    bounds = annotator_lower_bounds(ann)
+    busy = bounds.n_items >= 500
+    # the two workers with the most labels among those who agree least with the others
+    worst = [bounds.annotators[i] for i in np.flatnonzero(busy)[np.argsort(bounds.agreement[busy])[:2]]]
+    records = records.assign(vendor="mturk", batch=np.where(records["annotator_id"].isin(worst), 2, 1))
+    report = detect_changes(records, by="vendor", window="batch", labels=[0, 1],
+                            gold=dict(zip(frame["orig_id"], frame["gold"], strict=True)))
+    drops = report.changes[report.changes["direction"] == "drop"]
+    assert set(drops["metric"]) == {"agreement", "gold_accuracy"}
+    assert (drops["group"] == "mturk").all() and (drops["start"] == 2).all()
+    series = report.series.to_frame().set_index("window_start")
+    assert series.loc[2, "agreement"] < series.loc[1, "agreement_low"]
+
+
+def test_quality_units_aggregate_labels_of_one_item_into_one_unit():
+    # two annotations of one item by one group in one window are one unit (their mean)
+    units = quality_units(np.array([0, 0, 1]), np.array([1.0, 0.0, 1.0]), np.zeros(3, int), np.zeros(3, int), 1, 1)
+    assert units.n.tolist() == [[2]] and units.s1.tolist() == [[1.5]] and units.s2.tolist() == [[1.25]]
+    assert units.n_labels.tolist() == [[3]]
