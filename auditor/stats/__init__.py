@@ -33,9 +33,9 @@ from auditor.stats.certification import (
     tie_credit,
     upper_bounds,
 )
+
 # --- vendor and annotator quality over time ---
 # isort: split
-from auditor.stats.quality import ChangeReport, QualitySeries, detect_changes, quality_series
 from auditor.stats.counts import (
     Annotations,
     LabelCounts,
@@ -44,6 +44,13 @@ from auditor.stats.counts import (
     count_histogram,
     counts_from_records,
     counts_from_wide,
+)
+from auditor.stats.quality import (
+    ChangeReport,
+    QualityMonitor,
+    QualitySeries,
+    detect_changes,
+    quality_series,
 )
 
 # --- agreement coefficients ---

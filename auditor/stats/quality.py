@@ -55,6 +55,7 @@ from auditor.stats.counts import _label_codes
 
 __all__ = [
     "ChangeReport",
+    "QualityMonitor",
     "QualitySeries",
     "UnitStream",
     "change_scan",
@@ -479,62 +480,70 @@ class ScanResult:
     direction: np.ndarray     # int (R,): -1 drop, +1 rise, 0 none
 
 
-def _scan_block(n, s1, s2, alpha, first, m):
-    """Scan streams (R, W) starting at window ``first`` (R,). Returns per-stream results."""
+def _rebased_cumsums(n, s1, s2, first):
+    """Cumulative sums over windows, minus everything before each stream's ``first`` window."""
+    out = []
+    for x in (n, s1, s2):
+        c = np.cumsum(x, axis=1)
+        base = np.take_along_axis(np.pad(c, ((0, 0), (1, 0))), first[:, None], axis=1)
+        out.append(c - base)
+    return out
+
+
+def _look(cn, c1, c2, alpha, first, J, m, live):
+    """Evaluate the look after window ``J`` for every live stream.
+
+    Candidates ``k`` (first post-change window) run over ``first + 1 .. J``: before is
+    windows ``[first, k)``, after is ``[k, J]``. Returns, per stream, whether it flags
+    and, at the most significant candidate, ``k`` and the (mean, low, high) of before
+    and after.
+    """
+    R = cn.shape[0]
+    ks = np.arange(1, J + 1)
+    bn, b1, b2 = cn[:, ks - 1], c1[:, ks - 1], c2[:, ks - 1]
+    an, a1, a2 = cn[:, [J]] - bn, c1[:, [J]] - b1, c2[:, [J]] - b2
+    rank = ks[None, :] - first[:, None]  # 1 for the first candidate of the stream
+    valid = live[:, None] & (rank >= 1) & (bn >= 2) & (an >= 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        a_k = alpha[:, None] / (rank * (rank + 1.0))
+        bm = b1 / bn
+        bvar = np.maximum((b2 - bn * bm * bm) / np.maximum(bn - 1, 1), 0.0)
+        b_rad = _mp_radius(bn, bvar, a_k / 2)
+        am = a1 / an
+        vproc = np.maximum(a2 - 2 * bm * a1 + an * bm * bm, 0.0)  # Σ (x - bm)², bm is predictable
+        a_rad = eb_confidence_sequence_radius(an, vproc, a_k / 2, m=m)
+        flag = valid & ((am + a_rad < bm - b_rad) | (am - a_rad > bm + b_rad))
+        avar = np.maximum((a2 - an * am * am) / np.maximum(an - 1, 1), 0.0)
+        zstat = np.abs(am - bm) / np.sqrt(bvar / bn + avar / np.maximum(an, 1) + 1e-300)
+    hit = flag.any(axis=1)
+    best = np.argmax(np.where(valid, zstat, -np.inf), axis=1)
+    r = np.arange(R)
+    before = np.stack([bm[r, best], bm[r, best] - b_rad[r, best], bm[r, best] + b_rad[r, best]], axis=1)
+    after = np.stack([am[r, best], am[r, best] - a_rad[r, best], am[r, best] + a_rad[r, best]], axis=1)
+    return hit, ks[best], before, after
+
+
+def _scan_block(n, s1, s2, alpha, first, m, from_look=None):
+    """Scan streams (R, W) from window ``first`` (R,), looks after ``from_look`` (R,) only."""
     R, W = n.shape
-    cn = np.cumsum(n, axis=1)
-    c1 = np.cumsum(s1, axis=1)
-    c2 = np.cumsum(s2, axis=1)
-    base_n = np.take_along_axis(np.pad(cn, ((0, 0), (1, 0))), first[:, None], axis=1)
-    base_1 = np.take_along_axis(np.pad(c1, ((0, 0), (1, 0))), first[:, None], axis=1)
-    base_2 = np.take_along_axis(np.pad(c2, ((0, 0), (1, 0))), first[:, None], axis=1)
-    cn, c1, c2 = cn - base_n, c1 - base_1, c2 - base_2
+    cn, c1, c2 = _rebased_cumsums(n, s1, s2, first)
+    from_look = first if from_look is None else from_look
     detected = np.full(R, -1)
     start = np.full(R, -1)
     out_b = np.full((R, 3), np.nan)
     out_a = np.full((R, 3), np.nan)
     direction = np.zeros(R, dtype=int)
-    # candidates k (first post-change window) and looks J >= k, both absolute indices
-    for J in range(W):
-        live = (detected < 0) & (first < J)
+    for J in range(1, W):
+        live = (detected < 0) & (from_look < J) & (first < J)
         if not live.any():
             continue
-        ks = np.arange(1, J + 1)
-        # before: windows [first, k); after: [k, J]
-        bn = np.where(ks[None, :] - 1 >= 0, cn[:, ks - 1], 0.0)
-        b1, b2 = c1[:, ks - 1], c2[:, ks - 1]
-        an = cn[:, [J]] - bn
-        a1 = c1[:, [J]] - b1
-        a2 = c2[:, [J]] - b2
-        rank = ks[None, :] - first[:, None]  # 1 for the first candidate of the stream
-        valid = live[:, None] & (rank >= 1) & (bn >= 2) & (an >= 1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            a_k = alpha[:, None] / (rank * (rank + 1.0))
-            bm = b1 / bn
-            bvar = np.maximum((b2 - bn * bm * bm) / np.maximum(bn - 1, 1), 0.0)
-            b_rad = _mp_radius(bn, bvar, a_k / 2)
-            am = a1 / an
-            vproc = np.maximum(a2 - 2 * bm * a1 + an * bm * bm, 0.0)  # Σ (x - bm)², bm predictable
-            a_rad = eb_confidence_sequence_radius(an, vproc, a_k / 2, m=m)
-            drop = am + a_rad < bm - b_rad
-            rise = am - a_rad > bm + b_rad
-            flag = valid & (drop | rise)
-        hit = flag.any(axis=1)
-        if not hit.any():
-            continue
+        hit, k, before, after = _look(cn, c1, c2, alpha, first, J, m, live)
         rows = np.flatnonzero(hit)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            avar = np.maximum((a2 - an * am * am) / np.maximum(an - 1, 1), 0.0)
-            zstat = np.abs(am - bm) / np.sqrt(bvar / bn + avar / np.maximum(an, 1) + 1e-300)
-        zstat = np.where(valid, zstat, -np.inf)
-        best = np.argmax(zstat, axis=1)
-        for r in rows:
-            k = int(best[r])
-            detected[r] = J
-            start[r] = int(ks[k])
-            out_b[r] = [bm[r, k], bm[r, k] - b_rad[r, k], bm[r, k] + b_rad[r, k]]
-            out_a[r] = [am[r, k], am[r, k] - a_rad[r, k], am[r, k] + a_rad[r, k]]
-            direction[r] = -1 if am[r, k] < bm[r, k] else 1
+        detected[rows] = J
+        start[rows] = k[rows]
+        out_b[rows] = before[rows]
+        out_a[rows] = after[rows]
+        direction[rows] = np.where(after[rows, 0] < before[rows, 0], -1, 1)
     return detected, start, out_b, out_a, direction
 
 
@@ -553,7 +562,8 @@ def change_scan(n, s1, s2, *, alpha, m: float = 50.0, max_changes: int = 10) -> 
         window's worth of units times their variance); any positive value keeps the
         guarantee, it only moves where the boundary is tightest.
     max_changes : int
-        After a change the stream restarts at its estimated start; at most this many.
+        After a change the stream restarts at its estimated start (the pre-change units
+        are forgotten) and is checked again at the following looks; at most this many.
 
     Returns
     -------
@@ -572,18 +582,21 @@ def change_scan(n, s1, s2, *, alpha, m: float = 50.0, max_changes: int = 10) -> 
     if not ((alpha > 0) & (alpha < 1)).all():
         raise StatsInputError("`alpha` must lie in (0, 1).")
     first = np.zeros(R, dtype=int)
+    last_look = np.zeros(R, dtype=int)
     found: list[list[dict]] = [[] for _ in range(R)]
     active = np.arange(R)
     for _ in range(max_changes):
         if active.size == 0:
             break
-        det, st, b, a, d = _scan_block(n[active], s1[active], s2[active], alpha[active], first[active], m)
+        det, st, b, a, d = _scan_block(n[active], s1[active], s2[active], alpha[active], first[active], m,
+                                       from_look=last_look[active])
         hit = det >= 0
         for i in np.flatnonzero(hit):
             r = int(active[i])
             found[r].append({"detected": int(det[i]), "start": int(st[i]), "before": tuple(map(float, b[i])),
                              "after": tuple(map(float, a[i])), "direction": int(d[i])})
-            first[r] = int(st[i])
+            # restart at the estimated start; alarms are raised only at later looks
+            first[r], last_look[r] = int(st[i]), int(det[i])
         active = active[hit]
     return found
 
@@ -600,12 +613,12 @@ class ChangeReport:
 
 
 def _evidence(n, s1, s2, first, detected, alpha_hi, m) -> float:
-    """Smallest per-stream alpha at which the same look still flags (bisection on log alpha)."""
+    """Smallest per-stream alpha at which the look that flagged still flags (bisection on log alpha)."""
     lo, hi = -300.0, float(np.log10(alpha_hi))
     for _ in range(40):
         mid = (lo + hi) / 2
         det, *_ = _scan_block(n[None, : detected + 1], s1[None, : detected + 1], s2[None, : detected + 1],
-                              np.array([10 ** mid]), np.array([first]), m)
+                              np.array([10 ** mid]), np.array([first]), m, from_look=np.array([detected - 1]))
         if det[0] >= 0:
             hi = mid
         else:
@@ -674,3 +687,137 @@ def detect_changes(records, *, by: str = "vendor", window: str = "7D", gold=None
     columns = ["group", "metric", "direction", "detected_at", "start", "before", "before_low", "before_high",
                "after", "after_low", "after_high", "evidence"]
     return ChangeReport(by, window, alpha, pd.DataFrame(rows, columns=columns), series)
+
+
+# --------------------------------------------------------------------------- incremental
+
+
+class QualityMonitor:
+    """Running (group, window) unit sums and their change detector, fed one batch at a time.
+
+    A service keeps one monitor per dataset and grouping: each new batch of annotations
+    is scored (its items' leave-one-out consensus from the current counts, gold where
+    known), added to the window it falls in, and the detector evaluates the current
+    look only. History is never recomputed: a batch costs time in proportion to its own
+    size plus ``O(groups × windows)`` array work, whatever the number of annotations
+    before it. Every batch is a look; the guarantee of :func:`change_scan` holds across
+    all of them.
+
+    Parameters
+    ----------
+    alpha : float
+        Family-wise false-alarm probability over all groups (see :func:`detect_changes`).
+    m : float
+        Where the stitched boundary is tightest (see :func:`change_scan`).
+    """
+
+    METRICS = ("agreement", "gold_accuracy")
+    COLUMNS = ("group", "metric", "direction", "detected_at", "start", "before", "before_low", "before_high",
+               "after", "after_low", "after_high")
+
+    def __init__(self, *, alpha: float = 0.05, m: float = 50.0):
+        self.alpha = check_probability(alpha, name="alpha", open_interval=True)
+        self.m = float(m)
+        self.groups: list = []
+        self.windows: list = []
+        self._sums = {k: np.zeros((0, 0, 3)) for k in self.METRICS}
+        self._first = {k: np.zeros(0, dtype=np.int64) for k in self.METRICS}
+        self._last = {k: np.zeros(0, dtype=np.int64) for k in self.METRICS}
+        self._found: list[dict] = []
+
+    def _grow(self, n_groups: int, n_windows: int) -> None:
+        for k, arr in self._sums.items():
+            g, w, _ = arr.shape
+            if g < n_groups or w < n_windows:
+                out = np.zeros((max(g, n_groups), max(w, n_windows), 3))
+                out[:g, :w] = arr
+                self._sums[k] = out
+            for state in (self._first, self._last):
+                if state[k].size < n_groups:
+                    state[k] = np.concatenate([state[k], np.zeros(n_groups - state[k].size, dtype=np.int64)])
+
+    def add_batch(self, window, *, item: np.ndarray, group, label: np.ndarray, counts: np.ndarray,
+                  gold: np.ndarray | None = None) -> list[dict]:
+        """Score one batch, add it to ``window`` (a time-ordered key) and look for changes.
+
+        Parameters
+        ----------
+        window : hashable, comparable
+            The batch's window (e.g. its week's start); windows must come in time order
+            (the current last window may receive more batches).
+        item : int array (M,)
+            Row of each annotation's item in ``counts``.
+        group : sequence (M,)
+            Each annotation's vendor or annotator.
+        label : int array (M,)
+            Label codes.
+        counts : array (N, L)
+            Current label counts of the items (all labels, whenever they came).
+        gold : int array (N,), optional
+            Gold label code per item row, -1 where unknown.
+
+        Returns
+        -------
+        list of dict
+            The changes this look found (also kept in :meth:`changes`).
+        """
+        if self.windows and window < self.windows[-1]:
+            raise StatsInputError(f"window {window!r} comes before the last window {self.windows[-1]!r}.")
+        if not self.windows or window != self.windows[-1]:
+            self.windows.append(window)
+        w = len(self.windows) - 1
+        names, gcode = np.unique(np.asarray(group, dtype=object), return_inverse=True)
+        index = {g: i for i, g in enumerate(self.groups)}
+        for g in names:
+            if g not in index:
+                index[g] = len(self.groups)
+                self.groups.append(g)
+        gcode = np.asarray([index[g] for g in names], dtype=np.int64)[gcode]
+        self._grow(len(self.groups), len(self.windows))
+        item = np.asarray(item, dtype=np.int64)
+        label = np.asarray(label, dtype=np.int64)
+        others = np.asarray(counts)[item].astype(np.int64)
+        others[np.arange(item.size), label] -= 1
+        scores = {"agreement": tie_credit(others, label)}
+        if gold is not None:
+            g_item = np.asarray(gold)[item]
+            scores["gold_accuracy"] = np.where(g_item >= 0, (label == g_item).astype(float), np.nan)
+        for metric, score in scores.items():
+            units = quality_units(item, score, gcode, np.zeros(item.size, dtype=np.int64), len(self.groups), 1)
+            self._sums[metric][:, w, 0] += units.n[:, 0]
+            self._sums[metric][:, w, 1] += units.s1[:, 0]
+            self._sums[metric][:, w, 2] += units.s2[:, 0]
+        return self._look(w)
+
+    def _look(self, J: int) -> list[dict]:
+        new = []
+        if J < 1:
+            return new
+        n_groups = len(self.groups)
+        gold_groups = self._sums["gold_accuracy"][..., 0].sum(axis=1) > 0
+        for metric in self.METRICS:
+            arr = self._sums[metric][:, : J + 1]
+            first, last = self._first[metric], self._last[metric]
+            live = (arr[..., 0].sum(axis=1) > 0) & (last < J) & (first < J)
+            if not live.any():
+                continue
+            alpha = np.where(gold_groups, self.alpha / n_groups / 2, self.alpha / n_groups)
+            cn, c1, c2 = _rebased_cumsums(arr[..., 0], arr[..., 1], arr[..., 2], first)
+            hit, k, before, after = _look(cn, c1, c2, alpha, first, J, self.m, live)
+            for g in np.flatnonzero(hit):
+                row = dict(zip(self.COLUMNS, (
+                    self.groups[g], metric, "drop" if after[g, 0] < before[g, 0] else "rise", self.windows[J],
+                    self.windows[int(k[g])], *map(float, before[g]), *map(float, after[g])), strict=True))
+                new.append(row)
+                first[g], last[g] = int(k[g]), J
+        self._found += new
+        return new
+
+    def sums(self, metric: str = "agreement") -> UnitStream:
+        """The (group, window) unit sums of ``metric`` so far."""
+        arr = self._sums[metric]
+        return UnitStream(arr[..., 0], arr[..., 1], arr[..., 2], arr[..., 0])
+
+    def changes(self) -> pd.DataFrame:
+        """Every change found so far, in the order found (columns as :func:`detect_changes`)."""
+        return pd.DataFrame(self._found, columns=list(self.COLUMNS))

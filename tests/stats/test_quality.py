@@ -22,6 +22,7 @@ from auditor.stats import (
     upper_bounds,
 )
 from auditor.stats.quality import (
+    QualityMonitor,
     change_scan,
     detect_changes,
     eb_confidence_sequence_radius,
@@ -299,3 +300,36 @@ def test_quality_units_aggregate_labels_of_one_item_into_one_unit():
     units = quality_units(np.array([0, 0, 1]), np.array([1.0, 0.0, 1.0]), np.zeros(3, int), np.zeros(3, int), 1, 1)
     assert units.n.tolist() == [[2]] and units.s1.tolist() == [[1.5]] and units.s2.tolist() == [[1.25]]
     assert units.n_labels.tolist() == [[3]]
+
+
+def test_monitor_fed_batch_by_batch_equals_the_offline_scan():
+    scenario = HistoryScenario(weeks=12, items_per_week=300, seed=17, drift=(Drift("acme-labeling", 6, -0.2),))
+    frame = pd.DataFrame(simulate_history(scenario))
+    labels = list(scenario.labels)
+    offline = detect_changes(frame, by="vendor", window="batch", labels=labels)
+    item_codes, items = pd.factorize(frame["item_id"])
+    label_codes = pd.Index(labels).get_indexer(frame["label"])
+    counts = np.zeros((len(items), 3), dtype=np.int64)
+    np.add.at(counts, (item_codes, label_codes), 1)
+    monitor = QualityMonitor()
+    for week in range(scenario.weeks):
+        rows = np.flatnonzero(frame["batch"].to_numpy() == week)
+        monitor.add_batch(week, item=item_codes[rows], group=frame["vendor"].to_numpy()[rows],
+                          label=label_codes[rows], counts=counts)
+    online = monitor.changes()
+    cols = ["group", "metric", "direction", "before", "after"]
+    pd.testing.assert_frame_equal(online[cols].reset_index(drop=True), offline.changes[cols].reset_index(drop=True))
+    assert list(online["start"]) == [6] and online["group"].iloc[0] == "acme-labeling"
+    with pytest.raises(StatsInputError, match="before the last window"):
+        monitor.add_batch(3, item=item_codes[:1], group=["x"], label=label_codes[:1], counts=counts)
+
+
+def test_bench_quality_smoke():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, str(root / "bench" / "bench_quality.py"), "--smoke"], cwd=root,
+                         capture_output=True, text=True, timeout=300, check=True)
+    assert "one batch of 1,000 annotations" in out.stdout
