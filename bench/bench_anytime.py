@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import argparse
 import time
+from types import SimpleNamespace
 
 import numpy as np
 
+from auditor.audit.pipeline import anytime_update
+from auditor.db.queries_audit import PreviousResults
 from auditor.simulate import simulate_streams
 from auditor.stats import AnytimeState, certify
 
@@ -58,6 +61,31 @@ def main() -> None:
     t0 = time.perf_counter()
     certify(counts[:start], preds[:start], method="anytime")
     print(f"recomputing from the start instead: {(time.perf_counter() - t0) * 1e3:.0f} ms")
+    pipeline(counts, preds, args)
+
+
+def pipeline(counts, preds, args) -> None:
+    """The audit pipeline's step: find the items that arrived since the last audit (id
+    ranges over the snapshot), freeze their values, update the release's state."""
+    n0, n1 = args.items, args.items + args.batch
+    ids = np.arange(1, n1 + 1, dtype=np.int64) * 3  # database ids: increasing, with gaps
+
+    def snapshot(n, previous):
+        snap = SimpleNamespace(item_ids=ids[:n], counts=counts[:n].astype(np.int64),
+                               previous=PreviousResults(1, {1: {"anytime": previous}} if previous else {}, {}))
+        release = SimpleNamespace(release_id=1, item_index=np.arange(n), labels=preds[:n].astype(np.int64))
+        return snap, release
+
+    state = anytime_update(*snapshot(n0, None))
+    snap, release = snapshot(n1, {k: v for k, v in state.items() if k != "new_items"})
+    times = []
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        out = anytime_update(snap, release)
+        times.append(time.perf_counter() - t0)
+    assert out["new_items"]["l"] == args.batch
+    print(f"pipeline step (which items are new, among {n1:,}, and the update): median "
+          f"{np.median(times) * 1e3:.2f} ms (max {max(times) * 1e3:.2f} ms)")
 
 
 if __name__ == "__main__":

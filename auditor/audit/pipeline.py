@@ -350,12 +350,20 @@ def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _in_ranges(ids: np.ndarray, ranges) -> np.ndarray:
     """Which of ``ids`` lie in one of the inclusive id ``ranges`` ([[first, last], ...])."""
     mask = np.zeros(ids.shape[0], dtype=bool)
-    if ranges:
-        r = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
-        r = r[np.argsort(r[:, 0], kind="stable")]
-        pos = np.searchsorted(r[:, 0], ids, side="right") - 1
-        ok = pos >= 0
-        mask[ok] = ids[ok] <= r[pos[ok], 1]
+    if not ranges:
+        return mask
+    r = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+    if ids.shape[0] < 2 or bool((ids[1:] > ids[:-1]).all()):
+        # sorted ids (a snapshot's are): each range is one slice
+        lo = np.searchsorted(ids, r[:, 0], side="left")
+        hi = np.searchsorted(ids, r[:, 1], side="right")
+        for a, b in zip(lo.tolist(), hi.tolist(), strict=True):
+            mask[a:b] = True
+        return mask
+    r = r[np.argsort(r[:, 0], kind="stable")]
+    pos = np.searchsorted(r[:, 0], ids, side="right") - 1
+    ok = pos >= 0
+    mask[ok] = ids[ok] <= r[pos[ok], 1]
     return mask
 
 
@@ -367,6 +375,30 @@ def _to_ranges(ids: np.ndarray, mask: np.ndarray) -> list[list[int]]:
     d = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
     starts, ends = np.flatnonzero(d == 1), np.flatnonzero(d == -1) - 1
     return [[int(ids[a]), int(ids[b])] for a, b in zip(starts, ends, strict=True)]
+
+
+def _merged_ranges(ids: np.ndarray, ranges, new_pos: np.ndarray) -> list[list[int]]:
+    """``ranges`` plus the items at positions ``new_pos`` of the sorted ``ids``, merged
+    where they touch (no item of the snapshot between them): O(ranges + new items)."""
+    spans = []
+    if ranges:
+        r = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+        lo = np.searchsorted(ids, r[:, 0], side="left")
+        hi = np.searchsorted(ids, r[:, 1], side="right") - 1
+        spans += [(a, b) for a, b in zip(lo.tolist(), hi.tolist(), strict=True) if a <= b]
+    if new_pos.size:
+        cut = np.flatnonzero(np.diff(new_pos) > 1)
+        starts = np.concatenate([[0], cut + 1])
+        ends = np.concatenate([cut, [new_pos.size - 1]])
+        spans += list(zip(new_pos[starts].tolist(), new_pos[ends].tolist(), strict=True))
+    spans.sort()
+    merged: list[list[int]] = []
+    for a, b in spans:
+        if merged and a <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return [[int(ids[a]), int(ids[b])] for a, b in merged]
 
 
 def anytime_update(snap: AuditSnapshot, release: ReleaseSnapshot, previous: Mapping[str, Any] | None = None
@@ -395,7 +427,8 @@ def anytime_update(snap: AuditSnapshot, release: ReleaseSnapshot, previous: Mapp
     pred = np.full(counts.shape[0], -1, dtype=np.int64)
     pred[release.item_index] = release.labels
     eligible = {"t": k >= 1, "e": k >= 2, "l": (k >= 1) & (pred >= 0)}
-    new = {s: eligible[s] & ~_in_ranges(ids, entered.get(s)) for s in eligible}
+    before = {s: _in_ranges(ids, entered.get(s)) for s in eligible}
+    new = {s: eligible[s] & ~before[s] for s in eligible}
     if new["l"].any():
         v = item_values(counts[new["l"]], pred[new["l"]])
         state.lower.update(v.agreement)
@@ -404,7 +437,12 @@ def anytime_update(snap: AuditSnapshot, release: ReleaseSnapshot, previous: Mapp
             v = item_values(counts[new[s]])
             stream.update(v.x_t if s == "t" else v.x_e)
     out = state.to_dict()
-    out["entered"] = {s: _to_ranges(ids, _in_ranges(ids, entered.get(s)) | new[s]) for s in eligible}
+    is_sorted = ids.shape[0] < 2 or bool((ids[1:] > ids[:-1]).all())
+    out["entered"] = {
+        s: (list(entered.get(s, [])) if not new[s].any()
+            else _merged_ranges(ids, entered.get(s), np.flatnonzero(new[s])) if is_sorted
+            else _to_ranges(ids, before[s] | new[s]))
+        for s in eligible}
     out["new_items"] = {s: int(new[s].sum()) for s in eligible}
     return out
 
@@ -483,7 +521,8 @@ def release_arrays(info: Mapping[str, Any], counts: np.ndarray, hard: np.ndarray
                 scores[f"{bound}/{method}"] = {"score": None, "t_u": None, "t_l": None}
                 continue
             c = confidence(lb.value, u, n_u, n_lower=lb.n_items, tau=options.tau, method=method)
-            scores[f"{bound}/{method}"] = {"score": _num(c.score), "t_u": _num(c.t_u), "t_l": _num(c.t_l)}
+            scores[f"{bound}/{method}"] = {"score": _num(c.score), "t_u": _num(c.t_u), "t_l": _num(c.t_l),
+                                           **({"clamped": True} if c.clamped else {})}
     col = BOUND_COLUMNS[options.bound]
     any_scores = _anytime_scores(anytime, options.tau)
     for c_, v in any_scores.items():

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import select
 
 from auditor.audit import runner
-from auditor.audit.pipeline import AuditOptions, _in_ranges, _to_ranges, alerts_for
+from auditor.audit.pipeline import AuditOptions, _in_ranges, _merged_ranges, _to_ranges, alerts_for
 from auditor.config import load_worker_settings
 from auditor.db import session_scope
 from auditor.db.models import Alert, Certification
@@ -127,3 +127,13 @@ def test_entered_item_ranges_round_trip():
     assert (_in_ranges(ids, ranges) == mask).all()
     # items created later have larger ids and are outside every stored range
     assert not _in_ranges(np.array([42, 100]), ranges).any()
+    # merging new items into stored ranges gives the ranges of the union
+    rng = np.random.default_rng(0)
+    many = np.sort(rng.choice(10_000, 500, replace=False)) + 1
+    for _ in range(50):
+        old, add = rng.random(500) < 0.5, rng.random(500) < 0.1
+        assert _merged_ranges(many, _to_ranges(many, old), np.flatnonzero(add & ~old)) == \
+            _to_ranges(many, old | add)
+    # unsorted ids take the general path, with the same answer
+    perm = np.array([6, 0, 3, 1, 5, 2, 4])
+    assert (_in_ranges(ids[perm], ranges) == mask[perm]).all()
