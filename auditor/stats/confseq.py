@@ -30,6 +30,10 @@ choosing one :math:`\\lambda` for one sample size: each :math:`n` is served by t
 The whole state of a stream is three numbers (:math:`n`, :math:`S_n`, :math:`V_n`), so
 :class:`MeanStream` updates in time proportional to the new values only.
 
+The ``confseq`` package implements these boundaries and more, but it is a pre-1.0 C++
+build (Boost headers) whose authors call it not yet stable, and it has no running
+state to update batch by batch; the sequences needed here are a few lines of numpy.
+
 References
 ----------
 Howard, Ramdas, McAuliffe & Sekhon, "Time-uniform, nonparametric, nonasymptotic
