@@ -11,7 +11,6 @@ compared with the truth it bounds (``oracle.json``).
 from __future__ import annotations
 
 import csv
-import itertools
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -230,14 +229,22 @@ class PopulationValues:
 
 
 def population_values(annotator_accuracy, n_classes: int = 3) -> PopulationValues:
-    """Enumerate every labelling of one item (true class 0) with its probability."""
+    """Exact expectations over the distribution of one item's label counts (true class 0),
+    built annotator by annotator (a few hundred count vectors even for 25 annotators)."""
     acc = np.asarray(annotator_accuracy, dtype=float)
     k = acc.size
+    dist: dict[tuple[int, ...], float] = {(0,) * n_classes: 1.0}
+    for a in acc:
+        nxt: dict[tuple[int, ...], float] = {}
+        for m, p in dist.items():
+            for c in range(n_classes):
+                q = p * (a if c == 0 else (1.0 - a) / (n_classes - 1))
+                key = (*m[:c], m[c] + 1, *m[c + 1:])
+                nxt[key] = nxt.get(key, 0.0) + q
+        dist = nxt
     theta_t = theta_e = right = wrong = 0.0
-    for labels in itertools.product(range(n_classes), repeat=k):
-        lab = np.asarray(labels)
-        p = float(np.prod(np.where(lab == 0, acc, (1.0 - acc) / (n_classes - 1))))
-        m = np.bincount(lab, minlength=n_classes).astype(float)
+    for m_, p in dist.items():
+        m = np.asarray(m_, dtype=float)
         theta_t += p * float((m * m).sum()) / k**2
         theta_e += p * float((m * (m - 1)).sum()) / (k * (k - 1))
         tied = m == m.max()

@@ -310,22 +310,54 @@ def test_least_favourable_accuracy_puts_the_expected_agreement_on_the_bound():
     assert np.mean(v.agreement) == pytest.approx(pop.expected_agreement(0.9), abs=3e-3)
 
 
+@pytest.mark.parametrize("accuracies", [(0.9, 0.6), (0.7, 0.75, 0.8, 0.85), (0.55, 0.9, 0.8, 0.7, 0.95)])
+@pytest.mark.parametrize("n_classes", [2, 3, 4])
+def test_population_values_equal_a_full_enumeration(accuracies, n_classes):
+    acc = np.asarray(accuracies)
+    k = acc.size
+    theta_t = right = 0.0
+    for labels in itertools.product(range(n_classes), repeat=k):
+        lab = np.asarray(labels)
+        p = float(np.prod(np.where(lab == 0, acc, (1 - acc) / (n_classes - 1))))
+        m = np.bincount(lab, minlength=n_classes)
+        theta_t += p * (m * m).sum() / k**2
+        tied = m == m.max()
+        right += p * tied[0] / tied.sum()
+    pop = population_values(acc, n_classes)
+    assert pop.theta_t == pytest.approx(theta_t, abs=1e-12)
+    assert pop.credit_right == pytest.approx(right, abs=1e-12)
+    # one wrong class's share: what is left of the plurality's credit, split evenly
+    assert pop.credit_right + (n_classes - 1) * pop.credit_wrong == pytest.approx(1.0, abs=1e-12)
+
+
+WIDE_PANEL = tuple(np.linspace(0.7, 0.9, 25).tolist())  # 25 labels per item: U is nearly known
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("case", "bounds"), [
     ("as good as the average annotator", ("theoretical", "empirical")),
     ("0.03 worse", ("theoretical", "empirical")),
     ("least favourable for U_t", ("theoretical",)),
     ("least favourable for U_e", ("empirical",)),
+    ("least favourable for U_t, 25 labels per item", ("theoretical",)),
 ])
 def test_anytime_is_rarely_ever_certified_when_checked_every_100_items(case, bounds):
-    """500 streams, looked at every 100 items up to 10,000: P(ever certified) <= 5%."""
+    """500 streams, looked at every 100 items up to 10,000: P(ever certified) <= 5%.
+
+    The least favourable cases put the model's expected agreement with the plurality
+    exactly on the population value of U: the bounds have no slack. With 25 labels per
+    item the per-item X hardly varies, U is nearly known, and the verdict rests on L
+    alone.
+    """
+    panel = WIDE_PANEL if "25 labels" in case else ANNOTATORS
     acc = {
         "as good as the average annotator": 0.80,
         "0.03 worse": 0.77,
         "least favourable for U_t": least_favourable_model_accuracy(ANNOTATORS, bound="theoretical"),
         "least favourable for U_e": least_favourable_model_accuracy(ANNOTATORS, bound="empirical"),
+        "least favourable for U_t, 25 labels per item": least_favourable_model_accuracy(WIDE_PANEL),
     }[case]
-    counts, preds = simulate_streams(np.random.default_rng(zlib.crc32(case.encode())), 500, 10_000, ANNOTATORS, acc)
+    counts, preds = simulate_streams(np.random.default_rng(zlib.crc32(case.encode())), 500, 10_000, panel, acc)
     for bound in bounds:
         ever = {k: float(v.any(axis=1).mean()) for k, v in _verdicts(counts, preds, LOOKS, bound).items()}
         print(f"\n{case} (model {acc:.4f}), U_{bound[0]}: ever certified over 100 looks: {ever}")
