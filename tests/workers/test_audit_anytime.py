@@ -137,3 +137,26 @@ def test_entered_item_ranges_round_trip():
     # unsorted ids take the general path, with the same answer
     perm = np.array([6, 0, 3, 1, 5, 2, 4])
     assert (_in_ranges(ids[perm], ranges) == mask[perm]).all()
+
+
+def test_fanned_out_release_part_carries_the_same_anytime_state(pg_factory):
+    import json
+
+    from auditor.audit.pipeline import dataset_part, release_part, release_payload
+
+    _, factory = pg_factory
+    rng = np.random.default_rng(9)
+    truth = rng.integers(0, 3, 200)
+    labels = np.where(rng.random((200, 3)) < 0.8, truth[:, None], rng.integers(0, 3, (200, 3)))
+    ds = make_dataset(factory, "fan", ["a", "b", "c"])
+    import_annotations(factory, ds, _rows(labels, range(200)))
+    import_predictions(factory, ds, "m", "1", labels={f"i{n}": int(truth[n]) for n in range(200)})
+    opts = AuditOptions(n_bootstrap=10)
+    snap = runner.snapshot(factory, ds)
+    inline = runner.compute_inline(snap, opts)["results"]["certifications"][0]
+    payload = json.loads(json.dumps(runner.plain(release_payload(snap, snap.releases[0]))))
+    via_message = release_part(payload, dataset_part(snap, opts)["upper"], opts)["certifications"][0]
+    for key in ("s_anytime_t", "s_anytime_e", "certified_anytime", "certified", "method"):
+        assert via_message[key] == inline[key]
+    assert via_message["details"]["anytime"] == inline["details"]["anytime"]
+    assert inline["details"]["anytime"]["lower"]["n"] == 200
