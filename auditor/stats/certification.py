@@ -132,7 +132,7 @@ class Confidence:
     negative score means "not certified" and is kept as it is. ``t_u``/``t_l`` are
     the finite-sample margins used (NaN where no feasible split exists, and for
     ``"anytime"``). ``clamped`` is True when HMS's half-margin
-    :math:`t_u = (L - \tau - U)/2` lay outside the feasible interval (it would make
+    :math:`t_u = (L - \\tau - U)/2` lay outside the feasible interval (it would make
     :math:`t_l < 0`, for which Theorem 7 says nothing) and was moved to its end.
     """
 

@@ -201,7 +201,7 @@ class MeanStream:
     def __init__(self, n: int = 0, s: float = 0.0, v: float = 0.0):
         if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
             raise StatsInputError(f"`n` must be a non-negative integer; got {n!r}.")
-        if not (math.isfinite(s) and math.isfinite(v)) or s < 0 or s > n or v < 0:
+        if not (math.isfinite(s) and math.isfinite(v)) or s < 0 or s > n * (1 + 1e-12) or v < 0:
             raise StatsInputError(f"inconsistent stream state: n={n}, s={s}, v={v}.")
         self.n, self.s, self.v = int(n), float(s), float(v)
 
