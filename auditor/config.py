@@ -101,6 +101,9 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides) -> Sett
 #                                     (100k items, 5 releases) took p50 3.2 s fanned out, 2.1 s in one task
 # ``AUDITOR_CERTIFY_THRESHOLD``       confidence a "certified" verdict needs (default 0.95)
 # ``AUDITOR_CERTIFY_BOUND``           ``theoretical`` (U_t, default) or ``empirical`` (U_e)
+# ``AUDITOR_CERTIFY_METHOD``          which verdict the badge and the certification alert use:
+#                                     ``anytime`` (default; valid however often audits re-check
+#                                     it), or the paper's fixed-sample ``oms`` / ``hms``
 # ``AUDITOR_ALERT_VENDOR_DELTA``      change of a vendor's upper bound that raises an alert
 #                                     (default 0.02); per vendor: ``AUDITOR_ALERT_VENDOR_DELTAS``
 #                                     as ``vendorA=0.05,vendorB=0.01``
@@ -126,6 +129,7 @@ class WorkerSettings:
     fanout_min_items: int = 500_000
     certify_threshold: float = 0.95
     certify_bound: str = "theoretical"
+    certify_method: str = "anytime"
     vendor_alert_delta: float = 0.02
     vendor_alert_deltas: tuple[tuple[str, float], ...] = ()
     alert_webhook_url: str | None = None
@@ -165,6 +169,9 @@ def load_worker_settings(environ: Mapping[str, str] | None = None, **overrides) 
     bound = env.get("AUDITOR_CERTIFY_BOUND") or "theoretical"
     if bound not in ("theoretical", "empirical"):
         raise ValueError(f"AUDITOR_CERTIFY_BOUND must be 'theoretical' or 'empirical'; got {bound!r}.")
+    method = env.get("AUDITOR_CERTIFY_METHOD") or "anytime"
+    if method not in ("anytime", "oms", "hms"):
+        raise ValueError(f"AUDITOR_CERTIFY_METHOD must be 'anytime', 'oms' or 'hms'; got {method!r}.")
     values = {
         "queue": env.get("AUDITOR_CELERY_QUEUE") or "auditor",
         "concurrency": _env_number(env, "AUDITOR_CELERY_CONCURRENCY", int, None),
@@ -181,6 +188,7 @@ def load_worker_settings(environ: Mapping[str, str] | None = None, **overrides) 
         "fanout_min_items": _env_number(env, "AUDITOR_FANOUT_MIN_ITEMS", int, 500_000),
         "certify_threshold": _env_number(env, "AUDITOR_CERTIFY_THRESHOLD", float, 0.95),
         "certify_bound": bound,
+        "certify_method": method,
         "vendor_alert_delta": _env_number(env, "AUDITOR_ALERT_VENDOR_DELTA", float, 0.02),
         "vendor_alert_deltas": _vendor_deltas(env.get("AUDITOR_ALERT_VENDOR_DELTAS")),
         "alert_webhook_url": env.get("AUDITOR_ALERT_WEBHOOK_URL") or None,

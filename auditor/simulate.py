@@ -17,10 +17,22 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
+from scipy import optimize
 
 __all__ = [
-    "Drift", "HistoryDraw", "HistoryScenario", "Scenario", "SimulatedData", "draw_history", "simulate",
-    "simulate_history", "write_scenario",
+    "Drift",
+    "HistoryDraw",
+    "HistoryScenario",
+    "PopulationValues",
+    "Scenario",
+    "SimulatedData",
+    "draw_history",
+    "least_favourable_model_accuracy",
+    "population_values",
+    "simulate",
+    "simulate_history",
+    "simulate_streams",
+    "write_scenario",
 ]
 
 
@@ -164,6 +176,97 @@ def write_scenario(data: SimulatedData, out: Path) -> dict[str, Path]:
     oracle = dict(data.oracle, released_at=data.released_at)
     paths["oracle"].write_text(json.dumps(oracle, indent=1), encoding="utf-8")
     return paths
+
+
+# ----------------------------------------------------------------------- many streams
+
+
+def simulate_streams(rng: np.random.Generator, n_streams: int, n_items: int, annotator_accuracy, model_accuracy: float,
+                     n_classes: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """Many independent datasets at once, for calibration and power studies.
+
+    Every item has a uniform true class and is labelled by every annotator (the
+    ``k``-th with accuracy ``annotator_accuracy[k]``, a wrong label uniform over the
+    other classes, independently); the model is right with probability
+    ``model_accuracy``, independently of the annotators, and wrong uniformly
+    otherwise. Theorem 1's and Theorem 3's assumptions hold, and the population
+    values of the bounds are known exactly (:func:`population_values`).
+
+    Returns
+    -------
+    counts : ndarray of int8, shape (n_streams, n_items, n_classes)
+        Label counts per item, rows in arrival order.
+    predictions : ndarray of int8, shape (n_streams, n_items)
+    """
+    acc = np.asarray(annotator_accuracy, dtype=float)
+    shape = (n_streams, n_items)
+    truth = rng.integers(0, n_classes, size=shape, dtype=np.int8)
+    counts = np.zeros((*shape, n_classes), dtype=np.int8)
+    for a in acc:
+        right = rng.random(shape) < a
+        label = np.where(right, truth, (truth + rng.integers(1, n_classes, size=shape, dtype=np.int8)) % n_classes)
+        np.put_along_axis(counts, label[..., None].astype(np.intp),
+                          np.take_along_axis(counts, label[..., None].astype(np.intp), axis=-1) + 1, axis=-1)
+    right = rng.random(shape) < model_accuracy
+    preds = np.where(right, truth, (truth + rng.integers(1, n_classes, size=shape, dtype=np.int8)) % n_classes)
+    return counts, preds.astype(np.int8)
+
+
+@dataclass(frozen=True)
+class PopulationValues:
+    """Exact expectations under :func:`simulate_streams`'s model.
+
+    ``theta_t``, ``theta_e``: :math:`E X^t`, :math:`E X^e` (so :math:`U_t`, :math:`U_e`
+    in the population are their square roots); ``credit_right`` / ``credit_wrong``:
+    the expected tie credit the plurality gives the true class / one given wrong
+    class; ``average_accuracy``: the average annotator's accuracy.
+    """
+
+    theta_t: float
+    theta_e: float
+    credit_right: float
+    credit_wrong: float
+    average_accuracy: float
+
+    def expected_agreement(self, model_accuracy: float) -> float:
+        """:math:`E L` for a model right with probability ``model_accuracy``."""
+        return model_accuracy * self.credit_right + (1.0 - model_accuracy) * self.credit_wrong
+
+
+def population_values(annotator_accuracy, n_classes: int = 3) -> PopulationValues:
+    """Exact expectations over the distribution of one item's label counts (true class 0),
+    built annotator by annotator (a few hundred count vectors even for 25 annotators)."""
+    acc = np.asarray(annotator_accuracy, dtype=float)
+    k = acc.size
+    dist: dict[tuple[int, ...], float] = {(0,) * n_classes: 1.0}
+    for a in acc:
+        nxt: dict[tuple[int, ...], float] = {}
+        for m, p in dist.items():
+            for c in range(n_classes):
+                q = p * (a if c == 0 else (1.0 - a) / (n_classes - 1))
+                key = (*m[:c], m[c] + 1, *m[c + 1:])
+                nxt[key] = nxt.get(key, 0.0) + q
+        dist = nxt
+    theta_t = theta_e = right = wrong = 0.0
+    for m_, p in dist.items():
+        m = np.asarray(m_, dtype=float)
+        theta_t += p * float((m * m).sum()) / k**2
+        theta_e += p * float((m * (m - 1)).sum()) / (k * (k - 1))
+        tied = m == m.max()
+        right += p * tied[0] / tied.sum()
+        wrong += p * tied[1:].sum() / tied.sum() / (n_classes - 1)
+    return PopulationValues(float(theta_t), float(theta_e), float(right), float(wrong), float(acc.mean()))
+
+
+def least_favourable_model_accuracy(annotator_accuracy, n_classes: int = 3, *, bound: str = "theoretical",
+                                    tau: float = 0.0) -> float:
+    """The model accuracy whose expected agreement with the plurality equals the
+    population value of the upper bound plus ``tau`` (:math:`\\sqrt{E X^t}` or
+    :math:`\\sqrt{E X^e}`): the boundary of what the bounds can separate, where no
+    certification should happen more often than its error rate allows."""
+    pop = population_values(annotator_accuracy, n_classes)
+    target = tau + np.sqrt(pop.theta_t if bound == "theoretical" else pop.theta_e)
+    return float(optimize.brentq(lambda a: pop.expected_agreement(a) - target, 0.0, 1.0, xtol=1e-14))
 
 
 # --------------------------------------------------------------------------- history with drift

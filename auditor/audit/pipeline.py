@@ -8,6 +8,14 @@ The work is split in parts that can run in separate tasks: :func:`dataset_part`
 (bounds, vendors, agreement, BEST, power curve, assumption checks) and one
 :func:`release_part` per release (L, confidence scores, verdict, survey
 equivalence), whose input :func:`release_payload` is compact and JSON-ready.
+
+Each release's certification records two verdicts: the paper's (Theorem 7, OMS with
+the configured bound: valid for one look at a fixed sample, what reproduces its
+tables) and the anytime one (valid however often the audit re-checks it). The badge
+and the ``certification_changed`` alert use ``AuditOptions.method`` (``anytime`` by
+default). The anytime verdict needs state across audits, kept per dataset × release
+in the certification row's ``details["anytime"]`` and carried to the next audit
+through :class:`~auditor.db.queries_audit.PreviousResults` (:func:`anytime_update`).
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import numpy as np
 from auditor.db.queries_audit import AuditSnapshot, PreviousResults, ReleaseSnapshot
 from auditor.stats import (
     Annotations,
+    AnytimeState,
     LabelCounts,
     StatsInputError,
     agreement,
@@ -30,6 +39,7 @@ from auditor.stats import (
     best_performance,
     check_assumptions,
     confidence,
+    item_values,
     lower_bound,
     upper_bounds,
 )
@@ -38,6 +48,7 @@ from auditor.stats.equivalence import expert_equivalence, power_curve, survey_eq
 __all__ = [
     "AuditOptions",
     "alerts_for",
+    "anytime_update",
     "dataset_part",
     "merge_parts",
     "release_arrays",
@@ -48,6 +59,7 @@ __all__ = [
 ]
 
 BOUND_COLUMNS = {"theoretical": "t", "empirical": "e"}
+_METHOD_NAMES = {"anytime": "anytime", "oms": "paper's OMS", "hms": "paper's HMS"}
 # (combiner, scorer) pairs of the survey-equivalence analysis: majority vote scored by
 # agreement for every release; ABC scored by cross-entropy where the release gave
 # probabilities (the paper's two running examples).
@@ -70,7 +82,8 @@ class AuditOptions:
     seed: int = 0
     threshold: float = 0.95
     bound: str = "theoretical"
-    method: str = "oms"
+    # The badge's verdict: "anytime" (valid at every audit) or the paper's "oms" / "hms".
+    method: str = "anytime"
     tau: float = 0.0
     confidence: float = 0.95
     vendor_delta: float = 0.02
@@ -90,7 +103,7 @@ class AuditOptions:
         """Options from :class:`~auditor.config.WorkerSettings`."""
         return cls(n_bootstrap=w.n_bootstrap, pairwise_max_annotations=w.pairwise_max_annotations,
                    pairwise_bootstrap=w.pairwise_bootstrap, seed=w.seed,
-                   threshold=w.certify_threshold, bound=w.certify_bound,
+                   threshold=w.certify_threshold, bound=w.certify_bound, method=w.certify_method,
                    vendor_delta=w.vendor_alert_delta, vendor_deltas=w.vendor_alert_deltas)
 
 
@@ -331,16 +344,136 @@ def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.unique(rows, axis=0, return_counts=True)
 
 
+# ----------------------------------------------------------------------- anytime state
+
+
+def _in_ranges(ids: np.ndarray, ranges) -> np.ndarray:
+    """Which of ``ids`` lie in one of the inclusive id ``ranges`` ([[first, last], ...])."""
+    mask = np.zeros(ids.shape[0], dtype=bool)
+    if not ranges:
+        return mask
+    r = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+    if ids.shape[0] < 2 or bool((ids[1:] > ids[:-1]).all()):
+        # sorted ids (a snapshot's are): each range is one slice
+        lo = np.searchsorted(ids, r[:, 0], side="left")
+        hi = np.searchsorted(ids, r[:, 1], side="right")
+        for a, b in zip(lo.tolist(), hi.tolist(), strict=True):
+            mask[a:b] = True
+        return mask
+    r = r[np.argsort(r[:, 0], kind="stable")]
+    pos = np.searchsorted(r[:, 0], ids, side="right") - 1
+    ok = pos >= 0
+    mask[ok] = ids[ok] <= r[pos[ok], 1]
+    return mask
+
+
+def _to_ranges(ids: np.ndarray, mask: np.ndarray) -> list[list[int]]:
+    """The runs of ``mask`` over the (sorted) ``ids`` as inclusive id ranges: a few
+    ranges when items enter roughly in id order, whatever their number."""
+    if not mask.any():
+        return []
+    d = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
+    starts, ends = np.flatnonzero(d == 1), np.flatnonzero(d == -1) - 1
+    return [[int(ids[a]), int(ids[b])] for a, b in zip(starts, ends, strict=True)]
+
+
+def _merged_ranges(ids: np.ndarray, ranges, new_pos: np.ndarray) -> list[list[int]]:
+    """``ranges`` plus the items at positions ``new_pos`` of the sorted ``ids``, merged
+    where they touch (no item of the snapshot between them): O(ranges + new items)."""
+    spans = []
+    if ranges:
+        r = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+        lo = np.searchsorted(ids, r[:, 0], side="left")
+        hi = np.searchsorted(ids, r[:, 1], side="right") - 1
+        spans += [(a, b) for a, b in zip(lo.tolist(), hi.tolist(), strict=True) if a <= b]
+    if new_pos.size:
+        cut = np.flatnonzero(np.diff(new_pos) > 1)
+        starts = np.concatenate([[0], cut + 1])
+        ends = np.concatenate([cut, [new_pos.size - 1]])
+        spans += list(zip(new_pos[starts].tolist(), new_pos[ends].tolist(), strict=True))
+    spans.sort()
+    merged: list[list[int]] = []
+    for a, b in spans:
+        if merged and a <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return [[int(ids[a]), int(ids[b])] for a, b in merged]
+
+
+def anytime_update(snap: AuditSnapshot, release: ReleaseSnapshot, previous: Mapping[str, Any] | None = None
+                   ) -> dict[str, Any]:
+    """The release's anytime state after this snapshot: the last one plus the items that arrived.
+
+    **Arrival.** An item enters a release's streams at the first audit that sees it
+    labelled (the U_e stream: with two labels; the L stream: labelled and predicted by
+    the release), with the counts and prediction it has then; items entering at the
+    same audit enter in item-id (creation) order. Labels added later do not change what
+    an item contributed: the past of the e-processes stays fixed, which the anytime
+    guarantee needs (:class:`~auditor.stats.AnytimeState`). When an item enters depends
+    on when it was labelled and audited, not on its labels, so each entering item's
+    values have the population means given the past.
+
+    The state (JSON) is the running sums of the three streams and, per stream, the
+    ranges of item ids that have entered. ``previous`` defaults to the state stored
+    with the release's certification in the last succeeded audit.
+    """
+    if previous is None:
+        previous = (snap.previous.certifications.get(release.release_id) or {}).get("anytime")
+    state = AnytimeState.from_dict(previous) if previous else AnytimeState()
+    entered = dict(previous.get("entered", {})) if previous else {}
+    ids, counts = snap.item_ids.astype(np.int64), snap.counts
+    k = counts.sum(axis=1)
+    pred = np.full(counts.shape[0], -1, dtype=np.int64)
+    pred[release.item_index] = release.labels
+    eligible = {"t": k >= 1, "e": k >= 2, "l": (k >= 1) & (pred >= 0)}
+    before = {s: _in_ranges(ids, entered.get(s)) for s in eligible}
+    new = {s: eligible[s] & ~before[s] for s in eligible}
+    if new["l"].any():
+        v = item_values(counts[new["l"]], pred[new["l"]])
+        state.lower.update(v.agreement)
+    for s, stream in (("t", state.upper_t), ("e", state.upper_e)):
+        if new[s].any():
+            v = item_values(counts[new[s]])
+            stream.update(v.x_t if s == "t" else v.x_e)
+    out = state.to_dict()
+    is_sorted = ids.shape[0] < 2 or bool((ids[1:] > ids[:-1]).all())
+    out["entered"] = {
+        s: (list(entered.get(s, [])) if not new[s].any()
+            else _merged_ranges(ids, entered.get(s), np.flatnonzero(new[s])) if is_sorted
+            else _to_ranges(ids, before[s] | new[s]))
+        for s in eligible}
+    out["new_items"] = {s: int(new[s].sum()) for s in eligible}
+    return out
+
+
+def _anytime_scores(state: Mapping[str, Any] | None, tau: float) -> dict[str, Any]:
+    """S of the anytime verdict with U_t and U_e from a state (None where a stream is empty)."""
+    out: dict[str, Any] = {}
+    st = AnytimeState.from_dict(state) if state else AnytimeState()
+    for bound, col in BOUND_COLUMNS.items():
+        up = st.upper_t if bound == "theoretical" else st.upper_e
+        if up.n == 0 or st.lower.n == 0:
+            out[col] = None
+            continue
+        c = st.confidence(bound, tau=tau)
+        out[col] = {"score": _num(c.score), "evalue": _num(c.evalue), "n_upper": c.n_upper, "n_lower": c.n_lower}
+    return out
+
+
 def release_payload(snap: AuditSnapshot, release: ReleaseSnapshot) -> dict[str, Any]:
     """A release's inputs as JSON-ready lists: its items' counts and its predictions.
 
     Hard predictions are sent as the distinct (count vector, label) rows with their
-    multiplicities: every statistic of the release depends on nothing else.
+    multiplicities: every statistic of the release depends on nothing else, except
+    the anytime verdict, whose updated state (:func:`anytime_update`, small) is
+    computed here from the snapshot in arrival order and sent along.
     """
     counts = snap.counts[release.item_index]
     ok = release.labels >= 0
     base = {"release_id": release.release_id, "model": release.model, "version": release.version,
-            "labels": list(snap.labels), "n_predictions": int(release.item_index.shape[0])}
+            "labels": list(snap.labels), "n_predictions": int(release.item_index.shape[0]),
+            "anytime": anytime_update(snap, release)}
     if release.probabilities is not None:
         return {**base, "counts": counts.tolist(), "probabilities": release.probabilities.tolist(),
                 "multiplicity": None, "hard": release.labels.tolist()}
@@ -359,15 +492,18 @@ def release_part(payload: Mapping[str, Any], upper: Mapping[str, Any], options: 
         mult = np.asarray(payload["multiplicity"], dtype=np.int64)
         counts, hard = np.repeat(counts, mult, axis=0), np.repeat(hard, mult)
     info = {k: payload[k] for k in ("release_id", "model", "version", "labels", "n_predictions")}
-    return release_arrays(info, counts, hard, probs, upper, options)
+    return release_arrays(info, counts, hard, probs, upper, options, anytime=payload.get("anytime"))
 
 
 def release_arrays(info: Mapping[str, Any], counts: np.ndarray, hard: np.ndarray, probs: np.ndarray | None,
-                   upper: Mapping[str, Any], options: AuditOptions) -> dict[str, Any]:
-    """L, the confidence scores with U_t and U_e, the verdict, and the survey equivalence.
+                   upper: Mapping[str, Any], options: AuditOptions, *,
+                   anytime: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """L, the confidence scores with U_t and U_e, both verdicts, and the survey equivalence.
 
     ``counts`` (n, L) are the human label counts of the release's items, ``hard`` its
-    labels, ``probs`` its probabilities (or None); ``upper`` the dataset's bounds.
+    labels, ``probs`` its probabilities (or None); ``upper`` the dataset's bounds;
+    ``anytime`` the release's updated anytime state (:func:`anytime_update`; None
+    leaves the anytime verdict undefined).
     """
     rid = int(info["release_id"])
     L = len(info["labels"])
@@ -385,19 +521,35 @@ def release_arrays(info: Mapping[str, Any], counts: np.ndarray, hard: np.ndarray
                 scores[f"{bound}/{method}"] = {"score": None, "t_u": None, "t_l": None}
                 continue
             c = confidence(lb.value, u, n_u, n_lower=lb.n_items, tau=options.tau, method=method)
-            scores[f"{bound}/{method}"] = {"score": _num(c.score), "t_u": _num(c.t_u), "t_l": _num(c.t_l)}
-    chosen = scores[f"{options.bound}/{options.method}"]["score"]
+            scores[f"{bound}/{method}"] = {"score": _num(c.score), "t_u": _num(c.t_u), "t_l": _num(c.t_l),
+                                           **({"clamped": True} if c.clamped else {})}
+    col = BOUND_COLUMNS[options.bound]
+    any_scores = _anytime_scores(anytime, options.tau)
+    for c_, v in any_scores.items():
+        scores[f"{'theoretical' if c_ == 't' else 'empirical'}/anytime"] = v or {"score": None}
+    paper_method = options.method if options.method in ("hms", "oms") else "oms"
+    paper = scores[f"{options.bound}/{paper_method}"]["score"]
+    anytime_s = None if any_scores[col] is None else any_scores[col]["score"]
+    chosen = anytime_s if options.method == "anytime" else paper
     certified = chosen is not None and chosen >= options.threshold
     verdict = "undefined" if chosen is None else ("certified" if certified else "not certified")
+    state = None if anytime is None else {k: v for k, v in anytime.items() if k != "new_items"}
     cert = {
         "release_id": rid, "n_items_upper": upper["n_t"], "n_items_lower": lb.n_items,
         "u_t": upper["u_t"], "u_e": upper["u_e"], "l": lb.value, "tau": options.tau,
         "s_hms_t": scores["theoretical/hms"]["score"], "s_oms_t": scores["theoretical/oms"]["score"],
         "s_hms_e": scores["empirical/hms"]["score"], "s_oms_e": scores["empirical/oms"]["score"],
-        "certified": bool(certified), "certified_with": "U_" + BOUND_COLUMNS[options.bound], "verdict": verdict,
-        "details": {"confidence": scores, "method": options.method, "threshold": options.threshold,
+        "s_anytime_t": None if any_scores["t"] is None else any_scores["t"]["score"],
+        "s_anytime_e": None if any_scores["e"] is None else any_scores["e"]["score"],
+        "certified_paper": None if paper is None else bool(paper >= options.threshold),
+        "certified_anytime": None if anytime_s is None else bool(anytime_s >= options.threshold),
+        "method": options.method,
+        "certified": bool(certified), "certified_with": "U_" + col, "verdict": verdict,
+        "details": {"confidence": scores, "method": options.method, "paper_method": paper_method,
+                    "threshold": options.threshold,
                     "aggregation": lb.aggregation, "n_predictions": info["n_predictions"],
-                    "model": info["model"], "version": info["version"]},
+                    "model": info["model"], "version": info["version"], "anytime": state,
+                    "anytime_new_items": None if anytime is None else anytime.get("new_items")},
     }
     curves = []
     lc = LabelCounts(counts[labeled], tuple(info["labels"]), tuple(range(int(labeled.sum()))))
@@ -434,7 +586,8 @@ def release_inline(snap: AuditSnapshot, release: ReleaseSnapshot, upper: Mapping
             "labels": list(snap.labels), "n_predictions": int(release.item_index.shape[0])}
     ok = release.labels >= 0
     probs = None if release.probabilities is None else release.probabilities[ok]
-    return release_arrays(info, snap.counts[release.item_index][ok], release.labels[ok], probs, upper, options)
+    return release_arrays(info, snap.counts[release.item_index][ok], release.labels[ok], probs, upper, options,
+                          anytime=anytime_update(snap, release))
 
 
 # ----------------------------------------------------------------------- assembly
@@ -460,7 +613,8 @@ def alerts_for(previous: PreviousResults, results: Mapping[str, Any], options: A
     """Alerts on what changed since the last succeeded audit.
 
     A release whose verdict changed (or that is certified on its first audit), and a
-    vendor whose upper bound moved by more than its threshold.
+    vendor whose upper bound moved by more than its threshold. The verdict is the
+    badge's (``options.method``: the anytime one by default).
     """
     alerts = []
     for c in results["certifications"]:
@@ -473,9 +627,13 @@ def alerts_for(previous: PreviousResults, results: Mapping[str, Any], options: A
         was = "new" if before is None else before["verdict"]
         alerts.append({
             "kind": "certification_changed", "severity": "info" if c["certified"] else "warning",
-            "subject": name[:200], "message": f"{name}: {was} → {c['verdict']} (L={c['l']:.4f}, U_t={c['u_t']:.4f})",
+            "subject": name[:200],
+            "message": f"{name}: {was} → {c['verdict']} (L={c['l']:.4f}, U_t={c['u_t']:.4f}; "
+                       f"{_METHOD_NAMES.get(c.get('method', options.method), options.method)} verdict)",
             "details": {"release_id": c["release_id"], "before": was, "after": c["verdict"],
-                        "l": c["l"], "u_t": c["u_t"], "score": c[f"s_{options.method}_{BOUND_COLUMNS[options.bound]}"]},
+                        "method": c.get("method", options.method),
+                        "l": c["l"], "u_t": c["u_t"],
+                        "score": c.get(f"s_{c.get('method', options.method)}_{BOUND_COLUMNS[options.bound]}")},
         })
     for v in results["vendor_reports"]:
         before = previous.vendors.get(v["vendor"])

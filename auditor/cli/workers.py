@@ -99,7 +99,8 @@ def _print_table(res: dict) -> None:
     for c in res["certifications"]:
         d = c["details"] or {}
         click.echo(f"  {d.get('model')} {d.get('version')}: L={c['l']:.4f}  S_oms(U_t)={c['s_oms_t']}  "
-                   f"S_oms(U_e)={c['s_oms_e']}  → {c['verdict']} (with {c['certified_with']})")
+                   f"S_oms(U_e)={c['s_oms_e']}  S_anytime(U_t)={c.get('s_anytime_t')}  → {c['verdict']} "
+                   f"(with {c['certified_with']}, {c.get('method', 'oms')} verdict)")
     for e in res["equivalence"]:
         value = e["equivalence"] if e["equivalence"] is not None else e["equivalence_note"]
         click.echo(f"  release {e['release_id']} survey equivalence ({e['combiner']}, {e['scorer']}): {value} "

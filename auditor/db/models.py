@@ -422,7 +422,13 @@ class AuditRun(Base):
 
 
 class Certification(Base):
-    """Xu et al. bounds for one release in one audit: U (both forms), L, S (HMS/OMS)."""
+    """Xu et al. bounds for one release in one audit: U (both forms), L, S (HMS/OMS), and
+    the anytime confidence (valid at every audit).
+
+    ``certified`` / ``verdict`` are the badge's, by ``method`` (``anytime``, or the
+    paper's ``oms`` / ``hms``); ``certified_paper`` and ``certified_anytime`` keep both
+    verdicts. ``details["anytime"]`` is the state the next audit continues from.
+    """
 
     __tablename__ = "certification"
     __table_args__ = (UniqueConstraint("audit_run_id", "release_id"),)
@@ -441,6 +447,11 @@ class Certification(Base):
     s_oms_t: Mapped[float | None] = mapped_column(Double)
     s_hms_e: Mapped[float | None] = mapped_column(Double)
     s_oms_e: Mapped[float | None] = mapped_column(Double)
+    s_anytime_t: Mapped[float | None] = mapped_column(Double)
+    s_anytime_e: Mapped[float | None] = mapped_column(Double)
+    certified_paper: Mapped[bool | None] = mapped_column(Boolean)
+    certified_anytime: Mapped[bool | None] = mapped_column(Boolean)
+    method: Mapped[str] = mapped_column(String(16), default="oms", server_default="oms")
     certified: Mapped[bool] = mapped_column(Boolean)
     certified_with: Mapped[str] = mapped_column(String(8))
     verdict: Mapped[str] = mapped_column(String(32))

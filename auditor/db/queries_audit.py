@@ -536,7 +536,8 @@ def _previous(session: Session, dataset_id: int) -> PreviousResults:
     ).scalar_one_or_none()
     if run_id is None:
         return PreviousResults()
-    certs = {c.release_id: {"certified": c.certified, "verdict": c.verdict, "l": c.l, "u_t": c.u_t}
+    certs = {c.release_id: {"certified": c.certified, "verdict": c.verdict, "l": c.l, "u_t": c.u_t,
+                            "method": c.method, "anytime": (c.details or {}).get("anytime")}
              for c in session.execute(select(Certification).where(Certification.audit_run_id == run_id)).scalars()}
     vendors = {v.vendor: {"u_t": v.u_t, "u_e": v.u_e, "agreement": v.agreement}
                for v in session.execute(select(VendorReport).where(VendorReport.audit_run_id == run_id)).scalars()}

@@ -22,17 +22,22 @@ from auditor.stats.assumptions import (
     check_assumptions,
 )
 from auditor.stats.certification import (
+    AnytimeState,
     CertificationResult,
     Confidence,
+    ItemValues,
     LowerBound,
     UpperBounds,
+    anytime_confidence,
     certify,
     confidence,
     confidence_score,
+    item_values,
     lower_bound,
     tie_credit,
     upper_bounds,
 )
+from auditor.stats.confseq import ConfidenceSequence, MeanStream, confidence_sequence
 
 # --- vendor and annotator quality over time ---
 # isort: split

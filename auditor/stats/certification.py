@@ -4,7 +4,20 @@ Implements Xu, Walder & Xu, "Humanly Certifying Superhuman Classifiers" (2023):
 the upper bound on the average annotator's oracle accuracy (Theorem 1 and
 Definition 1), the lower bound on a model's oracle accuracy (Theorem 3), and the
 finite-sample confidence that the model beats the average annotator (Theorem 7),
-with the heuristic (HMS) and optimal (OMS) margin separations.
+with the heuristic (HMS) and optimal (OMS) margin separations; a variance-adaptive
+fixed-sample confidence (``"bernstein"``); and an *anytime* confidence that stays
+valid when it is recomputed after every batch of items (``"anytime"``).
+
+Which confidence holds when:
+
+- ``"hms"``, ``"oms"`` (the paper's S, Hoeffding) and ``"bernstein"`` (empirical
+  Bernstein, Maurer & Pontil 2009) hold for *one* look at a sample whose size was
+  fixed in advance. Recomputed after every batch and acted upon the first time it
+  crosses the threshold, their error rate grows with the number of looks.
+- ``"anytime"`` holds simultaneously for every prefix of the rows (row order is
+  arrival order): the probability that the verdict is ever "certified" while the
+  model is not better than the average annotator by ``tau`` is at most
+  ``1 - threshold``, however often it is checked.
 
 Everything here depends on the data only through the per-item label counts.
 """
@@ -26,22 +39,28 @@ from auditor.stats._validation import (
     as_probabilities,
     check_probability,
 )
+from auditor.stats.confseq import MeanStream, log_evalue
 from auditor.stats.counts import Annotations, LabelCounts
 
 __all__ = [
+    "AnytimeState",
     "CertificationResult",
     "Confidence",
+    "ItemValues",
     "LowerBound",
     "UpperBounds",
+    "anytime_confidence",
     "certify",
     "confidence",
     "confidence_score",
+    "item_values",
     "lower_bound",
     "tie_credit",
     "upper_bounds",
 ]
 
-METHODS = ("hms", "oms")
+METHODS = ("hms", "oms", "bernstein", "anytime")
+PAPER_METHODS = ("hms", "oms")
 BOUNDS = ("theoretical", "empirical")
 AGGREGATIONS = ("majority", "plurality")
 
@@ -106,9 +125,15 @@ class LowerBound:
 class Confidence:
     """Confidence that the model beats the average annotator by ``tau`` (Theorem 7).
 
-    ``score`` is :math:`S = 1 - e^{-2 N_u t_u^2} - e^{-2 N_l t_l^2}`; a negative
-    score means "not certified" and is kept as it is. ``t_u``/``t_l`` are the
-    finite-sample margins used (NaN where no feasible split exists).
+    ``score`` is :math:`S = 1 - \\delta_u(t_u) - \\delta_l(t_l)`: for ``"hms"``/``"oms"``
+    :math:`\\delta(t) = e^{-2 N t^2}` (Hoeffding), for ``"bernstein"`` the empirical
+    Bernstein :math:`\\delta` (:func:`confidence`); for ``"anytime"``
+    :math:`S = 1 - 1/E` with ``evalue`` :math:`E` (:func:`anytime_confidence`). A
+    negative score means "not certified" and is kept as it is. ``t_u``/``t_l`` are
+    the finite-sample margins used (NaN where no feasible split exists, and for
+    ``"anytime"``). ``clamped`` is True when HMS's half-margin
+    :math:`t_u = (L - \\tau - U)/2` lay outside the feasible interval (it would make
+    :math:`t_l < 0`, for which Theorem 7 says nothing) and was moved to its end.
     """
 
     score: float
@@ -120,6 +145,8 @@ class Confidence:
     n_upper: int
     n_lower: int
     tau: float
+    clamped: bool = False
+    evalue: float = math.nan
 
     @property
     def feasible(self) -> bool:
@@ -132,7 +159,8 @@ class CertificationResult:
     """Everything :func:`certify` computes for one model on one dataset.
 
     ``confidences`` maps ``(bound, method)`` — bound in ``("theoretical",
-    "empirical")``, method in ``("hms", "oms")`` — to a :class:`Confidence`. The
+    "empirical")``, method in ``("hms", "oms")`` (the paper's, always) and the
+    verdict's ``method`` — to a :class:`Confidence`. The
     verdict ``certified`` is ``confidences[(bound, method)].score >= threshold``
     for the ``bound`` and ``method`` recorded in the result.
     """
@@ -204,6 +232,8 @@ class CertificationResult:
                     "score": clean(c.score),
                     "t_u": clean(c.t_u),
                     "t_l": clean(c.t_l),
+                    **({"clamped": True} if c.clamped else {}),
+                    **({"evalue": clean(c.evalue)} if c.method == "anytime" else {}),
                 }
                 for (bound, method), c in self.confidences.items()
             },
@@ -395,28 +425,87 @@ def _as_labels(predictions, n_items: int, n_labels: int) -> np.ndarray:
     return as_hard_predictions(arr, n_items, n_labels)
 
 
-def _s_of_tu(t_u, lower, upper, n_u, n_l, tau):
+# ----------------------------------------------------------------------- confidence
+
+
+def _hoeffding_delta(n):
+    return lambda t: np.exp(-2.0 * n * np.asarray(t) ** 2)
+
+
+def _bernstein_delta(n, var):
+    """Maurer & Pontil (2009, Theorem 4): for :math:`n \\ge 2` values in [0, 1] with
+    unbiased sample variance :math:`V`, :math:`P(\\mu - \\bar x \\ge \\sqrt{2 V y / n} +
+    7y / (3(n-1))) \\le 2e^{-y}` (and the same for :math:`\\bar x - \\mu`). Returns the
+    :math:`\\delta` of a margin :math:`t` (the root of :math:`7y/(3(n-1)) + \\sqrt{2Vy/n} = t`)."""
+    n = np.asarray(n, dtype=float)
+    var = np.asarray(var, dtype=float)
+    ok = n >= 2
+    a = np.sqrt(2.0 * var / np.where(ok, n, 2.0))
+    c = 7.0 / (3.0 * (np.where(ok, n, 2.0) - 1.0))
+
+    def delta(t):
+        t = np.maximum(np.asarray(t, dtype=float), 0.0)
+        den = a + np.sqrt(a * a + 4.0 * c * t)
+        root = 2.0 * t / np.where(den > 0, den, 1.0)  # sqrt(y), cancellation-free form; 0 at t = 0
+        return np.where(ok, np.minimum(2.0 * np.exp(-root * root), 1.0), 1.0)
+
+    return delta
+
+
+def _score_of_tu(t_u, lower, upper, tau, delta_u, delta_l):
     t_l = lower - tau - np.sqrt(t_u + upper * upper)
-    return 1.0 - np.exp(-2.0 * n_u * t_u * t_u) - np.exp(-2.0 * n_l * t_l * t_l), t_l
+    return 1.0 - delta_u(t_u) - delta_l(t_l), t_l
+
+
+def _check_var(v, name):
+    try:
+        v = float(v)
+    except (TypeError, ValueError) as exc:
+        raise StatsInputError(f"`{name}` must be a number; got {v!r}.") from exc
+    if not math.isfinite(v) or v < 0 or v > 0.5:
+        raise StatsInputError(f"`{name}` must be the sample variance of values in [0, 1]; got {v!r}.")
+    return v
+
+
+def _check_tau(tau) -> float:
+    try:
+        tau = float(tau)
+    except (TypeError, ValueError) as exc:
+        raise StatsInputError(f"`tau` must be a number; got {tau!r}.") from exc
+    if not math.isfinite(tau) or tau < 0:
+        raise StatsInputError(f"`tau` must be finite and non-negative; got {tau!r}.")
+    return tau
 
 
 def confidence(lower: float, upper: float, n: int, *, n_lower: int | None = None, tau: float = 0.0,
-               method: str = "oms") -> Confidence:
+               method: str = "oms", var_upper: float | None = None, var_lower: float | None = None) -> Confidence:
     """Confidence that the model's oracle accuracy exceeds the average annotator's.
 
     Theorem 7: for :math:`t_u, t_l \\ge 0` with
     :math:`t_l = L_N - \\tau - \\sqrt{t_u + U_N^2}`, with probability at least
 
-    .. math:: S(t_u) = 1 - e^{-2 N_u t_u^2} - e^{-2 N_l t_l^2}
+    .. math:: S(t_u) = 1 - \\delta_u(t_u) - \\delta_l(t_l), \\qquad
+              \\delta_u(t) = e^{-2 N_u t^2},\\ \\delta_l(t) = e^{-2 N_l t^2}
 
     the model beats the average annotator by :math:`\\tau`. HMS (Algorithm 1) takes
     :math:`t_u = (L_N - \\tau - U_N)/2` (the paper's :math:`(L_N - U_N)/2` at
     :math:`\\tau = 0`); OMS (Algorithm 2) maximises :math:`S` over the *feasible*
     interval :math:`t_u \\in [0, (L_N - \\tau)^2 - U_N^2]` where :math:`t_l \\ge 0`.
     The paper's unconstrained gradient ascent can leave that interval and report a
-    spurious score; this never does. Where :math:`L_N - \\tau \\le U_N` no feasible
-    split exists and the score is :math:`-1`, the limit of both methods at the
+    spurious score; this never does. HMS's half margin lies outside the interval
+    when :math:`(L_N - \\tau - U_N)/2 > (L_N - \\tau)^2 - U_N^2` (small :math:`U_N`):
+    it is then clamped to the interval's end (``clamped=True``), where
+    :math:`t_l = 0` and :math:`S \\le 0`. Where :math:`L_N - \\tau \\le U_N` no feasible
+    split exists and the score is :math:`-1`, the limit of every method at the
     boundary (:math:`t_u = t_l = 0`): not certified.
+
+    ``method="bernstein"`` is the same optimal split with the empirical-Bernstein
+    :math:`\\delta` of Maurer & Pontil (2009) in place of Hoeffding's, which uses the
+    sample variances of the per-item values behind :math:`U_N^2` (:math:`X^t_n` or
+    :math:`X^e_n`) and :math:`L_N` (the per-item agreement): much tighter when they
+    vary little. Like HMS and OMS it holds for one look at a fixed :math:`N`. (All
+    three choose the split from the data, as the paper does; see ``"anytime"`` in
+    :func:`certify` for a sequential guarantee.)
 
     Parameters
     ----------
@@ -430,7 +519,10 @@ def confidence(lower: float, upper: float, n: int, *, n_lower: int | None = None
         :math:`N_l`, items behind ``lower``.
     tau : float, default 0
         Required margin of superiority.
-    method : {"oms", "hms"}
+    method : {"oms", "hms", "bernstein"}
+    var_upper, var_lower : float
+        For ``"bernstein"`` only: sample variances (``ddof=1``) of the per-item values
+        behind ``upper**2`` and behind ``lower``.
 
     Returns
     -------
@@ -439,47 +531,114 @@ def confidence(lower: float, upper: float, n: int, *, n_lower: int | None = None
     References
     ----------
     Xu, Walder & Xu (2023), Theorem 7, eqs. (33)–(38), Table 4.
+    Maurer & Pontil, "Empirical Bernstein bounds and sample variance penalization",
+    COLT 2009, Theorem 4.
 
     Examples
     --------
     >>> round(confidence(0.971, 0.939, 1821, method="hms").score, 4)
     0.473
+    >>> c = confidence(0.19, 0.175, 80000, method="hms")
+    >>> c.clamped, c.score <= 0
+    (True, True)
     """
-    _check_choice(method, METHODS, "method")
+    if method == "anytime":
+        raise StatsInputError("method 'anytime' needs the per-item streams: use `certify` or `anytime_confidence`.")
+    _check_choice(method, ("hms", "oms", "bernstein"), "method")
     lower = check_probability(lower, name="lower")
     upper = check_probability(upper, name="upper")
     n_u = _check_n(n, "n")
     n_l = n_u if n_lower is None else _check_n(n_lower, "n_lower")
-    try:
-        tau = float(tau)
-    except (TypeError, ValueError) as exc:
-        raise StatsInputError(f"`tau` must be a number; got {tau!r}.") from exc
-    if not math.isfinite(tau) or tau < 0:
-        raise StatsInputError(f"`tau` must be finite and non-negative; got {tau!r}.")
+    tau = _check_tau(tau)
+    if method == "bernstein":
+        if var_upper is None or var_lower is None:
+            raise StatsInputError("method 'bernstein' needs `var_upper` and `var_lower`.")
+        d_u, d_l = _bernstein_delta(n_u, _check_var(var_upper, "var_upper")), \
+            _bernstein_delta(n_l, _check_var(var_lower, "var_lower"))
+    else:
+        d_u, d_l = _hoeffding_delta(n_u), _hoeffding_delta(n_l)
     common = dict(method=method, lower=lower, upper=upper, n_upper=n_u, n_lower=n_l, tau=tau)
     hi = (lower - tau) ** 2 - upper**2 if lower - tau > 0 else -1.0
     if lower - tau <= upper or hi <= 0:
         return Confidence(score=-1.0, t_u=math.nan, t_l=math.nan, **common)
+    clamped = False
     if method == "hms":
         t_u = (lower - tau - upper) / 2.0
+        if t_u > hi:
+            t_u, clamped = hi, True
     else:
-        t_u = _oms_argmax(lower, upper, n_u, n_l, tau, hi)
-    s, t_l = _s_of_tu(t_u, lower, upper, n_u, n_l, tau)
-    return Confidence(score=float(s), t_u=float(t_u), t_l=float(t_l), **common)
+        t_u = _best_split(lambda t: _score_of_tu(t, lower, upper, tau, d_u, d_l)[0], hi)
+    s, t_l = _score_of_tu(t_u, lower, upper, tau, d_u, d_l)
+    if clamped:
+        t_l = max(float(t_l), 0.0)  # exactly 0 at the interval's end (rounding aside)
+    return Confidence(score=float(s), t_u=float(t_u), t_l=float(t_l), clamped=clamped, **common)
 
 
-def _oms_argmax(lower, upper, n_u, n_l, tau, hi) -> float:
-    """Maximise S(t_u) on [0, hi]: a grid to find the basin, then bounded Brent."""
+def _best_split(score, hi) -> float:
+    """Maximise score(t_u) on [0, hi]: a grid to find the basin, then bounded Brent."""
     grid = np.linspace(0.0, hi, 513)
-    s, _ = _s_of_tu(grid, lower, upper, n_u, n_l, tau)
+    s = score(grid)
     i = int(np.argmax(s))
     a, b = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
-    res = optimize.minimize_scalar(
-        lambda t: -_s_of_tu(t, lower, upper, n_u, n_l, tau)[0],
-        bounds=(a, b), method="bounded", options={"xatol": hi * 1e-12 + 1e-300},
-    )
-    best = float(res.x) if -res.fun >= s[i] else float(grid[i])
-    return best
+    res = optimize.minimize_scalar(lambda t: -float(score(t)), bounds=(a, b), method="bounded",
+                                   options={"xatol": hi * 1e-12 + 1e-300})
+    return float(res.x) if -res.fun >= s[i] else float(grid[i])
+
+
+def _confidence_many(lower, upper, n_u, n_l, *, tau: float = 0.0, method: str = "oms", var_upper=None,
+                     var_lower=None) -> np.ndarray:
+    """:func:`confidence`'s score for arrays of inputs at once (simulations, many looks).
+
+    The same maximum over the feasible interval: a 513-point grid, then golden-section
+    refinement around its best point (S is unimodal there).
+    """
+    lower, upper, n_u, n_l = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (lower, upper, n_u, n_l)))
+    if method == "bernstein":
+        var_upper, var_lower = (np.broadcast_to(np.asarray(v, dtype=float), lower.shape)
+                                for v in (var_upper, var_lower))
+    margin = lower - tau
+    hi = np.where(margin > 0, margin**2 - upper**2, -1.0)
+    ok = (margin > upper) & (hi > 0)
+    out = np.full(lower.shape, -1.0)
+    if not ok.any():
+        return out
+    lo_, up_, nu, nl, h = (a[ok] for a in (lower, upper, n_u, n_l, hi))
+    if method == "bernstein":
+        du, dl = _bernstein_delta(nu, var_upper[ok]), _bernstein_delta(nl, var_lower[ok])
+        du2 = _bernstein_delta(nu[:, None], var_upper[ok][:, None])
+        dl2 = _bernstein_delta(nl[:, None], var_lower[ok][:, None])
+    else:
+        du, dl = _hoeffding_delta(nu), _hoeffding_delta(nl)
+        du2, dl2 = _hoeffding_delta(nu[:, None]), _hoeffding_delta(nl[:, None])
+    if method == "hms":
+        t = np.minimum((lo_ - tau - up_) / 2.0, h)
+        out[ok] = _score_of_tu(t, lo_, up_, tau, du, dl)[0]
+        return out
+    grid = np.linspace(0.0, 1.0, 513)[None, :] * h[:, None]
+    s = _score_of_tu(grid, lo_[:, None], up_[:, None], tau, du2, dl2)[0]
+    i = s.argmax(axis=1)
+    rows = np.arange(i.size)
+    a = grid[rows, np.maximum(i - 1, 0)]
+    b = grid[rows, np.minimum(i + 1, grid.shape[1] - 1)]
+    best = s[rows, i]
+    g = (math.sqrt(5.0) - 1.0) / 2.0
+    c, d = b - g * (b - a), a + g * (b - a)
+    fc = _score_of_tu(c, lo_, up_, tau, du, dl)[0]
+    fd = _score_of_tu(d, lo_, up_, tau, du, dl)[0]
+    for _ in range(60):
+        left = fc > fd
+        b = np.where(left, d, b)
+        a = np.where(left, a, c)
+        d_new = np.where(left, c, a + g * (b - a))
+        c_new = np.where(left, b - g * (b - a), d)
+        fd_new = np.where(left, fc, np.nan)
+        fc_new = np.where(left, np.nan, fd)
+        c, d = c_new, d_new
+        need_c, need_d = np.isnan(fc_new), np.isnan(fd_new)
+        fc = np.where(need_c, _score_of_tu(c, lo_, up_, tau, du, dl)[0], fc_new)
+        fd = np.where(need_d, _score_of_tu(d, lo_, up_, tau, du, dl)[0], fd_new)
+    out[ok] = np.maximum(best, np.maximum(fc, fd))
+    return out
 
 
 def _check_n(n, name) -> int:
@@ -502,28 +661,253 @@ def confidence_score(lower: float, upper: float, n: int, *, n_lower: int | None 
     return confidence(lower, upper, n, n_lower=n_lower, tau=tau, method=method).score
 
 
+# ----------------------------------------------------------------------- anytime
+
+
+@dataclass(frozen=True)
+class ItemValues:
+    """Per-item values behind the bounds, in row order (NaN where undefined).
+
+    ``x_t`` (items with a label), ``x_e`` (items with two labels): each item's
+    agreement over ordered annotator pairs with and without self-pairs, so that
+    :math:`U_t^2` and :math:`U_e^2` are their means; ``agreement`` (items with a
+    label, when predictions are given): the model's tie-credited agreement with the
+    aggregate, whose mean is :math:`L_N`. All lie in [0, 1].
+    """
+
+    x_t: np.ndarray
+    x_e: np.ndarray
+    agreement: np.ndarray | None
+
+
+def item_values(counts, predictions=None, *, aggregation: str = "majority", weights=None) -> ItemValues:
+    """The per-item values whose means are :math:`U_t^2`, :math:`U_e^2` and :math:`L_N`.
+
+    Examples
+    --------
+    >>> v = item_values([[3, 0], [1, 1], [0, 0]], [0, 0, 1])
+    >>> v.x_t.round(3).tolist(), v.agreement.tolist()
+    ([1.0, 0.5, nan], [1.0, 0.5, nan])
+    """
+    m = _counts_array(counts).astype(np.float64)
+    k = m.sum(axis=1)
+    sq = np.einsum("ij,ij->i", m, m)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        x_t = np.where(k > 0, sq / (k * k), np.nan)
+        x_e = np.where(k >= 2, (sq - k) / (k * (k - 1.0)), np.nan)
+    agree = None
+    if predictions is not None:
+        _check_choice(aggregation, AGGREGATIONS, "aggregation")
+        if weights is not None:
+            if not isinstance(counts, Annotations):
+                raise StatsInputError("weighted aggregation needs `counts` as Annotations (who gave which label).")
+            votes = _weighted_votes(counts, weights)
+        else:
+            votes = m
+        agree = tie_credit(votes, _as_labels(predictions, votes.shape[0], votes.shape[1]))
+        agree[k == 0] = np.nan
+    return ItemValues(x_t=x_t, x_e=x_e, agreement=agree)
+
+
+def _anytime_log_evalue(upper_n, upper_s, upper_v, lower_n, lower_s, lower_v, *, tau: float = 0.0,
+                        split: float = 0.5) -> np.ndarray:
+    """log of :math:`E^*` (see :func:`anytime_confidence`), vectorised over streams."""
+    args = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in
+                                 (upper_n, upper_s, upper_v, lower_n, lower_s, lower_v)))
+    un, us, uv, ln_, ls, lv = args
+    log_w, log_1w = math.log(split), math.log1p(-split)
+
+    def f(b):
+        a = np.minimum(1.0, tau + np.sqrt(b))
+        el = log_evalue(a, ln_, ls, lv, side="above")
+        eu = log_evalue(b, un, us, uv, side="below")
+        return np.logaddexp(log_w + el, log_1w + eu)
+
+    # f is a sum of two convex functions of b (before the log): golden-section search.
+    g = (math.sqrt(5.0) - 1.0) / 2.0
+    a, b = np.zeros(un.shape), np.ones(un.shape)
+    c, d = b - g * (b - a), a + g * (b - a)
+    fc, fd = f(c), f(d)
+    for _ in range(64):
+        left = fc < fd
+        b = np.where(left, d, b)
+        a = np.where(left, a, c)
+        c_new = np.where(left, b - g * (b - a), d)
+        d_new = np.where(left, c, a + g * (b - a))
+        f_both = f(np.where(left, c_new, d_new))
+        fc, fd = np.where(left, f_both, fd), np.where(left, fc, f_both)
+        c, d = c_new, d_new
+    return np.minimum.reduce([fc, fd, f(np.zeros(un.shape)), f(np.ones(un.shape))])
+
+
+def _anytime_log_evalue_scalar(upper: MeanStream, lower: MeanStream, tau: float, split: float) -> float:
+    """:func:`_anytime_log_evalue` for one pair of streams: bounded Brent instead of a
+    fixed number of golden-section steps (a few times fewer evaluations)."""
+    log_w, log_1w = math.log(split), math.log1p(-split)
+
+    def f(b):
+        a = min(1.0, tau + math.sqrt(b))
+        el = float(log_evalue(a, lower.n, lower.s, lower.v, side="above"))
+        eu = float(log_evalue(b, upper.n, upper.s, upper.v, side="below"))
+        return float(np.logaddexp(log_w + el, log_1w + eu))
+
+    res = optimize.minimize_scalar(f, bounds=(0.0, 1.0), method="bounded", options={"xatol": 1e-12})
+    return min(float(res.fun), f(0.0), f(1.0))
+
+
+def _score_of_log_evalue(log_e):
+    return np.maximum(1.0 - np.exp(-np.asarray(log_e, dtype=float)), -1.0)
+
+
+def anytime_confidence(upper: MeanStream, lower: MeanStream, *, tau: float = 0.0, split: float = 0.5) -> Confidence:
+    """Confidence that holds at every look: :math:`S_n = 1 - 1/E^*_n`.
+
+    ``upper`` is the stream of per-item :math:`X^t_n` (or :math:`X^e_n`), whose mean
+    :math:`\\theta_U` bounds the average annotator's accuracy by
+    :math:`\\sqrt{\\theta_U}` (Theorem 1); ``lower`` the stream of per-item agreements
+    of the model with the aggregate, whose mean :math:`\\theta_L` is below the model's
+    accuracy (Theorem 3). If the model is *not* better by :math:`\\tau`, then
+    :math:`\\theta_L \\le \\tau + \\sqrt{\\theta_U}`: the pair lies in
+    :math:`H_0 = \\{(a, b): a \\le \\tau + \\sqrt b\\}`. With the mixture e-processes of
+    :mod:`auditor.stats.confseq` (:math:`E^L_n(a)`: evidence that
+    :math:`\\theta_L > a`; :math:`E^U_n(b)`: that :math:`\\theta_U < b`),
+
+    .. math:: E^*_n = \\inf_{(a, b) \\in H_0} \\; w E^L_n(a) + (1 - w) E^U_n(b)
+
+    is at most :math:`w E^L_n(\\theta_L) + (1 - w) E^U_n(\\theta_U)` under :math:`H_0`, a
+    non-negative supermartingale that starts at 1 (both e-processes are
+    supermartingales in the one filtration of item arrivals, whatever their
+    dependence). Ville's inequality gives
+    :math:`P(\\exists n: E^*_n \\ge 1/\\alpha) \\le \\alpha`, so "certified when
+    :math:`S_n \\ge 1 - \\alpha`" errs with probability at most :math:`\\alpha` over all
+    looks at once. The infimum lies on the boundary :math:`a = \\min(1, \\tau + \\sqrt
+    b)`, where :math:`E^L` falls and :math:`E^U` rises with :math:`b`; it is found by
+    golden-section search.
+
+    ``split`` (:math:`w`) divides the error between the two sequences, as OMS's
+    :math:`t_u` does for Theorem 7, but it is fixed in advance: a split chosen from
+    the data at each look (OMS's way) would void the guarantee. The sum does not pay
+    for the fixed split the way a fixed split of two intervals does: the infimum lets
+    whichever stream has the evidence carry it, and a stream alone needs at most
+    :math:`\\log(1/w)` more evidence than with all of :math:`\\alpha`.
+
+    Returns
+    -------
+    Confidence
+        ``score`` :math:`S_n` (clipped at -1), ``evalue`` :math:`E^*_n`, ``lower`` /
+        ``upper`` the point estimates :math:`L_n`, :math:`\\sqrt{\\bar X_n}`.
+    """
+    tau = _check_tau(tau)
+    split = check_probability(split, name="split", open_interval=True)
+    if upper.n == 0 or lower.n == 0:
+        raise StatsInputError("both streams need at least one item.")
+    log_e = _anytime_log_evalue_scalar(upper, lower, tau, split)
+    return Confidence(
+        score=float(_score_of_log_evalue(log_e)), t_u=math.nan, t_l=math.nan, method="anytime",
+        lower=lower.mean, upper=math.sqrt(upper.mean), n_upper=upper.n, n_lower=lower.n, tau=tau,
+        evalue=math.exp(min(log_e, 700.0)),
+    )
+
+
+class AnytimeState:
+    """The running sums an anytime verdict needs, for one model on one dataset.
+
+    Three :class:`~auditor.stats.confseq.MeanStream`: the per-item :math:`X^t`
+    (``upper_t``), :math:`X^e` (``upper_e``, items with two labels) and agreement with
+    the aggregate (``lower``). :meth:`update` adds a batch of *new* items (rows in
+    arrival order) at a cost proportional to the batch, never to the stream.
+
+    **Arrival.** An item enters the stream once, when it is first passed to
+    :meth:`update`, with the labels and prediction it has then; labels added to it
+    later do not change what it contributed. The guarantee needs each entering
+    item's values to have the population means :math:`\\theta_U`, :math:`\\theta_L`
+    given everything before it, which holds when items are drawn independently of the
+    past and *when* an item enters does not depend on its labels' values (e.g. items
+    enter when first labelled, or in batches). Freezing is what keeps the past of the
+    supermartingale fixed: recomputing an old item's :math:`X` after new labels would
+    rewrite history. Items entering with fewer labels are conservative for
+    :math:`U_t` (:math:`E X^t` falls as labels are added) and unbiased for :math:`U_e`.
+    Do not let labelling depend on earlier labels of the same item before it enters
+    (e.g. "add a label where the first two disagree") — that biases every bound here,
+    the paper's included.
+
+    Examples
+    --------
+    >>> st = AnytimeState()
+    >>> st.update([[3, 0], [2, 1]], [0, 0])
+    >>> st.upper_t.n, st.lower.n
+    (2, 2)
+    """
+
+    def __init__(self, upper_t: MeanStream | None = None, upper_e: MeanStream | None = None,
+                 lower: MeanStream | None = None):
+        self.upper_t = upper_t if upper_t is not None else MeanStream()
+        self.upper_e = upper_e if upper_e is not None else MeanStream()
+        self.lower = lower if lower is not None else MeanStream()
+
+    def update(self, counts, predictions, *, aggregation: str = "majority", weights=None) -> None:
+        """Add new items (rows, in arrival order); unlabelled rows are skipped."""
+        v = item_values(counts, predictions, aggregation=aggregation, weights=weights)
+        self.upper_t.update(v.x_t[~np.isnan(v.x_t)])
+        self.upper_e.update(v.x_e[~np.isnan(v.x_e)])
+        self.lower.update(v.agreement[~np.isnan(v.agreement)])
+
+    def confidence(self, bound: str = "theoretical", *, tau: float = 0.0, split: float = 0.5) -> Confidence:
+        _check_choice(bound, BOUNDS, "bound")
+        up = self.upper_t if bound == "theoretical" else self.upper_e
+        return anytime_confidence(up, self.lower, tau=tau, split=split)
+
+    def to_dict(self) -> dict:
+        return {"upper_t": self.upper_t.to_dict(), "upper_e": self.upper_e.to_dict(),
+                "lower": self.lower.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d) -> AnytimeState:
+        return cls(*(MeanStream.from_dict(d[k]) for k in ("upper_t", "upper_e", "lower")))
+
+
+# ----------------------------------------------------------------------- certify
+
+
+def _undefined(method, lb, u, tau):
+    return Confidence(math.nan, math.nan, math.nan, method, lb.value, u, 0, lb.n_items, float(tau))
+
+
 def certify(counts, predictions, *, tau: float = 0.0, threshold: float = 0.95, bound: str = "theoretical",
-            method: str = "oms", aggregation: str = "majority", weights=None) -> CertificationResult:
+            method: str = "oms", aggregation: str = "majority", weights=None,
+            split: float = 0.5) -> CertificationResult:
     """Upper bounds, lower bound and confidence for one model, and the verdict.
 
     Computes :math:`U_t`, :math:`U_e` (:func:`upper_bounds`), :math:`L_N`
     (:func:`lower_bound`), and :math:`S` by HMS and OMS with each upper bound
-    (:func:`confidence`). The model is *certified* when the confidence for the chosen
-    ``bound`` and ``method`` reaches ``threshold``. The default uses the rigorous
-    :math:`U_t` (Theorem 1); the paper's own practice is ``bound="empirical"``.
+    (:func:`confidence`), and by ``method`` when it is another one. The model is
+    *certified* when the confidence for the chosen ``bound`` and ``method`` reaches
+    ``threshold``. The default uses the rigorous :math:`U_t` (Theorem 1); the paper's
+    own practice is ``bound="empirical"``.
+
+    Methods: ``"hms"``, ``"oms"`` (the paper's, Hoeffding) and ``"bernstein"``
+    (empirical Bernstein, variance-adaptive) hold for one look at a fixed number of
+    items. ``"anytime"`` (:func:`anytime_confidence`) reads the rows as a stream in
+    arrival order (row order) and holds for every prefix at once: P(the verdict on
+    some prefix is "certified" while the model is not better by ``tau``) is at most
+    ``1 - threshold``. Each row enters with the labels it has here (see
+    :class:`AnytimeState` for what arrival means when labels come later).
 
     Parameters
     ----------
     counts : array-like of int, shape (N, L), or Annotations
+        Rows in arrival order (matters for ``"anytime"`` only).
     predictions : array-like, shape (N,) or (N, L)
     tau : float, default 0
         Margin the model must beat the average annotator by.
     threshold : float, default 0.95
         Confidence needed for the verdict.
     bound : {"theoretical", "empirical"}
-    method : {"oms", "hms"}
+    method : {"oms", "hms", "bernstein", "anytime"}
     aggregation, weights
         As in :func:`lower_bound`.
+    split : float in (0, 1), default 0.5
+        ``"anytime"``: the share of the error given to the lower bound's sequence.
 
     Returns
     -------
@@ -532,14 +916,32 @@ def certify(counts, predictions, *, tau: float = 0.0, threshold: float = 0.95, b
     _check_choice(bound, BOUNDS, "bound")
     _check_choice(method, METHODS, "method")
     threshold = check_probability(threshold, name="threshold")
+    tau = _check_tau(tau)
     ub = upper_bounds(counts)
     lb = lower_bound(counts, predictions, aggregation=aggregation, weights=weights)
+    methods = PAPER_METHODS if method in PAPER_METHODS else (*PAPER_METHODS, method)
     confs = {}
+    values = item_values(counts, predictions, aggregation=aggregation, weights=weights) \
+        if method in ("bernstein", "anytime") else None
+    state = None
+    if method == "anytime":
+        state = AnytimeState()
+        state.update(counts, predictions, aggregation=aggregation, weights=weights)
     for b in BOUNDS:
         u = ub.value(b)
-        for m in METHODS:
+        for m in methods:
             if math.isnan(u):
-                confs[(b, m)] = Confidence(math.nan, math.nan, math.nan, m, lb.value, u, 0, lb.n_items, float(tau))
+                confs[(b, m)] = _undefined(m, lb, u, tau)
+            elif m == "anytime":
+                confs[(b, m)] = state.confidence(b, tau=tau, split=split)
+            elif m == "bernstein":
+                x = values.x_t if b == "theoretical" else values.x_e
+                x = x[~np.isnan(x)]
+                a = values.agreement[~np.isnan(values.agreement)]
+                var_u = float(x.var(ddof=1)) if x.size > 1 else 0.25
+                var_l = float(a.var(ddof=1)) if a.size > 1 else 0.25
+                confs[(b, m)] = confidence(lb.value, u, ub.n(b), n_lower=lb.n_items, tau=tau, method=m,
+                                           var_upper=var_u, var_lower=var_l)
             else:
                 confs[(b, m)] = confidence(lb.value, u, ub.n(b), n_lower=lb.n_items, tau=tau, method=m)
     chosen = confs[(bound, method)].score

@@ -43,13 +43,22 @@ def equivalence(curve) -> Markup | str:
     return out
 
 
+_METHOD_LABELS = {
+    "anytime": ("anytime", "anytime verdict: valid however often the audits re-check it"),
+    "oms": ("paper, OMS", "the paper's Theorem 7 with OMS: valid for one look at a fixed number of items"),
+    "hms": ("paper, HMS", "the paper's Theorem 7 with HMS: valid for one look at a fixed number of items"),
+}
+
+
 def verdict(cert) -> Markup:
+    """The badge, saying which verdict it shows (anytime or the paper's) and with which bound."""
     if cert is None:
         return Markup('<span class="badge none">not audited</span>')
+    short, long = _METHOD_LABELS.get(getattr(cert, "method", None) or "oms", _METHOD_LABELS["oms"])
     if cert.certified:
-        return Markup('<span class="badge ok" title="certified with {0}">certified ({0})</span>').format(
-            cert.certified_with)
-    return Markup('<span class="badge no">{}</span>').format(cert.verdict)
+        return Markup('<span class="badge ok" title="certified with {0}; {2}">certified ({0}, {1})</span>').format(
+            cert.certified_with, short, long)
+    return Markup('<span class="badge no" title="{2}">{0} ({1})</span>').format(cert.verdict, short, long)
 
 
 def init_app(app: Flask) -> None:

@@ -76,3 +76,31 @@ def test_certify_rejects_unknown_label_with_row(files):
     res = CliRunner().invoke(main, ["certify", str(files / "bad_ann.csv"), "--labels", "neg,pos"])
     assert res.exit_code == 2
     assert "row 9" in res.output and "'meh'" in res.output
+
+
+@pytest.mark.parametrize("method", ["bernstein", "anytime"])
+def test_certify_with_the_variance_adaptive_methods(tmp_path, method):
+    import numpy as np
+
+    from auditor.stats import certify
+
+    rng = np.random.default_rng(3)
+    n = 400
+    truth = rng.integers(0, 2, n)
+    labels = np.where(rng.random((n, 5)) < 0.85, truth[:, None], 1 - truth[:, None])
+    order = rng.permutation(n)  # the file lists items in this order
+    rows = [f"it{j},r{r},{'pos' if labels[j, r] else 'neg'}" for j in order for r in range(5)]
+    (tmp_path / "ann.csv").write_text("item_id,annotator_id,label\n" + "\n".join(rows) + "\n")
+    (tmp_path / "m.csv").write_text("item_id,label\n" + "".join(f"it{j},{'pos' if truth[j] else 'neg'}\n"
+                                                               for j in range(n)))
+    res = CliRunner().invoke(main, ["certify", str(tmp_path / "ann.csv"), str(tmp_path / "m.csv"), "--method",
+                                    method, "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)["models"]["m"]
+    assert out["verdict"]["method"] == method
+    counts = np.stack([(labels == 0).sum(axis=1), (labels == 1).sum(axis=1)], axis=1)
+    direct = certify(counts[order], truth[order], method=method)
+    assert -1 < direct.score and out["verdict"]["score"] == pytest.approx(direct.score, abs=1e-9)
+    table = CliRunner().invoke(main, ["certify", str(tmp_path / "ann.csv"), str(tmp_path / "m.csv"), "--method",
+                                      method])
+    assert table.exit_code == 0 and f"S_{method}" in table.output

@@ -399,8 +399,9 @@ def read_audit_run(principal, db, audit_run_id):
 
 
 _CERT_COLUMNS = ["audit_run_id", "data_version", "run_finished_at", "model", "version", "released_at", "l",
-                 "u_t", "u_e", "tau", "s_hms_t", "s_oms_t", "s_hms_e", "s_oms_e", "certified", "certified_with",
-                 "verdict", "n_items_upper", "n_items_lower"]
+                 "u_t", "u_e", "tau", "s_hms_t", "s_oms_t", "s_hms_e", "s_oms_e", "s_anytime_t", "s_anytime_e",
+                 "certified", "certified_with", "method", "certified_paper", "certified_anytime", "verdict",
+                 "n_items_upper", "n_items_lower"]
 
 
 CERTIFICATION_COLUMNS = (
@@ -409,7 +410,9 @@ CERTIFICATION_COLUMNS = (
     Release.released_at, AuditRun.finished_at.label("run_finished_at"), Certification.n_items_upper,
     Certification.n_items_lower, Certification.u_t, Certification.u_e, Certification.l, Certification.tau,
     Certification.s_hms_t, Certification.s_oms_t, Certification.s_hms_e, Certification.s_oms_e,
-    Certification.certified, Certification.certified_with, Certification.verdict, Certification.created_at,
+    Certification.s_anytime_t, Certification.s_anytime_e, Certification.certified, Certification.certified_with,
+    Certification.method, Certification.certified_paper, Certification.certified_anytime, Certification.verdict,
+    Certification.created_at,
 )
 
 

@@ -122,7 +122,7 @@ def audit_run(r: AuditRun) -> dict:
             "parameters": r.parameters}
 
 
-_CERT_FLOATS = ("u_t", "u_e", "l", "tau", "s_hms_t", "s_oms_t", "s_hms_e", "s_oms_e")
+_CERT_FLOATS = ("u_t", "u_e", "l", "tau", "s_hms_t", "s_oms_t", "s_hms_e", "s_oms_e", "s_anytime_t", "s_anytime_e")
 _CERT_TIMES = ("released_at", "run_finished_at", "created_at")
 
 
@@ -226,7 +226,9 @@ SCHEMAS: dict[str, dict] = {
                           release_id=INT, version=STR, released_at=_n(TIME), run_finished_at=_n(TIME),
                           n_items_upper=INT, n_items_lower=INT, u_t=_n("number"), u_e=_n("number"),
                           l=_n("number"), tau=_n("number"), s_hms_t=_n("number"), s_oms_t=_n("number"),
-                          s_hms_e=_n("number"), s_oms_e=_n("number"), certified=BOOL, certified_with=STR,
+                          s_hms_e=_n("number"), s_oms_e=_n("number"), s_anytime_t=_n("number"),
+                          s_anytime_e=_n("number"), certified=BOOL, certified_with=STR,
+                          certified_paper=_n("boolean"), certified_anytime=_n("boolean"), method=STR,
                           verdict=STR, created_at=_n(TIME)),
     "PowerCurve": _obj(["id", "audit_run_id", "points"], id=INT, audit_run_id=INT, release_id=_n("integer"),
                        vendor=_n("string"), reference=STR, combiner=STR, scorer=STR, max_k=INT,
