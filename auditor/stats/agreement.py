@@ -213,9 +213,39 @@ def _as_counts(data, name: str) -> np.ndarray:
 
 
 def _histogram(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows of ``counts`` and their multiplicities."""
-    unique, mult, _ = count_histogram(counts)
-    return unique, mult
+    """Distinct rows of ``counts`` and their multiplicities.
+
+    Rows are keyed by mixed-radix integers over groups of columns (each group's key
+    fits 62 bits), the groups folded in one after another as dense codes, so many
+    classes cost a few 1-D sorts rather than a row-wise ``np.unique``.
+    """
+    n_rows, n_cols = counts.shape
+    if n_rows == 0:
+        return counts[:0], np.zeros(0, dtype=np.int64)
+    bits = np.log2(counts.max(axis=0).astype(np.float64) + 1.0)
+    if bits.sum() < 62:
+        unique, mult, _ = count_histogram(counts)
+        return unique, mult
+    code = np.zeros(n_rows, dtype=np.int64)
+    code_bits = 0.0
+    start = 0
+    while start < n_cols:
+        # Columns that fit beside the current dense code (< n_rows, so < 2**code_bits).
+        stop, used = start, code_bits
+        while stop < n_cols and used + bits[stop] < 62:
+            used += bits[stop]
+            stop += 1
+        if stop == start:  # never: a dense code below 2**31 leaves 31 bits for a column
+            raise AssertionError("count too large to key")
+        radix = counts[:, start:stop].max(axis=0).astype(np.int64) + 1
+        place = np.cumprod(np.concatenate([[1], radix[:-1]])).astype(np.int64)
+        key = code * int(np.prod(radix, dtype=np.float64)) + counts[:, start:stop] @ place
+        _, code = np.unique(key, return_inverse=True)
+        code = code.reshape(-1).astype(np.int64)
+        code_bits = np.log2(float(code.max()) + 1.0) if code.size else 0.0
+        start = stop
+    _, first, mult = np.unique(code, return_index=True, return_counts=True)
+    return counts[first], mult.astype(np.int64)
 
 
 def _undefined(coefficient: str, *, n_items: int, n_values: int, confidence: float,
@@ -249,22 +279,63 @@ def _interval(samples: np.ndarray, estimate: float, confidence: float,
     return float(lo), float(hi), n_bad
 
 
+# Cost per resample of drawing the multiplicities, in nanoseconds on a current CPU:
+# ``rng.multinomial`` spends about this much per distinct row, an index draw plus
+# ``bincount`` about this much per item. The cheaper of the two is used.
+_MULTINOMIAL_NS_PER_ROW = 110.0
+_INDEX_NS_PER_ITEM = 15.0
+
+
+def _resampled_multiplicities(multiplicity: np.ndarray, n_bootstrap: int, rng: np.random.Generator):
+    """Item-bootstrap multiplicities of the distinct rows, in blocks of resamples.
+
+    Resampling the N items with replacement gives the distinct rows multiplicities
+    ``Multinomial(N, m_u / N)``. Yields float arrays of shape (B, U), B resamples at a
+    time, whose rows are those multiplicities. They are drawn either directly (cost
+    ~ U per resample) or, when the rows are nearly all distinct, by drawing N item
+    indices and counting them per row (cost ~ N per resample, several times cheaper
+    per unit than a multinomial over U categories). Each block holds at most
+    ``_BLOCK_CELLS`` cells, whatever ``n_bootstrap`` is; the draws depend only on
+    ``rng``'s state, so a seed reproduces them.
+    """
+    n_rows = int(multiplicity.size)
+    n = int(multiplicity.sum())
+    by_index = n * _INDEX_NS_PER_ITEM < n_rows * _MULTINOMIAL_NS_PER_ROW
+    if by_index:
+        owner = np.repeat(np.arange(n_rows, dtype=np.int64), multiplicity)
+        block = max(1, min(n_bootstrap, _BLOCK_CELLS // max(1, n)))
+    else:
+        p = multiplicity / n
+        block = max(1, min(n_bootstrap, _BLOCK_CELLS // max(1, n_rows)))
+    for start in range(0, n_bootstrap, block):
+        size = min(block, n_bootstrap - start)
+        if by_index:
+            draw = rng.integers(0, n, size=(size, n))
+            draw = owner[draw]
+            draw += (np.arange(size, dtype=np.int64) * n_rows)[:, None]
+            weights = np.bincount(draw.ravel(), minlength=size * n_rows).reshape(size, n_rows)
+        else:
+            weights = rng.multinomial(n, p, size=size)
+        yield weights.astype(np.float64)
+
+
 def _bootstrap_sums(features: np.ndarray, multiplicity: np.ndarray, statistic: Callable,
                     n_bootstrap: int, rng: np.random.Generator) -> np.ndarray:
     """Item bootstrap of a statistic of column sums of per-row ``features``.
 
-    Resampling N items with replacement gives each distinct row a multinomial
-    multiplicity ``Multinomial(N, m_u / N)``; the resampled column sums are then
-    ``W @ features``. Drawn in blocks so memory does not grow with ``n_bootstrap``.
+    ``features`` has one row per distinct count vector; each block of resampled
+    multiplicities ``W`` (see :func:`_resampled_multiplicities`) gives the resampled
+    column sums ``W @ features`` in one matrix product and ``statistic`` maps them
+    (one row per resample) to the resampled values.
     """
-    n = int(multiplicity.sum())
-    p = multiplicity / n
-    block = max(1, min(n_bootstrap, _BLOCK_CELLS // max(1, features.shape[0])))
     out = np.empty(n_bootstrap)
-    for start in range(0, n_bootstrap, block):
-        size = min(block, n_bootstrap - start)
-        weights = rng.multinomial(n, p, size=size).astype(np.float64)
-        out[start:start + size] = statistic(weights @ features)
+    # (F, U) @ (U, B): OpenBLAS runs this long-inner-dimension product several
+    # times faster than the equivalent (B, U) @ (U, F).
+    features_t = np.ascontiguousarray(features.T)
+    start = 0
+    for weights in _resampled_multiplicities(multiplicity, n_bootstrap, rng):
+        out[start:start + weights.shape[0]] = statistic((features_t @ weights.T).T)
+        start += weights.shape[0]
     return out
 
 
@@ -619,33 +690,72 @@ def _long_form(data) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple, int]:
     return item.astype(np.int64), ann.astype(np.int64), label, names, int(label.max()) + 1
 
 
-def _pairs_within_items(item: np.ndarray, annotator: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Indices (first, second) of every pair of annotations on the same item, with
-    ``annotator[first] < annotator[second]``, fully vectorised."""
-    order = np.lexsort((annotator, item))
-    it = item[order]
-    starts = np.flatnonzero(np.r_[True, it[1:] != it[:-1]])
-    sizes = np.diff(np.r_[starts, it.size])
-    pos = np.arange(it.size) - np.repeat(starts, sizes)
-    n_after = np.repeat(sizes, sizes) - pos - 1  # partners following each annotation
-    first = np.repeat(np.arange(it.size), n_after)
-    offset = np.arange(first.size) - np.repeat(np.cumsum(n_after) - n_after, n_after) + 1
-    return order[first], order[first + offset]
+def _incidence(item: np.ndarray, ann: np.ndarray, label: np.ndarray, n_ann: int, n_labels: int,
+               n_items: int, weights: np.ndarray | None = None):
+    """Sparse (annotator × class) × item incidence: entry ``(a·L + c, n)`` is the weight
+    of item ``n`` (1 without weights) where annotator ``a`` gave class ``c`` on it."""
+    from scipy import sparse
+
+    data = np.ones(item.size) if weights is None else weights[item]
+    return sparse.csr_matrix((data, (ann * n_labels + label, item)), shape=(n_ann * n_labels, n_items))
 
 
-def _pair_kappas(conf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Cohen's kappa and overlap of each (P, L, L) confusion matrix (NaN if undefined)."""
-    n = conf.sum(axis=(1, 2))
-    rows = conf.sum(axis=2)
-    cols = conf.sum(axis=1)
+def _pair_cells(left, right, n_ann: int, n_labels: int):
+    """Confusion cells of every annotator pair a < b sharing an item.
+
+    ``left @ right.T`` has entry ``(a·L + i, b·L + j)`` = (weighted) number of items on
+    which ``a`` gave class ``i`` and ``b`` class ``j``: one sparse product, whose
+    size is the annotator pairs that share items times the class pairs they use, not
+    the pairs of annotations. Returns pair codes ``a·R + b``, ``i``, ``j`` and counts.
+    """
+    product = (left @ right.T).tocoo()
+    a, i = np.divmod(product.row.astype(np.int64), n_labels)
+    b, j = np.divmod(product.col.astype(np.int64), n_labels)
+    keep = a < b
+    return a[keep] * n_ann + b[keep], i[keep], j[keep], product.data[keep]
+
+
+def _pair_kappas(pair: np.ndarray, i: np.ndarray, j: np.ndarray, count: np.ndarray, n_pairs: int,
+                 n_labels: int) -> tuple[np.ndarray, np.ndarray]:
+    """Cohen's kappa and overlap of pairs ``0..n_pairs-1`` from their confusion cells
+    ``(pair, i, j, count)`` (NaN where undefined or the pair shares no item)."""
+    n = np.bincount(pair, weights=count, minlength=n_pairs)
+    same = i == j
+    agree = np.bincount(pair[same], weights=count[same], minlength=n_pairs)
+    rows = np.bincount(pair * n_labels + i, weights=count, minlength=n_pairs * n_labels).reshape(n_pairs, n_labels)
+    cols = np.bincount(pair * n_labels + j, weights=count, minlength=n_pairs * n_labels).reshape(n_pairs, n_labels)
     with np.errstate(divide="ignore", invalid="ignore"):
-        p_o = np.trace(conf, axis1=1, axis2=2) / n
-        p_e = (rows * cols).sum(axis=1) / (n * n)
+        p_o = agree / n
+        p_e = np.einsum("pc,pc->p", rows, cols) / (n * n)
         kappa = (p_o - p_e) / (1.0 - p_e)
     # p_e = 1 exactly when both raters used one and the same class on every shared item.
     undefined = (n == 0) | ((rows == n[:, None]) & (cols == n[:, None])).any(axis=1)
     kappa[undefined] = np.nan
     return kappa, n
+
+
+def _items_of_pairs(item: np.ndarray, ann: np.ndarray, eligible: np.ndarray, n_ann: int,
+                    in_pair: np.ndarray) -> np.ndarray:
+    """Sorted codes of the items labeled by both annotators of some pair in ``eligible``
+    (codes ``a·R + b``), in blocks of items so memory stays bounded."""
+    from scipy import sparse
+
+    if eligible.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    a, b = np.divmod(eligible, n_ann)
+    adjacency = sparse.csr_matrix((np.ones(a.size), (a, b)), shape=(n_ann, n_ann))
+    adjacency = adjacency + adjacency.T
+    sel = in_pair[ann]
+    n_items = int(item.max()) + 1
+    labeled = sparse.csr_matrix((np.ones(int(sel.sum())), (item[sel], ann[sel])), shape=(n_items, n_ann))
+    hit = np.zeros(n_items, dtype=bool)
+    step = max(1, _BLOCK_CELLS // max(1, n_ann))
+    for start in range(0, n_items, step):
+        block = labeled[start:start + step]
+        # Entry (n, b): eligible partners of b that labeled n, kept where b labeled n.
+        partners = (block @ adjacency).multiply(block)
+        hit[start:start + step] = np.asarray(partners.sum(axis=1)).ravel() > 0
+    return np.flatnonzero(hit)
 
 
 def _pair_means(kappa: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -747,26 +857,21 @@ def pairwise_cohen_kappa(annotations, *, min_overlap: int = 10, n_bootstrap: int
     gen = as_rng(rng)
     n_ann = len(names)
 
-    first, second = _pairs_within_items(item, ann)
-    pair_code = ann[first] * n_ann + ann[second]
-    overlap_flat = np.bincount(pair_code, minlength=n_ann * n_ann)
-    overlap = overlap_flat.reshape(n_ann, n_ann)
-    overlap = overlap + overlap.T
+    n_items_total = int(item.max()) + 1
+    ones = _incidence(item, ann, label, n_ann, n_labels, n_items_total)
+    pair, ci, cj, count = _pair_cells(ones, ones, n_ann, n_labels)
+    codes, pair_idx = np.unique(pair, return_inverse=True)
+    shared = np.bincount(pair_idx, weights=count, minlength=codes.size).astype(np.int64)
+    overlap = np.zeros((n_ann, n_ann), dtype=np.int64)
+    a_all, b_all = np.divmod(codes, n_ann)
+    overlap[a_all, b_all] = shared
+    overlap[b_all, a_all] = shared
 
-    eligible = np.flatnonzero(overlap_flat >= min_overlap)  # codes a * R + b, a < b
-    keep = np.isin(pair_code, eligible)
-    pair_idx = np.searchsorted(eligible, pair_code[keep])
-    n_cells = n_labels * n_labels
-    cell = pair_idx * n_cells + label[first[keep]] * n_labels + label[second[keep]]
-    pair_item = item[first[keep]]
+    eligible = codes[shared >= min_overlap]  # codes a * R + b, a < b, sorted
     n_p = eligible.size
-
-    def kappas(weights=None):
-        w = None if weights is None else weights[pair_item]
-        conf = np.bincount(cell, weights=w, minlength=n_p * n_cells).astype(np.float64)
-        return _pair_kappas(conf.reshape(n_p, n_labels, n_labels))
-
-    kappa_p, n_p_items = kappas()
+    keep = np.isin(pair, eligible)
+    kappa_p, n_p_items = _pair_kappas(np.searchsorted(eligible, pair[keep]), ci[keep], cj[keep], count[keep],
+                                      n_p, n_labels)
     weighted, unweighted = _pair_means(kappa_p, n_p_items)
     n_undefined = int(np.isnan(kappa_p).sum())
     if n_undefined:
@@ -786,17 +891,30 @@ def pairwise_cohen_kappa(annotations, *, min_overlap: int = 10, n_bootstrap: int
     kappa[a, b] = kappa_p
     kappa[b, a] = kappa_p
 
-    entering = np.unique(pair_item)
+    # The items the bootstrap resamples: those labeled by both annotators of at least
+    # one eligible pair.
+    in_pair = np.zeros(n_ann, dtype=bool)
+    in_pair[a] = in_pair[b] = True
+    entering = _items_of_pairs(item, ann, eligible, n_ann, in_pair)
     w_lo = w_hi = u_lo = u_hi = np.nan
     n_boot_undef = n_bootstrap if n_p == n_undefined else 0
     if n_bootstrap and n_p > n_undefined:
+        # Only the annotations of annotators in eligible pairs enter a resample.
+        sel = in_pair[ann]
+        s_item, s_ann, s_label = item[sel], ann[sel], label[sel]
+        right = _incidence(s_item, s_ann, s_label, n_ann, n_labels, n_items_total)
         boot_w = np.empty(n_bootstrap)
         boot_u = np.empty(n_bootstrap)
-        n_items_total = int(item.max()) + 1
         for r in range(n_bootstrap):
+            # Each resample re-weights the items by their bootstrap multiplicities: one
+            # sparse product per resample, in memory bounded by the sharing pairs.
             draw = gen.integers(0, entering.size, size=entering.size)
             weights = np.bincount(entering[draw], minlength=n_items_total).astype(np.float64)
-            kb, nb = kappas(weights)
+            bp, bi, bj, bc = _pair_cells(_incidence(s_item, s_ann, s_label, n_ann, n_labels, n_items_total,
+                                                    weights), right, n_ann, n_labels)
+            bkeep = np.isin(bp, eligible)
+            kb, nb = _pair_kappas(np.searchsorted(eligible, bp[bkeep]), bi[bkeep], bj[bkeep], bc[bkeep],
+                                  n_p, n_labels)
             boot_w[r], boot_u[r] = _pair_means(kb, nb)
         w_lo, w_hi, n_boot_undef = _interval(boot_w, float(weighted), confidence, interval)
         u_lo, u_hi, _ = _interval(boot_u, float(unweighted), confidence, interval)
