@@ -3,9 +3,10 @@ pairwise Cohen's kappa, each with a bootstrap confidence interval over items.
 
 Krippendorff's alpha (nominal) and Fleiss' kappa depend on the data only through the
 per-item label-count vectors, so they are computed from the (N, L) count matrix and
-bootstrapped by resampling the histogram of distinct count vectors: memory and time
-grow with the number of *distinct* count vectors, not with the number of resamples or
-items. Pairwise Cohen's kappa needs to know who gave which label and works on
+bootstrapped by re-weighting the histogram of distinct count vectors, in blocks of
+resamples: memory grows with the number of *distinct* count vectors, not with the
+number of resamples, and each resample costs the cheaper of a multinomial over the
+distinct vectors and an index draw over the items. Pairwise Cohen's kappa needs to know who gave which label and works on
 :class:`~auditor.stats.counts.Annotations` (or an item × rater matrix).
 
 References
@@ -50,6 +51,10 @@ __all__ = [
 # Bootstrap resamples are drawn in blocks of at most this many (resample × distinct
 # row) cells, so memory stays bounded however many resamples are asked for.
 _BLOCK_CELLS = 1 << 21
+# The pairwise-kappa bootstrap lists the label pairs (two annotations of one item)
+# once when there are at most this many (about 40 bytes each), and otherwise
+# recomputes one sparse product per resample.
+_PAIR_LIST_MAX = 1 << 23
 
 
 class UndefinedAgreementWarning(RuntimeWarning):
@@ -435,8 +440,9 @@ def krippendorff_alpha(counts, *, n_bootstrap: int = 1000, confidence: float = 0
     The interval resamples pairable *items* with replacement (by a multinomial on the
     multiplicities of the distinct count vectors), which is the usual unit of sampling
     in annotation audits; Krippendorff's own bootstrap resamples pairs of values
-    instead and gives somewhat different intervals. Time and memory of the bootstrap
-    grow with the number of distinct count vectors, not with the number of items.
+    instead and gives somewhat different intervals. Memory of the bootstrap grows
+    with the number of distinct count vectors, not with the number of items or
+    resamples.
 
     References
     ----------
@@ -715,6 +721,20 @@ def _pair_cells(left, right, n_ann: int, n_labels: int):
     return a[keep] * n_ann + b[keep], i[keep], j[keep], product.data[keep]
 
 
+def _pairs_within_items(item: np.ndarray, annotator: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (first, second) of every pair of annotations on the same item, with
+    ``annotator[first] < annotator[second]``, fully vectorised."""
+    order = np.lexsort((annotator, item))
+    it = item[order]
+    starts = np.flatnonzero(np.r_[True, it[1:] != it[:-1]])
+    sizes = np.diff(np.r_[starts, it.size])
+    pos = np.arange(it.size) - np.repeat(starts, sizes)
+    n_after = np.repeat(sizes, sizes) - pos - 1  # partners following each annotation
+    first = np.repeat(np.arange(it.size), n_after)
+    offset = np.arange(first.size) - np.repeat(np.cumsum(n_after) - n_after, n_after) + 1
+    return order[first], order[first + offset]
+
+
 def _pair_kappas(pair: np.ndarray, i: np.ndarray, j: np.ndarray, count: np.ndarray, n_pairs: int,
                  n_labels: int) -> tuple[np.ndarray, np.ndarray]:
     """Cohen's kappa and overlap of pairs ``0..n_pairs-1`` from their confusion cells
@@ -724,6 +744,16 @@ def _pair_kappas(pair: np.ndarray, i: np.ndarray, j: np.ndarray, count: np.ndarr
     agree = np.bincount(pair[same], weights=count[same], minlength=n_pairs)
     rows = np.bincount(pair * n_labels + i, weights=count, minlength=n_pairs * n_labels).reshape(n_pairs, n_labels)
     cols = np.bincount(pair * n_labels + j, weights=count, minlength=n_pairs * n_labels).reshape(n_pairs, n_labels)
+    return _kappas(n, agree, rows, cols)
+
+
+def _conf_kappas(conf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Cohen's kappa and overlap of each (P, L, L) confusion matrix (NaN if undefined)."""
+    return _kappas(conf.sum(axis=(1, 2)), np.trace(conf, axis1=1, axis2=2), conf.sum(axis=2), conf.sum(axis=1))
+
+
+def _kappas(n: np.ndarray, agree: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Kappa from each pair's shared items ``n``, agreements and the two class margins."""
     with np.errstate(divide="ignore", invalid="ignore"):
         p_o = agree / n
         p_e = np.einsum("pc,pc->p", rows, cols) / (n * n)
@@ -734,28 +764,38 @@ def _pair_kappas(pair: np.ndarray, i: np.ndarray, j: np.ndarray, count: np.ndarr
     return kappa, n
 
 
-def _items_of_pairs(item: np.ndarray, ann: np.ndarray, eligible: np.ndarray, n_ann: int,
-                    in_pair: np.ndarray) -> np.ndarray:
+def _items_of_pairs(item: np.ndarray, ann: np.ndarray, eligible: np.ndarray, ineligible: np.ndarray,
+                    n_ann: int) -> np.ndarray:
     """Sorted codes of the items labeled by both annotators of some pair in ``eligible``
-    (codes ``a·R + b``), in blocks of items so memory stays bounded."""
+    (codes ``a·R + b``; ``ineligible``: the other pairs sharing items).
+
+    An item enters when the annotator pairs on it, ``K(K-1)/2``, are not all
+    ineligible, or when it holds an eligible pair: whichever of the two pair sets is
+    smaller is counted per item, through a sparse product in blocks of items.
+    """
     from scipy import sparse
 
+    n_items = int(item.max()) + 1
+    per_item = np.bincount(item, minlength=n_items)
+    if ineligible.size == 0:
+        return np.flatnonzero(per_item >= 2)
     if eligible.size == 0:
         return np.zeros(0, dtype=np.int64)
-    a, b = np.divmod(eligible, n_ann)
+    use_eligible = eligible.size <= ineligible.size
+    a, b = np.divmod(eligible if use_eligible else ineligible, n_ann)
     adjacency = sparse.csr_matrix((np.ones(a.size), (a, b)), shape=(n_ann, n_ann))
     adjacency = adjacency + adjacency.T
-    sel = in_pair[ann]
-    n_items = int(item.max()) + 1
-    labeled = sparse.csr_matrix((np.ones(int(sel.sum())), (item[sel], ann[sel])), shape=(n_items, n_ann))
-    hit = np.zeros(n_items, dtype=bool)
+    labeled = sparse.csr_matrix((np.ones(item.size), (item, ann)), shape=(n_items, n_ann))
+    counted = np.zeros(n_items)
     step = max(1, _BLOCK_CELLS // max(1, n_ann))
     for start in range(0, n_items, step):
         block = labeled[start:start + step]
-        # Entry (n, b): eligible partners of b that labeled n, kept where b labeled n.
-        partners = (block @ adjacency).multiply(block)
-        hit[start:start + step] = np.asarray(partners.sum(axis=1)).ravel() > 0
-    return np.flatnonzero(hit)
+        # Entry (n, b): partners of b (in the counted set) that labeled n, kept where b
+        # labeled n; the row sum counts each such pair on item n twice.
+        counted[start:start + step] = np.asarray((block @ adjacency).multiply(block).sum(axis=1)).ravel() / 2
+    if use_eligible:
+        return np.flatnonzero(counted > 0)
+    return np.flatnonzero(per_item * (per_item - 1) / 2 - counted > 0)
 
 
 def _pair_means(kappa: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -784,7 +824,7 @@ def pairwise_cohen_kappa(annotations, *, min_overlap: int = 10, n_bootstrap: int
         \kappa_{ab} = \frac{p_o - p_e}{1 - p_e}, \qquad p_e = \sum_c p_{a,c}\, p_{b,c}.
 
     This is ``sklearn.metrics.cohen_kappa_score`` (unweighted) on the shared items of
-    each pair, computed for all pairs at once from one ``bincount`` of the label pairs.
+    each pair, computed for all pairs at once (see the notes).
     The summaries are the overlap-weighted mean
     :math:`\sum n_{ab}\kappa_{ab} / \sum n_{ab}` (``mean_weighted``: pairs that
     share more items count more) and the unweighted mean over pairs
@@ -828,9 +868,14 @@ def pairwise_cohen_kappa(annotations, *, min_overlap: int = 10, n_bootstrap: int
 
     Notes
     -----
-    Memory and time per resample are proportional to the number of label pairs,
-    :math:`\sum_n K_n(K_n-1)/2`. The set of eligible pairs is fixed on the original
-    data; a resample in which a pair shares no item leaves that pair out.
+    The confusion counts of all pairs come from one sparse product of the
+    (annotator × class) × item incidence matrix with itself, so memory grows with
+    the annotator pairs that share items (times the class pairs they use), not with
+    the pairs of annotations :math:`\sum_n K_n(K_n-1)/2`; time grows with the latter.
+    A bootstrap resample re-weights the items: with at most ``_PAIR_LIST_MAX`` label
+    pairs they are listed once and each resample is one ``bincount``, otherwise each
+    resample is one weighted sparse product. The set of eligible pairs is fixed on the
+    original data; a resample in which a pair shares no item leaves that pair out.
 
     Kappa on few items is biased, typically downwards (its chance term is estimated
     from the same few items). When many pairs share only a few items each (a sparse crowd
@@ -895,7 +940,7 @@ def pairwise_cohen_kappa(annotations, *, min_overlap: int = 10, n_bootstrap: int
     # one eligible pair.
     in_pair = np.zeros(n_ann, dtype=bool)
     in_pair[a] = in_pair[b] = True
-    entering = _items_of_pairs(item, ann, eligible, n_ann, in_pair)
+    entering = _items_of_pairs(item, ann, eligible, codes[shared < min_overlap], n_ann)
     w_lo = w_hi = u_lo = u_hi = np.nan
     n_boot_undef = n_bootstrap if n_p == n_undefined else 0
     if n_bootstrap and n_p > n_undefined:
@@ -905,16 +950,36 @@ def pairwise_cohen_kappa(annotations, *, min_overlap: int = 10, n_bootstrap: int
         right = _incidence(s_item, s_ann, s_label, n_ann, n_labels, n_items_total)
         boot_w = np.empty(n_bootstrap)
         boot_u = np.empty(n_bootstrap)
+        per_item = np.bincount(s_item, minlength=n_items_total)
+        listed = int((per_item * (per_item - 1) // 2).sum()) <= _PAIR_LIST_MAX
+        if listed:
+            # Few enough label pairs to list once: each resample is then four
+            # bincounts over the list, weighted by the items' multiplicities.
+            first, second = _pairs_within_items(s_item, s_ann)
+            code = s_ann[first] * n_ann + s_ann[second]
+            on = np.isin(code, eligible)
+            first, second = first[on], second[on]
+            l_pair = np.searchsorted(eligible, code[on])
+            l_i, l_j, l_item = s_label[first], s_label[second], s_item[first]
+            del first, second, code, on
+            # One bincount per resample into the (pair, i, j) cells when they are few.
+            l_cell = l_pair * n_labels * n_labels + l_i * n_labels + l_j if n_p * n_labels**2 <= _PAIR_LIST_MAX else None
         for r in range(n_bootstrap):
-            # Each resample re-weights the items by their bootstrap multiplicities: one
-            # sparse product per resample, in memory bounded by the sharing pairs.
             draw = gen.integers(0, entering.size, size=entering.size)
             weights = np.bincount(entering[draw], minlength=n_items_total).astype(np.float64)
-            bp, bi, bj, bc = _pair_cells(_incidence(s_item, s_ann, s_label, n_ann, n_labels, n_items_total,
-                                                    weights), right, n_ann, n_labels)
-            bkeep = np.isin(bp, eligible)
-            kb, nb = _pair_kappas(np.searchsorted(eligible, bp[bkeep]), bi[bkeep], bj[bkeep], bc[bkeep],
-                                  n_p, n_labels)
+            if listed and l_cell is not None:
+                conf = np.bincount(l_cell, weights=weights[l_item], minlength=n_p * n_labels * n_labels)
+                kb, nb = _conf_kappas(conf.reshape(n_p, n_labels, n_labels))
+            elif listed:
+                kb, nb = _pair_kappas(l_pair, l_i, l_j, weights[l_item], n_p, n_labels)
+            else:
+                # Too many label pairs to hold: one sparse product per resample, in
+                # memory bounded by the sharing annotator pairs.
+                bp, bi, bj, bc = _pair_cells(_incidence(s_item, s_ann, s_label, n_ann, n_labels, n_items_total,
+                                                        weights), right, n_ann, n_labels)
+                bkeep = np.isin(bp, eligible)
+                kb, nb = _pair_kappas(np.searchsorted(eligible, bp[bkeep]), bi[bkeep], bj[bkeep], bc[bkeep],
+                                      n_p, n_labels)
             boot_w[r], boot_u[r] = _pair_means(kb, nb)
         w_lo, w_hi, n_boot_undef = _interval(boot_w, float(weighted), confidence, interval)
         u_lo, u_hi, _ = _interval(boot_u, float(unweighted), confidence, interval)
