@@ -308,6 +308,15 @@ def start_audit_load(url: str, args, instance: str) -> tuple:
     t0 = time.perf_counter()
     build(url, args.audit_items, 10, 2000)
     dataset_id = _dataset_id(url)
+    # Into the dashboards' workspace: each audit's progress then changes what they show
+    # (and their cache's fingerprint), as it does for a team watching its own audits.
+    import psycopg
+
+    with psycopg.connect(url) as conn, conn.transaction():
+        web = conn.execute("SELECT id FROM workspace WHERE slug = 'web'").fetchone()[0]
+        bench = conn.execute("SELECT workspace_id FROM dataset WHERE id = %s", (dataset_id,)).fetchone()[0]
+        for table in ("dataset", "annotator", "model", "import_batch"):
+            conn.execute(f"UPDATE {table} SET workspace_id = %s WHERE workspace_id = %s", (web, bench))
     queue = f"auditor-bench-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, "AUDITOR_DATABASE_URL": url, "AUDITOR_BROKER_URL": args.redis_url,
            "AUDITOR_RESULT_BACKEND": args.redis_url, "AUDITOR_CELERY_QUEUE": queue,
