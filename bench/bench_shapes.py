@@ -21,7 +21,7 @@ own; ``--smoke`` runs the tiny rows in one process) and prints:
 * the statistic's wall time and the process's peak resident memory;
 * the *histogram limit*: in the same process, on the same data, the time to build the
   per-item count matrix from the annotation records and its histogram of distinct count
-  vectors (what any statistic of the counts must at least do);
+  vectors (what any statistic of the counts must at least do; the best of two runs);
 * their ratio.
 """
 
@@ -311,7 +311,13 @@ def histogram_limit(data: Data) -> float:
 
     t0 = time.perf_counter()
     flat = np.bincount(data.item * data.n_labels + data.label, minlength=data.n_items * data.n_labels)
-    count_histogram(flat.reshape(data.n_items, data.n_labels))
+    counts = flat.reshape(data.n_items, data.n_labels)
+    if np.log2(counts.max(axis=0) + 1.0).sum() < 62:
+        count_histogram(counts)  # one integer key per row
+    else:
+        # Too many classes for one key: distinct rows as bytes (faster than a row-wise unique).
+        narrow = np.ascontiguousarray(counts.astype(np.uint8 if counts.max() < 256 else np.uint32))
+        np.unique(narrow.view(np.dtype((np.void, narrow.shape[1] * narrow.itemsize))).ravel(), return_counts=True)
     return time.perf_counter() - t0
 
 
