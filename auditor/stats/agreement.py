@@ -947,14 +947,14 @@ def pairwise_cohen_kappa(annotations, *, min_overlap: int = 10, n_bootstrap: int
         # Only the annotations of annotators in eligible pairs enter a resample.
         sel = in_pair[ann]
         s_item, s_ann, s_label = item[sel], ann[sel], label[sel]
-        right = _incidence(s_item, s_ann, s_label, n_ann, n_labels, n_items_total)
         boot_w = np.empty(n_bootstrap)
         boot_u = np.empty(n_bootstrap)
         per_item = np.bincount(s_item, minlength=n_items_total)
         listed = int((per_item * (per_item - 1) // 2).sum()) <= _PAIR_LIST_MAX
         if listed:
-            # Few enough label pairs to list once: each resample is then four
-            # bincounts over the list, weighted by the items' multiplicities.
+            # Few enough label pairs to list once: each resample is then one bincount
+            # (four with many pairs × classes) over the list, weighted by the items'
+            # multiplicities.
             first, second = _pairs_within_items(s_item, s_ann)
             code = s_ann[first] * n_ann + s_ann[second]
             on = np.isin(code, eligible)
@@ -964,6 +964,8 @@ def pairwise_cohen_kappa(annotations, *, min_overlap: int = 10, n_bootstrap: int
             del first, second, code, on
             # One bincount per resample into the (pair, i, j) cells when they are few.
             l_cell = l_pair * n_labels * n_labels + l_i * n_labels + l_j if n_p * n_labels**2 <= _PAIR_LIST_MAX else None
+        else:
+            right = _incidence(s_item, s_ann, s_label, n_ann, n_labels, n_items_total)
         for r in range(n_bootstrap):
             draw = gen.integers(0, entering.size, size=entering.size)
             weights = np.bincount(entering[draw], minlength=n_items_total).astype(np.float64)
