@@ -308,15 +308,16 @@ def start_audit_load(url: str, args, instance: str) -> tuple:
     t0 = time.perf_counter()
     build(url, args.audit_items, 10, 2000)
     dataset_id = _dataset_id(url)
-    # Into the dashboards' workspace: each audit's progress then changes what they show
-    # (and their cache's fingerprint), as it does for a team watching its own audits.
-    import psycopg
+    if args.audit_workspace == "same":
+        # Into the dashboards' workspace: each audit's progress then changes what they show
+        # (and their cache's fingerprint), as it does for a team watching its own audits.
+        import psycopg
 
-    with psycopg.connect(url) as conn, conn.transaction():
-        web = conn.execute("SELECT id FROM workspace WHERE slug = 'web'").fetchone()[0]
-        bench = conn.execute("SELECT workspace_id FROM dataset WHERE id = %s", (dataset_id,)).fetchone()[0]
-        for table in ("dataset", "annotator", "model", "import_batch"):
-            conn.execute(f"UPDATE {table} SET workspace_id = %s WHERE workspace_id = %s", (web, bench))
+        with psycopg.connect(url) as conn, conn.transaction():
+            web = conn.execute("SELECT id FROM workspace WHERE slug = 'web'").fetchone()[0]
+            bench = conn.execute("SELECT workspace_id FROM dataset WHERE id = %s", (dataset_id,)).fetchone()[0]
+            for table in ("dataset", "annotator", "model", "import_batch"):
+                conn.execute(f"UPDATE {table} SET workspace_id = %s WHERE workspace_id = %s", (web, bench))
     queue = f"auditor-bench-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, "AUDITOR_DATABASE_URL": url, "AUDITOR_BROKER_URL": args.redis_url,
            "AUDITOR_RESULT_BACKEND": args.redis_url, "AUDITOR_CELERY_QUEUE": queue,
@@ -377,6 +378,9 @@ def main() -> None:
                     help="measure twice: without, then with a dataset of --audit-items × 10 annotations "
                          "re-audited back to back by a Celery worker (needs Redis, --redis-url)")
     ap.add_argument("--audit-items", type=int, default=100_000)
+    ap.add_argument("--audit-workspace", choices=("same", "other"), default="same",
+                    help="the audited dataset in the dashboards' workspace (its audits change what they show "
+                         "and invalidate their cache) or in another one (only CPU and database shared)")
     ap.add_argument("--redis-url", default=os.environ.get("AUDITOR_BENCH_REDIS_URL", "redis://127.0.0.1:6379/13"))
     ap.add_argument("--smoke", action="store_true",
                     help="tiny: 3 releases, 2 clients, 1 s per endpoint (and 2,000 audit items): seconds")
