@@ -307,17 +307,19 @@ def _resampled_multiplicities(multiplicity: np.ndarray, n_bootstrap: int, rng: n
     n = int(multiplicity.sum())
     by_index = n * _INDEX_NS_PER_ITEM < n_rows * _MULTINOMIAL_NS_PER_ROW
     if by_index:
-        owner = np.repeat(np.arange(n_rows, dtype=np.int64), multiplicity)
         block = max(1, min(n_bootstrap, _BLOCK_CELLS // max(1, n)))
+        # 32-bit draws and codes where they fit: a quarter faster than 64-bit ones.
+        small = max(n, block * n_rows) < 2**31
+        code = np.int32 if small else np.int64
+        owner = np.repeat(np.arange(n_rows, dtype=code), multiplicity)
     else:
         p = multiplicity / n
         block = max(1, min(n_bootstrap, _BLOCK_CELLS // max(1, n_rows)))
     for start in range(0, n_bootstrap, block):
         size = min(block, n_bootstrap - start)
         if by_index:
-            draw = rng.integers(0, n, size=(size, n))
-            draw = owner[draw]
-            draw += (np.arange(size, dtype=np.int64) * n_rows)[:, None]
+            draw = owner[rng.integers(0, n, size=(size, n), dtype=code)]
+            draw += (np.arange(size, dtype=code) * n_rows)[:, None]
             weights = np.bincount(draw.ravel(), minlength=size * n_rows).reshape(size, n_rows)
         else:
             weights = rng.multinomial(n, p, size=size)
