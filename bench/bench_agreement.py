@@ -3,7 +3,7 @@
 Run by hand:
 
     python bench/bench_agreement.py [--items 1000000] [--per-item 10] [--classes 3 10] \
-        [--bootstrap 1000] [--pairwise-items 100000] [--irrcac-python PATH/TO/python]
+        [--bootstrap 1000] [--pairwise-items 100000] [--irrcac-python PATH/TO/python] [--smoke]
 
 1. Krippendorff's alpha and Fleiss' kappa on ``--items`` items with ``--per-item``
    labels each, over each number of classes in ``--classes`` (items draw class
@@ -11,7 +11,7 @@ Run by hand:
    ``--bootstrap`` resamples. Prints wall time, peak traced memory and the number of
    distinct count vectors (what the bootstrap cost grows with).
 2. Pairwise Cohen's kappa on ``--pairwise-items`` items, each labeled by
-   ``--per-item`` of 200 annotators, with 200 resamples.
+   ``--per-item`` of ``--raters`` annotators, with ``--pairwise-bootstrap`` resamples.
 3. With ``--irrcac-python`` (or ``IRRCAC_PYTHON``): the interpreter of a virtual
    environment holding ``irrCAC`` (Gwet's package, installed there, never into
    Auditor's environment) computes Fleiss' generalised kappa and Krippendorff's
@@ -95,7 +95,7 @@ def bench_pairwise(args) -> None:
     from auditor.stats import annotations_from_records, pairwise_cohen_kappa
 
     rng = np.random.default_rng(args.seed)
-    n, r, k = args.pairwise_items, 200, args.per_item
+    n, r, k = args.pairwise_items, args.raters, args.per_item
     truth = rng.integers(0, 3, size=n)
     raters = np.argsort(rng.random((n, r)), axis=1)[:, :k]  # k distinct raters per item
     skill = rng.uniform(0.5, 0.95, size=r)
@@ -106,8 +106,8 @@ def bench_pairwise(args) -> None:
     })
     print(f"\npairwise Cohen's kappa: {n:,} items × {k} of {r} annotators")
     for interval in ("percentile", "basic"):
-        res = _timed(f"pairwise_cohen_kappa, 200 resamples, {interval}", pairwise_cohen_kappa, ann,
-                     n_bootstrap=200, interval=interval, rng=args.seed)
+        res = _timed(f"pairwise_cohen_kappa, {args.pairwise_bootstrap} resamples, {interval}",
+                     pairwise_cohen_kappa, ann, n_bootstrap=args.pairwise_bootstrap, interval=interval, rng=args.seed)
         print(f"    {res.n_pairs:,} pairs; mean (overlap-weighted) {res.mean_weighted:.4f} "
               f"[{res.weighted_ci_low:.4f}, {res.weighted_ci_high:.4f}]; "
               f"unweighted {res.mean_unweighted:.4f} [{res.unweighted_ci_low:.4f}, {res.unweighted_ci_high:.4f}]")
@@ -160,10 +160,16 @@ def main() -> None:
     parser.add_argument("--classes", type=int, nargs="+", default=[3, 10])
     parser.add_argument("--bootstrap", type=int, default=1000)
     parser.add_argument("--pairwise-items", type=int, default=100_000)
+    parser.add_argument("--pairwise-bootstrap", type=int, default=200)
+    parser.add_argument("--raters", type=int, default=200, help="Annotator pool of the pairwise benchmark.")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--irrcac-python", default=os.environ.get("IRRCAC_PYTHON"))
     parser.add_argument("--reference-runner", metavar="CSV", help=argparse.SUPPRESS)
+    parser.add_argument("--smoke", action="store_true",
+                        help="Tiny sizes (2,000 items, 50 resamples, 500 pairwise items): runs in seconds.")
     args = parser.parse_args()
+    if args.smoke:
+        args.items, args.bootstrap, args.pairwise_items, args.raters = 2000, 50, 500, 20
     if args.reference_runner:
         reference_runner(args.reference_runner)
         return

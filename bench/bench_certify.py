@@ -1,6 +1,6 @@
 """Benchmark: counts → bounds → confidence at scale, and building counts from long records.
 
-Run by hand:  python bench/bench_certify.py [--items 1000000] [--labels-per-item 10]
+Run by hand:  python bench/bench_certify.py [--items 1000000] [--labels-per-item 10] [--smoke]
 
 Prints wall time and peak memory (resident set size) for each stage.
 """
@@ -20,7 +20,11 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def timed(label: str, fn, repeat: int = 5):
+REPEAT = 5
+
+
+def timed(label: str, fn, repeat: int | None = None):
+    repeat = REPEAT if repeat is None else min(repeat, REPEAT)
     times = []
     out = None
     for _ in range(repeat):
@@ -38,7 +42,13 @@ def main() -> None:
     ap.add_argument("--labels-per-item", type=int, default=10)
     ap.add_argument("--classes", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=5, help="Timed runs of each stage (the median is shown).")
+    ap.add_argument("--smoke", action="store_true", help="Tiny sizes (2,000 items, one run each): seconds.")
     args = ap.parse_args()
+    if args.smoke:
+        args.items, args.repeat = 2000, 1
+    global REPEAT
+    REPEAT = args.repeat
     rng = np.random.default_rng(args.seed)
     n, k, c = args.items, args.labels_per_item, args.classes
 

@@ -3,6 +3,7 @@
 Run by hand (never by pytest):
 
     python bench/bench_snapshot.py --url postgresql://postgres@127.0.0.1:5432/test --items 2000000
+    python bench/bench_snapshot.py --url ... --smoke     # tiny sizes, seconds
 
 It creates a scratch database next to the one in ``--url`` and fills it with one dataset
 of ``--items`` items × ``--labels-per-item`` annotations from a pool of ``--annotators``
@@ -237,7 +238,11 @@ def main() -> None:
     parser.add_argument("--database", help="use (and keep) this database instead of a scratch one")
     parser.add_argument("--phases", default=",".join(PHASES), help="comma-separated, of: " + ", ".join(PHASES))
     parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
+    parser.add_argument("--smoke", action="store_true",
+                        help="Tiny sizes (2,000 items × 5 from 50 annotators, one timed load per phase).")
     args = parser.parse_args()
+    if args.smoke:
+        args.items, args.annotators, args.repeat = 2000, 50, 1
     if args.phase:
         print(json.dumps(PHASES[args.phase](args)))
         return

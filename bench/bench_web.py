@@ -1,6 +1,7 @@
 """Benchmark: dashboards and results endpoints under load (wrk, 20 concurrent clients).
 
 Run by hand:  nice python bench/bench_web.py [--releases 100] [--connections 20] [--duration 10]
+                  [--audit-load [--audit-items 100000]] [--smoke]
 
 Builds a workspace whose dataset has ``--releases`` releases of history (one audit run
 per release upload, each run certifying every release so far, with its power curves,
@@ -10,6 +11,14 @@ the app under gunicorn (``--workers`` × ``--threads``), logs in through the log
 for the dashboards' session cookie, and drives each endpoint with wrk (``apt-get install
 wrk``; the load generator is required). Prints p50/p95/p99 latency and requests/s per
 endpoint, the target (p95 < 100 ms), and the peak resident memory of the web workers.
+
+With ``--audit-load`` it measures every endpoint twice: alone, then while a dataset of
+``--audit-items`` items × 10 annotations (1M annotations by default, written in SQL) is
+re-audited back to back by a real Celery worker (``auditor worker``, its default
+concurrency and niceness, Redis at ``--redis-url``): a small batch of new labels, an
+audit request, wait for that version's audit, again. The target under that load is
+p95 < 250 ms. ``--smoke`` runs everything at tiny sizes in seconds (the Python load
+generator stands in when wrk is not installed).
 """
 
 from __future__ import annotations
@@ -79,7 +88,7 @@ def seed(url: str, n_releases: int, *, n_items: int = 2000, n_vendors: int = 3, 
     engine = make_engine(url)
     t0 = time.perf_counter()
     with make_session_factory(engine)() as db:
-        ws = Workspace(slug="bench", name="bench")
+        ws = Workspace(slug="web", name="web")
         db.add(ws)
         db.flush()
         admin = User(workspace_id=ws.id, email="admin@bench.example", role=Role.ADMIN,
@@ -157,6 +166,53 @@ def seed(url: str, n_releases: int, *, n_items: int = 2000, n_vendors: int = 3, 
     return ids
 
 
+def python_load(base: str, path: str, headers: dict, connections: int, duration: float) -> dict:
+    """The wrk measurement done with threads and keep-alive connections (when wrk is absent).
+
+    Slower than wrk as a load generator (it shares this interpreter), so use it for
+    --smoke, not for the figures.
+    """
+    import http.client
+    import threading
+
+    parsed = urllib.parse.urlsplit(base)
+    latencies: list[float] = []
+    errors = [0]
+    lock = threading.Lock()
+    stop = time.perf_counter() + duration
+
+    def client():
+        conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=30)
+        mine, bad = [], 0
+        while time.perf_counter() < stop:
+            t0 = time.perf_counter()
+            try:
+                conn.request("GET", path, headers=headers)
+                resp = conn.getresponse()
+                resp.read()
+                bad += resp.status != 200
+            except OSError:
+                bad += 1
+                conn.close()
+                conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=30)
+            mine.append(time.perf_counter() - t0)
+        conn.close()
+        with lock:
+            latencies.extend(mine)
+            errors[0] += bad
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=client) for _ in range(connections)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    us = np.asarray(latencies) * 1e6
+    p50, p95, p99 = np.percentile(us, [50, 95, 99]) if us.size else (np.nan,) * 3
+    return {"p50": p50, "p95": p95, "p99": p99, "max": us.max() if us.size else np.nan, "requests": us.size,
+            "non2xx": errors[0], "socket_errors": 0, "seconds": time.perf_counter() - t0}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -180,7 +236,7 @@ def login_cookie(base: str) -> str:
     opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
     html = opener.open(base + "/login").read().decode()
     token = re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
-    data = urllib.parse.urlencode({"csrf_token": token, "workspace": "bench", "email": "admin@bench.example",
+    data = urllib.parse.urlencode({"csrf_token": token, "workspace": "web", "email": "admin@bench.example",
                                    "password": "bench password"}).encode()
     opener.open(base + "/login", data=data).read()
     return "; ".join(f"{c.name}={c.value}" for c in jar)
@@ -205,6 +261,107 @@ def children(pid: int) -> list[int]:
     return [int(p) for p in out.split()]
 
 
+class AuditLoop:
+    """Re-audits one large dataset back to back in the background: a small batch of new
+    labels, an audit request to a real Celery worker, wait until that version is audited,
+    again. Runs in a thread of this script; the audits run in the worker's processes."""
+
+    def __init__(self, url: str, dataset_id: int, env: dict):
+        import threading
+
+        self.url, self.dataset_id, self.env = url, dataset_id, env
+        self.stop = threading.Event()
+        self.durations: list[float] = []
+        self.errors: list[str] = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _finished(self, version: int) -> bool:
+        import psycopg
+
+        with psycopg.connect(self.url) as conn:
+            row = conn.execute("SELECT count(*) FROM audit_run WHERE dataset_id = %s AND data_version >= %s "
+                               "AND status IN ('succeeded', 'failed')", (self.dataset_id, version)).fetchone()
+        return bool(row[0])
+
+    def _run(self) -> None:
+        from bench_snapshot import add_batch
+
+        from workers.dispatch import request_audit
+
+        while not self.stop.is_set():
+            version = add_batch(self.url, 1000)
+            t0 = time.perf_counter()
+            if request_audit(self.dataset_id) is None:
+                self.errors.append("broker unreachable")
+                return
+            while not self.stop.is_set() and not self._finished(version):
+                time.sleep(0.2)
+            if not self.stop.is_set():
+                self.durations.append(time.perf_counter() - t0)
+
+
+def start_audit_load(url: str, args, instance: str) -> tuple:
+    """A dataset of ``--audit-items`` × 10 annotations, a Celery worker, and the audit loop."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_snapshot import _dataset_id, build
+
+    t0 = time.perf_counter()
+    build(url, args.audit_items, 10, 2000)
+    dataset_id = _dataset_id(url)
+    if args.audit_workspace == "same":
+        # Into the dashboards' workspace: each audit's progress then changes what they show
+        # (and their cache's fingerprint), as it does for a team watching its own audits.
+        import psycopg
+
+        with psycopg.connect(url) as conn, conn.transaction():
+            web = conn.execute("SELECT id FROM workspace WHERE slug = 'web'").fetchone()[0]
+            bench = conn.execute("SELECT workspace_id FROM dataset WHERE id = %s", (dataset_id,)).fetchone()[0]
+            for table in ("dataset", "annotator", "model", "import_batch"):
+                conn.execute(f"UPDATE {table} SET workspace_id = %s WHERE workspace_id = %s", (web, bench))
+    queue = f"auditor-bench-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "AUDITOR_DATABASE_URL": url, "AUDITOR_BROKER_URL": args.redis_url,
+           "AUDITOR_RESULT_BACKEND": args.redis_url, "AUDITOR_CELERY_QUEUE": queue,
+           "AUDITOR_INSTANCE_PATH": instance, "AUDITOR_SWEEP_SECONDS": "3600"}
+    os.environ.update({k: env[k] for k in ("AUDITOR_BROKER_URL", "AUDITOR_RESULT_BACKEND", "AUDITOR_CELERY_QUEUE",
+                                           "AUDITOR_DATABASE_URL")})
+    worker = subprocess.Popen([sys.executable, "-m", "auditor", "worker", "--loglevel", "WARNING"], env=env)
+    loop = AuditLoop(url, dataset_id, env)
+    loop.thread.start()
+    # Measure once the audits are in their steady state: the first one has finished.
+    while not loop.durations and worker.poll() is None and not loop.errors:
+        time.sleep(0.5)
+    if worker.poll() is not None or loop.errors:
+        raise SystemExit(f"the audit worker or its loop stopped: {loop.errors}")
+    print(f"audit load: {args.audit_items:,} items × 10 annotations re-audited back to back "
+          f"(first audit {loop.durations[0]:.1f} s; set up in {time.perf_counter() - t0:.1f} s)")
+    return worker, loop
+
+
+def measure(endpoints, base, args, script, wenv, wrk) -> float:
+    print(f"{'endpoint':<44}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'req/s':>9}{'non-2xx':>9}")
+    worst = 0.0
+    headers = {"Authorization": wenv["BENCH_AUTH"], "Cookie": wenv["BENCH_COOKIE"]}
+    for label, path in endpoints:
+        if wrk:
+            if not args.smoke:
+                # Steady state: each worker has answered this URL before the measured run starts.
+                subprocess.run([wrk, "-t2", f"-c{args.connections}", "-d1s", "-s", script, base + path], env=wenv,
+                               capture_output=True, check=True)
+            out = subprocess.run([wrk, "-t2", f"-c{args.connections}", f"-d{args.duration}s", "--timeout", "30s",
+                                  "-s", script, base + path], env=wenv, capture_output=True, text=True, check=True)
+            stats = json.loads(next(line[5:] for line in out.stdout.splitlines() if line.startswith("JSON ")))
+        else:
+            stats = python_load(base, path, headers, args.connections, args.duration)
+        p50, p95, p99 = (stats[k] / 1000 for k in ("p50", "p95", "p99"))
+        if not label.startswith("csv"):
+            worst = max(worst, p95)
+        print(f"{label:<44}{p50:9.1f}{p95:9.1f}{p99:9.1f}{stats['requests'] / stats['seconds']:9.0f}"
+              f"{stats['non2xx'] + stats['socket_errors']:9d}")
+        if stats["non2xx"] + stats["socket_errors"]:
+            raise SystemExit(f"{label}: {stats['non2xx']} non-2xx responses, {stats['socket_errors']} socket errors")
+    return worst
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--releases", type=int, default=100)
@@ -215,11 +372,25 @@ def main() -> None:
     ap.add_argument("--server-url", default=os.environ.get("AUDITOR_BENCH_POSTGRES_URL",
                                                            "postgresql://postgres@127.0.0.1:5432/postgres"),
                     help="a PostgreSQL server (a database named auditor_bench_* is created on it)")
+    ap.add_argument("--client", choices=("auto", "wrk", "python"), default="auto",
+                    help="load generator: wrk (the figures), a Python thread pool, or wrk when installed")
+    ap.add_argument("--audit-load", action="store_true",
+                    help="measure twice: without, then with a dataset of --audit-items × 10 annotations "
+                         "re-audited back to back by a Celery worker (needs Redis, --redis-url)")
+    ap.add_argument("--audit-items", type=int, default=100_000)
+    ap.add_argument("--audit-workspace", choices=("same", "other"), default="same",
+                    help="the audited dataset in the dashboards' workspace (its audits change what they show "
+                         "and invalidate their cache) or in another one (only CPU and database shared)")
+    ap.add_argument("--redis-url", default=os.environ.get("AUDITOR_BENCH_REDIS_URL", "redis://127.0.0.1:6379/13"))
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny: 3 releases, 2 clients, 1 s per endpoint (and 2,000 audit items): seconds")
     ap.add_argument("--keep", action="store_true", help="keep the bench database")
     args = ap.parse_args()
+    if args.smoke:
+        args.releases, args.connections, args.duration, args.audit_items = 3, 2, 1, 2000
 
-    wrk = shutil.which("wrk")
-    if wrk is None:
+    wrk = shutil.which("wrk") if args.client != "python" else None
+    if wrk is None and args.client == "wrk":
         raise SystemExit("wrk not found: install the load generator (Debian: apt-get install wrk)")
     import psycopg
     from sqlalchemy import make_url
@@ -233,7 +404,7 @@ def main() -> None:
     with psycopg.connect(**admin) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     url = server.set(database=name).render_as_string(hide_password=False)
-    proc = None
+    proc = worker = loop = None
     try:
         engine = make_engine(url)
         migrate.upgrade(engine)
@@ -269,42 +440,42 @@ def main() -> None:
             ("api: audit runs", f"/api/v1/datasets/{ds}/audit-runs"),
             ("api: BEST history", f"/api/v1/datasets/{ds}/best-scores"),
             ("api: alerts", "/api/v1/alerts"),
-            ("csv: every certification (5050 rows)", f"/api/v1/datasets/{ds}/certifications?format=csv"),
+            ("csv: every certification", f"/api/v1/datasets/{ds}/certifications?format=csv"),
         ]
         with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as fh:
             fh.write(LUA)
             script = fh.name
         wenv = {**os.environ, "BENCH_AUTH": f"Bearer {ids['token']}", "BENCH_COOKIE": cookie}
         print(f"\n{args.connections} concurrent clients, {args.duration} s per endpoint, gunicorn "
-              f"{args.workers} workers × {args.threads} threads, {os.cpu_count()} cores\n")
-        print(f"{'endpoint':<44}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'req/s':>9}{'non-2xx':>9}")
-        worst = 0.0
-        for label, path in endpoints:
-            # Steady state: each worker has answered this URL before the measured run starts.
-            subprocess.run([wrk, "-t2", f"-c{args.connections}", "-d1s", "-s", script, base + path], env=wenv,
-                           capture_output=True, check=True)
-            out = subprocess.run([wrk, "-t2", f"-c{args.connections}", f"-d{args.duration}s", "--timeout", "30s",
-                                  "-s", script, base + path], env=wenv, capture_output=True, text=True, check=True)
-            stats = json.loads(next(line[5:] for line in out.stdout.splitlines() if line.startswith("JSON ")))
-            p50, p95, p99 = (stats[k] / 1000 for k in ("p50", "p95", "p99"))
-            if not label.startswith("csv"):
-                worst = max(worst, p95)
-            print(f"{label:<44}{p50:9.1f}{p95:9.1f}{p99:9.1f}{stats['requests'] / stats['seconds']:9.0f}"
-                  f"{stats['non2xx'] + stats['socket_errors']:9d}")
-        workers = children(proc.pid)
+              f"{args.workers} workers × {args.threads} threads, {os.cpu_count()} cores, "
+              f"load generator {'wrk' if wrk else 'python threads'}\n")
+        worst = measure(endpoints, base, args, script, wenv, wrk)
         print(f"\nworst p95 over dashboards and JSON results: {worst:.1f} ms (target < 100 ms: "
               f"{'met' if worst < 100 else 'NOT met'})")
+        if args.audit_load:
+            worker, loop = start_audit_load(url, args, instance)
+            print()
+            loaded = measure(endpoints, base, args, script, wenv, wrk)
+            n_audits, mean = len(loop.durations), float(np.mean(loop.durations)) if loop.durations else float("nan")
+            print(f"\nwith audits running ({n_audits} audits finished, {mean:.1f} s each on average): worst p95 "
+                  f"{loaded:.1f} ms (target < 250 ms: {'met' if loaded < 250 else 'NOT met'}); without: {worst:.1f} ms")
+        workers = children(proc.pid)
         print(f"peak RSS: web workers {rss_peak_kb(workers) / 1024:.0f} MB in total ({len(workers)} workers), "
               f"this script {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
         os.unlink(script)
     finally:
-        if proc is not None:
-            proc.send_signal(signal.SIGTERM)
+        if loop is not None:
+            loop.stop.set()
+            loop.thread.join(timeout=60)
+        for p in (worker, proc):
+            if p is None:
+                continue
+            p.send_signal(signal.SIGTERM)
             try:
-                proc.wait(timeout=30)
+                p.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                p.kill()
+                p.wait()
         if not args.keep:
             with psycopg.connect(**admin) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -9,13 +9,15 @@ for a web application factory; it imports nothing from Flask. Tasks live in
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from celery import Celery, Task
+from celery.signals import worker_init
 
 from auditor.config import Settings, WorkerSettings, load_settings, load_worker_settings
 
-__all__ = ["celery_app", "celery_config", "celery_init_app"]
+__all__ = ["celery_app", "celery_config", "celery_init_app", "lower_priority"]
 
 
 def celery_config(settings: Settings | None = None, worker: WorkerSettings | None = None) -> dict[str, Any]:
@@ -61,6 +63,21 @@ def _transport_options(broker_url: str, w: WorkerSettings) -> dict[str, Any]:
 
 
 celery_app = Celery("auditor")
+
+
+@worker_init.connect
+def _lower_priority(sender=None, **_kwargs) -> None:
+    """The worker runs at ``AUDITOR_WORKER_NICE`` (its pool processes inherit it): a
+    dashboard request on the same machine gets the CPU ahead of an audit's computing."""
+    conf = getattr(getattr(sender, "app", None), "conf", None)
+    w = (conf.get("auditor_worker") if conf is not None else None) or load_worker_settings()
+    lower_priority(w.nice)
+
+
+def lower_priority(nice: int) -> int:
+    """Raise this process's niceness to at least ``nice`` (never lowers it); returns the new value."""
+    current = os.nice(0)
+    return os.nice(nice - current) if nice > current else current
 
 
 @celery_app.on_configure.connect

@@ -77,7 +77,7 @@ class AuditOptions:
     """What an audit computes; recorded in the run's ``parameters``."""
 
     n_bootstrap: int = 500
-    pairwise_max_annotations: int = 250_000
+    pairwise_max_annotations: int | None = None
     pairwise_bootstrap: int = 0
     seed: int = 0
     threshold: float = 0.95
@@ -196,7 +196,8 @@ def dataset_part(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:
     expert_counts = _pool_counts(snap, experts) if experts else None
     # Pairwise Cohen's kappa once over everyone: a pair's kappa depends only on the two
     # annotators' shared items, so each vendor's mean is read off the same matrix.
-    with_pairs = len(ann) <= options.pairwise_max_annotations
+    limit = options.pairwise_max_annotations
+    with_pairs = limit is None or len(ann) <= limit
     if not with_pairs:
         notes.append(f"pairwise Cohen's kappa left out: {len(ann)} annotations > "
                      f"{options.pairwise_max_annotations} (AUDITOR_AUDIT_PAIRWISE_MAX_ANNOTATIONS)")

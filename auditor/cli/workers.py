@@ -25,7 +25,7 @@ def _app():
 @main.command("worker")
 @click.option("--beat", "with_beat", is_flag=True,
               help="Also run the periodic sweep in this process (the embedded deployment).")
-@click.option("--concurrency", "-c", type=int, help="Worker processes (default: AUDITOR_CELERY_CONCURRENCY or one per core).")
+@click.option("--concurrency", "-c", type=int, help="Worker processes (default: AUDITOR_CELERY_CONCURRENCY, or one per core but one).")
 @click.option("--pool", default="prefork", show_default=True, type=click.Choice(["prefork", "solo", "threads"]))
 @click.option("--loglevel", "-l", default="INFO", show_default=True)
 @click.option("--hostname", "-n", help="Node name (default: Celery's).")

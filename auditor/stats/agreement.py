@@ -3,9 +3,10 @@ pairwise Cohen's kappa, each with a bootstrap confidence interval over items.
 
 Krippendorff's alpha (nominal) and Fleiss' kappa depend on the data only through the
 per-item label-count vectors, so they are computed from the (N, L) count matrix and
-bootstrapped by resampling the histogram of distinct count vectors: memory and time
-grow with the number of *distinct* count vectors, not with the number of resamples or
-items. Pairwise Cohen's kappa needs to know who gave which label and works on
+bootstrapped by re-weighting the histogram of distinct count vectors, in blocks of
+resamples: memory grows with the number of *distinct* count vectors, not with the
+number of resamples, and each resample costs the cheaper of a multinomial over the
+distinct vectors and an index draw over the items. Pairwise Cohen's kappa needs to know who gave which label and works on
 :class:`~auditor.stats.counts.Annotations` (or an item × rater matrix).
 
 References
@@ -50,6 +51,10 @@ __all__ = [
 # Bootstrap resamples are drawn in blocks of at most this many (resample × distinct
 # row) cells, so memory stays bounded however many resamples are asked for.
 _BLOCK_CELLS = 1 << 21
+# The pairwise-kappa bootstrap lists the label pairs (two annotations of one item)
+# once when there are at most this many (about 40 bytes each), and otherwise
+# recomputes one sparse product per resample.
+_PAIR_LIST_MAX = 1 << 23
 
 
 class UndefinedAgreementWarning(RuntimeWarning):
@@ -213,9 +218,39 @@ def _as_counts(data, name: str) -> np.ndarray:
 
 
 def _histogram(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows of ``counts`` and their multiplicities."""
-    unique, mult, _ = count_histogram(counts)
-    return unique, mult
+    """Distinct rows of ``counts`` and their multiplicities.
+
+    Rows are keyed by mixed-radix integers over groups of columns (each group's key
+    fits 62 bits), the groups folded in one after another as dense codes, so many
+    classes cost a few 1-D sorts rather than a row-wise ``np.unique``.
+    """
+    n_rows, n_cols = counts.shape
+    if n_rows == 0:
+        return counts[:0], np.zeros(0, dtype=np.int64)
+    bits = np.log2(counts.max(axis=0).astype(np.float64) + 1.0)
+    if bits.sum() < 62:
+        unique, mult, _ = count_histogram(counts)
+        return unique, mult
+    code = np.zeros(n_rows, dtype=np.int64)
+    code_bits = 0.0
+    start = 0
+    while start < n_cols:
+        # Columns that fit beside the current dense code (< n_rows, so < 2**code_bits).
+        stop, used = start, code_bits
+        while stop < n_cols and used + bits[stop] < 62:
+            used += bits[stop]
+            stop += 1
+        if stop == start:  # never: a dense code below 2**31 leaves 31 bits for a column
+            raise AssertionError("count too large to key")
+        radix = counts[:, start:stop].max(axis=0).astype(np.int64) + 1
+        place = np.cumprod(np.concatenate([[1], radix[:-1]])).astype(np.int64)
+        key = code * int(np.prod(radix, dtype=np.float64)) + counts[:, start:stop] @ place
+        _, code = np.unique(key, return_inverse=True)
+        code = code.reshape(-1).astype(np.int64)
+        code_bits = np.log2(float(code.max()) + 1.0) if code.size else 0.0
+        start = stop
+    _, first, mult = np.unique(code, return_index=True, return_counts=True)
+    return counts[first], mult.astype(np.int64)
 
 
 def _undefined(coefficient: str, *, n_items: int, n_values: int, confidence: float,
@@ -249,22 +284,65 @@ def _interval(samples: np.ndarray, estimate: float, confidence: float,
     return float(lo), float(hi), n_bad
 
 
+# Cost per resample of drawing the multiplicities, in nanoseconds on a current CPU:
+# ``rng.multinomial`` spends about this much per distinct row, an index draw plus
+# ``bincount`` about this much per item. The cheaper of the two is used.
+_MULTINOMIAL_NS_PER_ROW = 110.0
+_INDEX_NS_PER_ITEM = 15.0
+
+
+def _resampled_multiplicities(multiplicity: np.ndarray, n_bootstrap: int, rng: np.random.Generator):
+    """Item-bootstrap multiplicities of the distinct rows, in blocks of resamples.
+
+    Resampling the N items with replacement gives the distinct rows multiplicities
+    ``Multinomial(N, m_u / N)``. Yields float arrays of shape (B, U), B resamples at a
+    time, whose rows are those multiplicities. They are drawn either directly (cost
+    ~ U per resample) or, when the rows are nearly all distinct, by drawing N item
+    indices and counting them per row (cost ~ N per resample, several times cheaper
+    per unit than a multinomial over U categories). Each block holds at most
+    ``_BLOCK_CELLS`` cells, whatever ``n_bootstrap`` is; the draws depend only on
+    ``rng``'s state, so a seed reproduces them.
+    """
+    n_rows = int(multiplicity.size)
+    n = int(multiplicity.sum())
+    by_index = n * _INDEX_NS_PER_ITEM < n_rows * _MULTINOMIAL_NS_PER_ROW
+    if by_index:
+        block = max(1, min(n_bootstrap, _BLOCK_CELLS // max(1, n)))
+        # 32-bit draws and codes where they fit: a quarter faster than 64-bit ones.
+        small = max(n, block * n_rows) < 2**31
+        code = np.int32 if small else np.int64
+        owner = np.repeat(np.arange(n_rows, dtype=code), multiplicity)
+    else:
+        p = multiplicity / n
+        block = max(1, min(n_bootstrap, _BLOCK_CELLS // max(1, n_rows)))
+    for start in range(0, n_bootstrap, block):
+        size = min(block, n_bootstrap - start)
+        if by_index:
+            draw = owner[rng.integers(0, n, size=(size, n), dtype=code)]
+            draw += (np.arange(size, dtype=code) * n_rows)[:, None]
+            weights = np.bincount(draw.ravel(), minlength=size * n_rows).reshape(size, n_rows)
+        else:
+            weights = rng.multinomial(n, p, size=size)
+        yield weights.astype(np.float64)
+
+
 def _bootstrap_sums(features: np.ndarray, multiplicity: np.ndarray, statistic: Callable,
                     n_bootstrap: int, rng: np.random.Generator) -> np.ndarray:
     """Item bootstrap of a statistic of column sums of per-row ``features``.
 
-    Resampling N items with replacement gives each distinct row a multinomial
-    multiplicity ``Multinomial(N, m_u / N)``; the resampled column sums are then
-    ``W @ features``. Drawn in blocks so memory does not grow with ``n_bootstrap``.
+    ``features`` has one row per distinct count vector; each block of resampled
+    multiplicities ``W`` (see :func:`_resampled_multiplicities`) gives the resampled
+    column sums ``W @ features`` in one matrix product and ``statistic`` maps them
+    (one row per resample) to the resampled values.
     """
-    n = int(multiplicity.sum())
-    p = multiplicity / n
-    block = max(1, min(n_bootstrap, _BLOCK_CELLS // max(1, features.shape[0])))
     out = np.empty(n_bootstrap)
-    for start in range(0, n_bootstrap, block):
-        size = min(block, n_bootstrap - start)
-        weights = rng.multinomial(n, p, size=size).astype(np.float64)
-        out[start:start + size] = statistic(weights @ features)
+    # (F, U) @ (U, B): OpenBLAS runs this long-inner-dimension product several
+    # times faster than the equivalent (B, U) @ (U, F).
+    features_t = np.ascontiguousarray(features.T)
+    start = 0
+    for weights in _resampled_multiplicities(multiplicity, n_bootstrap, rng):
+        out[start:start + weights.shape[0]] = statistic((features_t @ weights.T).T)
+        start += weights.shape[0]
     return out
 
 
@@ -364,8 +442,9 @@ def krippendorff_alpha(counts, *, n_bootstrap: int = 1000, confidence: float = 0
     The interval resamples pairable *items* with replacement (by a multinomial on the
     multiplicities of the distinct count vectors), which is the usual unit of sampling
     in annotation audits; Krippendorff's own bootstrap resamples pairs of values
-    instead and gives somewhat different intervals. Time and memory of the bootstrap
-    grow with the number of distinct count vectors, not with the number of items.
+    instead and gives somewhat different intervals. Memory of the bootstrap grows
+    with the number of distinct count vectors, not with the number of items or
+    resamples.
 
     References
     ----------
@@ -619,6 +698,31 @@ def _long_form(data) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple, int]:
     return item.astype(np.int64), ann.astype(np.int64), label, names, int(label.max()) + 1
 
 
+def _incidence(item: np.ndarray, ann: np.ndarray, label: np.ndarray, n_ann: int, n_labels: int,
+               n_items: int, weights: np.ndarray | None = None):
+    """Sparse (annotator × class) × item incidence: entry ``(a·L + c, n)`` is the weight
+    of item ``n`` (1 without weights) where annotator ``a`` gave class ``c`` on it."""
+    from scipy import sparse
+
+    data = np.ones(item.size) if weights is None else weights[item]
+    return sparse.csr_matrix((data, (ann * n_labels + label, item)), shape=(n_ann * n_labels, n_items))
+
+
+def _pair_cells(left, right, n_ann: int, n_labels: int):
+    """Confusion cells of every annotator pair a < b sharing an item.
+
+    ``left @ right.T`` has entry ``(a·L + i, b·L + j)`` = (weighted) number of items on
+    which ``a`` gave class ``i`` and ``b`` class ``j``: one sparse product, whose
+    size is the annotator pairs that share items times the class pairs they use, not
+    the pairs of annotations. Returns pair codes ``a·R + b``, ``i``, ``j`` and counts.
+    """
+    product = (left @ right.T).tocoo()
+    a, i = np.divmod(product.row.astype(np.int64), n_labels)
+    b, j = np.divmod(product.col.astype(np.int64), n_labels)
+    keep = a < b
+    return a[keep] * n_ann + b[keep], i[keep], j[keep], product.data[keep]
+
+
 def _pairs_within_items(item: np.ndarray, annotator: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Indices (first, second) of every pair of annotations on the same item, with
     ``annotator[first] < annotator[second]``, fully vectorised."""
@@ -633,19 +737,67 @@ def _pairs_within_items(item: np.ndarray, annotator: np.ndarray) -> tuple[np.nda
     return order[first], order[first + offset]
 
 
-def _pair_kappas(conf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _pair_kappas(pair: np.ndarray, i: np.ndarray, j: np.ndarray, count: np.ndarray, n_pairs: int,
+                 n_labels: int) -> tuple[np.ndarray, np.ndarray]:
+    """Cohen's kappa and overlap of pairs ``0..n_pairs-1`` from their confusion cells
+    ``(pair, i, j, count)`` (NaN where undefined or the pair shares no item)."""
+    n = np.bincount(pair, weights=count, minlength=n_pairs)
+    same = i == j
+    agree = np.bincount(pair[same], weights=count[same], minlength=n_pairs)
+    rows = np.bincount(pair * n_labels + i, weights=count, minlength=n_pairs * n_labels).reshape(n_pairs, n_labels)
+    cols = np.bincount(pair * n_labels + j, weights=count, minlength=n_pairs * n_labels).reshape(n_pairs, n_labels)
+    return _kappas(n, agree, rows, cols)
+
+
+def _conf_kappas(conf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Cohen's kappa and overlap of each (P, L, L) confusion matrix (NaN if undefined)."""
-    n = conf.sum(axis=(1, 2))
-    rows = conf.sum(axis=2)
-    cols = conf.sum(axis=1)
+    return _kappas(conf.sum(axis=(1, 2)), np.trace(conf, axis1=1, axis2=2), conf.sum(axis=2), conf.sum(axis=1))
+
+
+def _kappas(n: np.ndarray, agree: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Kappa from each pair's shared items ``n``, agreements and the two class margins."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        p_o = np.trace(conf, axis1=1, axis2=2) / n
-        p_e = (rows * cols).sum(axis=1) / (n * n)
+        p_o = agree / n
+        p_e = np.einsum("pc,pc->p", rows, cols) / (n * n)
         kappa = (p_o - p_e) / (1.0 - p_e)
     # p_e = 1 exactly when both raters used one and the same class on every shared item.
     undefined = (n == 0) | ((rows == n[:, None]) & (cols == n[:, None])).any(axis=1)
     kappa[undefined] = np.nan
     return kappa, n
+
+
+def _items_of_pairs(item: np.ndarray, ann: np.ndarray, eligible: np.ndarray, ineligible: np.ndarray,
+                    n_ann: int) -> np.ndarray:
+    """Sorted codes of the items labeled by both annotators of some pair in ``eligible``
+    (codes ``a·R + b``; ``ineligible``: the other pairs sharing items).
+
+    An item enters when the annotator pairs on it, ``K(K-1)/2``, are not all
+    ineligible, or when it holds an eligible pair: whichever of the two pair sets is
+    smaller is counted per item, through a sparse product in blocks of items.
+    """
+    from scipy import sparse
+
+    n_items = int(item.max()) + 1
+    per_item = np.bincount(item, minlength=n_items)
+    if ineligible.size == 0:
+        return np.flatnonzero(per_item >= 2)
+    if eligible.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    use_eligible = eligible.size <= ineligible.size
+    a, b = np.divmod(eligible if use_eligible else ineligible, n_ann)
+    adjacency = sparse.csr_matrix((np.ones(a.size), (a, b)), shape=(n_ann, n_ann))
+    adjacency = adjacency + adjacency.T
+    labeled = sparse.csr_matrix((np.ones(item.size), (item, ann)), shape=(n_items, n_ann))
+    counted = np.zeros(n_items)
+    step = max(1, _BLOCK_CELLS // max(1, n_ann))
+    for start in range(0, n_items, step):
+        block = labeled[start:start + step]
+        # Entry (n, b): partners of b (in the counted set) that labeled n, kept where b
+        # labeled n; the row sum counts each such pair on item n twice.
+        counted[start:start + step] = np.asarray((block @ adjacency).multiply(block).sum(axis=1)).ravel() / 2
+    if use_eligible:
+        return np.flatnonzero(counted > 0)
+    return np.flatnonzero(per_item * (per_item - 1) / 2 - counted > 0)
 
 
 def _pair_means(kappa: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -674,7 +826,7 @@ def pairwise_cohen_kappa(annotations, *, min_overlap: int = 10, n_bootstrap: int
         \kappa_{ab} = \frac{p_o - p_e}{1 - p_e}, \qquad p_e = \sum_c p_{a,c}\, p_{b,c}.
 
     This is ``sklearn.metrics.cohen_kappa_score`` (unweighted) on the shared items of
-    each pair, computed for all pairs at once from one ``bincount`` of the label pairs.
+    each pair, computed for all pairs at once (see the notes).
     The summaries are the overlap-weighted mean
     :math:`\sum n_{ab}\kappa_{ab} / \sum n_{ab}` (``mean_weighted``: pairs that
     share more items count more) and the unweighted mean over pairs
@@ -718,9 +870,14 @@ def pairwise_cohen_kappa(annotations, *, min_overlap: int = 10, n_bootstrap: int
 
     Notes
     -----
-    Memory and time per resample are proportional to the number of label pairs,
-    :math:`\sum_n K_n(K_n-1)/2`. The set of eligible pairs is fixed on the original
-    data; a resample in which a pair shares no item leaves that pair out.
+    The confusion counts of all pairs come from one sparse product of the
+    (annotator × class) × item incidence matrix with itself, so memory grows with
+    the annotator pairs that share items (times the class pairs they use), not with
+    the pairs of annotations :math:`\sum_n K_n(K_n-1)/2`; time grows with the latter.
+    A bootstrap resample re-weights the items: with at most ``_PAIR_LIST_MAX`` label
+    pairs they are listed once and each resample is one ``bincount``, otherwise each
+    resample is one weighted sparse product. The set of eligible pairs is fixed on the
+    original data; a resample in which a pair shares no item leaves that pair out.
 
     Kappa on few items is biased, typically downwards (its chance term is estimated
     from the same few items). When many pairs share only a few items each (a sparse crowd
@@ -747,26 +904,21 @@ def pairwise_cohen_kappa(annotations, *, min_overlap: int = 10, n_bootstrap: int
     gen = as_rng(rng)
     n_ann = len(names)
 
-    first, second = _pairs_within_items(item, ann)
-    pair_code = ann[first] * n_ann + ann[second]
-    overlap_flat = np.bincount(pair_code, minlength=n_ann * n_ann)
-    overlap = overlap_flat.reshape(n_ann, n_ann)
-    overlap = overlap + overlap.T
+    n_items_total = int(item.max()) + 1
+    ones = _incidence(item, ann, label, n_ann, n_labels, n_items_total)
+    pair, ci, cj, count = _pair_cells(ones, ones, n_ann, n_labels)
+    codes, pair_idx = np.unique(pair, return_inverse=True)
+    shared = np.bincount(pair_idx, weights=count, minlength=codes.size).astype(np.int64)
+    overlap = np.zeros((n_ann, n_ann), dtype=np.int64)
+    a_all, b_all = np.divmod(codes, n_ann)
+    overlap[a_all, b_all] = shared
+    overlap[b_all, a_all] = shared
 
-    eligible = np.flatnonzero(overlap_flat >= min_overlap)  # codes a * R + b, a < b
-    keep = np.isin(pair_code, eligible)
-    pair_idx = np.searchsorted(eligible, pair_code[keep])
-    n_cells = n_labels * n_labels
-    cell = pair_idx * n_cells + label[first[keep]] * n_labels + label[second[keep]]
-    pair_item = item[first[keep]]
+    eligible = codes[shared >= min_overlap]  # codes a * R + b, a < b, sorted
     n_p = eligible.size
-
-    def kappas(weights=None):
-        w = None if weights is None else weights[pair_item]
-        conf = np.bincount(cell, weights=w, minlength=n_p * n_cells).astype(np.float64)
-        return _pair_kappas(conf.reshape(n_p, n_labels, n_labels))
-
-    kappa_p, n_p_items = kappas()
+    keep = np.isin(pair, eligible)
+    kappa_p, n_p_items = _pair_kappas(np.searchsorted(eligible, pair[keep]), ci[keep], cj[keep], count[keep],
+                                      n_p, n_labels)
     weighted, unweighted = _pair_means(kappa_p, n_p_items)
     n_undefined = int(np.isnan(kappa_p).sum())
     if n_undefined:
@@ -786,17 +938,52 @@ def pairwise_cohen_kappa(annotations, *, min_overlap: int = 10, n_bootstrap: int
     kappa[a, b] = kappa_p
     kappa[b, a] = kappa_p
 
-    entering = np.unique(pair_item)
+    # The items the bootstrap resamples: those labeled by both annotators of at least
+    # one eligible pair.
+    in_pair = np.zeros(n_ann, dtype=bool)
+    in_pair[a] = in_pair[b] = True
+    entering = _items_of_pairs(item, ann, eligible, codes[shared < min_overlap], n_ann)
     w_lo = w_hi = u_lo = u_hi = np.nan
     n_boot_undef = n_bootstrap if n_p == n_undefined else 0
     if n_bootstrap and n_p > n_undefined:
+        # Only the annotations of annotators in eligible pairs enter a resample.
+        sel = in_pair[ann]
+        s_item, s_ann, s_label = item[sel], ann[sel], label[sel]
         boot_w = np.empty(n_bootstrap)
         boot_u = np.empty(n_bootstrap)
-        n_items_total = int(item.max()) + 1
+        per_item = np.bincount(s_item, minlength=n_items_total)
+        listed = int((per_item * (per_item - 1) // 2).sum()) <= _PAIR_LIST_MAX
+        if listed:
+            # Few enough label pairs to list once: each resample is then one bincount
+            # (four with many pairs × classes) over the list, weighted by the items'
+            # multiplicities.
+            first, second = _pairs_within_items(s_item, s_ann)
+            code = s_ann[first] * n_ann + s_ann[second]
+            on = np.isin(code, eligible)
+            first, second = first[on], second[on]
+            l_pair = np.searchsorted(eligible, code[on])
+            l_i, l_j, l_item = s_label[first], s_label[second], s_item[first]
+            del first, second, code, on
+            # One bincount per resample into the (pair, i, j) cells when they are few.
+            l_cell = l_pair * n_labels * n_labels + l_i * n_labels + l_j if n_p * n_labels**2 <= _PAIR_LIST_MAX else None
+        else:
+            right = _incidence(s_item, s_ann, s_label, n_ann, n_labels, n_items_total)
         for r in range(n_bootstrap):
             draw = gen.integers(0, entering.size, size=entering.size)
             weights = np.bincount(entering[draw], minlength=n_items_total).astype(np.float64)
-            kb, nb = kappas(weights)
+            if listed and l_cell is not None:
+                conf = np.bincount(l_cell, weights=weights[l_item], minlength=n_p * n_labels * n_labels)
+                kb, nb = _conf_kappas(conf.reshape(n_p, n_labels, n_labels))
+            elif listed:
+                kb, nb = _pair_kappas(l_pair, l_i, l_j, weights[l_item], n_p, n_labels)
+            else:
+                # Too many label pairs to hold: one sparse product per resample, in
+                # memory bounded by the sharing annotator pairs.
+                bp, bi, bj, bc = _pair_cells(_incidence(s_item, s_ann, s_label, n_ann, n_labels, n_items_total,
+                                                        weights), right, n_ann, n_labels)
+                bkeep = np.isin(bp, eligible)
+                kb, nb = _pair_kappas(np.searchsorted(eligible, bp[bkeep]), bi[bkeep], bj[bkeep], bc[bkeep],
+                                      n_p, n_labels)
             boot_w[r], boot_u[r] = _pair_means(kb, nb)
         w_lo, w_hi, n_boot_undef = _interval(boot_w, float(weighted), confidence, interval)
         u_lo, u_hi, _ = _interval(boot_u, float(unweighted), confidence, interval)

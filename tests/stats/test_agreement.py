@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import warnings
 from collections import defaultdict
 from itertools import permutations
@@ -388,11 +389,43 @@ def test_bootstrap_is_reproducible_and_narrows_with_confidence():
     assert a.ci_low < c.ci_low < c.ci_high < a.ci_high
 
 
+def _force_draw(monkeypatch, draw):
+    """Make the histogram bootstrap draw multiplicities by ``"index"`` or ``"multinomial"``."""
+    mod = importlib.import_module("auditor.stats.agreement")
+
+    monkeypatch.setattr(mod, "_INDEX_NS_PER_ITEM", 0.0 if draw == "index" else 1e12)
+
+
+@pytest.mark.parametrize("draw", ["index", "multinomial"])
+def test_resampled_multiplicities_are_the_item_bootstrap(monkeypatch, draw):
+    # Both ways of drawing give Multinomial(N, m / N) multiplicities: each resample sums
+    # to N, with mean m and variance N p (1 - p) per distinct row; blocks of resamples
+    # stay within the cell budget, and a seed reproduces every draw.
+    mod = importlib.import_module("auditor.stats.agreement")
+
+    _force_draw(monkeypatch, draw)
+    monkeypatch.setattr(mod, "_BLOCK_CELLS", 1000)
+    mult = np.array([1, 5, 30, 2, 12, 50])
+    n = int(mult.sum())
+    blocks = list(mod._resampled_multiplicities(mult, 4000, np.random.default_rng(3)))
+    assert all(b.shape[0] * max(n if draw == "index" else 1, mult.size) <= 1000 for b in blocks[:-1])
+    w = np.vstack(blocks)
+    assert w.shape == (4000, mult.size) and (w.sum(axis=1) == n).all()
+    p = mult / n
+    se_mean = np.sqrt(n * p * (1 - p) / 4000)
+    assert np.all(np.abs(w.mean(axis=0) - mult) < 5 * se_mean)
+    assert w.var(axis=0) == pytest.approx(n * p * (1 - p), rel=0.15)
+    again = np.vstack(list(mod._resampled_multiplicities(mult, 4000, np.random.default_rng(3))))
+    assert np.array_equal(w, again)
+
+
+@pytest.mark.parametrize("draw", ["index", "multinomial"])
 @pytest.mark.parametrize("func", [krippendorff_alpha, fleiss_kappa])
-def test_histogram_bootstrap_matches_item_bootstrap(func):
+def test_histogram_bootstrap_matches_item_bootstrap(monkeypatch, func, draw):
     # Resampling the histogram of count vectors must be the item bootstrap: compare
     # with scipy's percentile bootstrap over items (independent draws; the tolerance
-    # is far above their Monte Carlo error).
+    # is far above their Monte Carlo error), whichever way the multiplicities are drawn.
+    _force_draw(monkeypatch, draw)
     counts = _structured_counts(7, n=250, k=4)
     ours = func(counts, n_bootstrap=2000, rng=1)
     ref = sps.bootstrap(
@@ -412,6 +445,77 @@ def test_basic_interval_reflects_the_percentile_interval(func):
     assert basic.interval == "basic" and pct.interval == "percentile"
     assert basic.ci_low == pytest.approx(2 * pct.value - pct.ci_high, abs=1e-12)
     assert basic.ci_high == pytest.approx(2 * pct.value - pct.ci_low, abs=1e-12)
+
+
+def test_histogram_of_many_classes_matches_numpy_unique():
+    # 60 classes with counts up to 40 do not fit one 62-bit key: the grouped keys must
+    # still give exactly the distinct rows and their multiplicities.
+    from auditor.stats.agreement import _histogram
+
+    rng = np.random.default_rng(0)
+    base = rng.multinomial(40, rng.dirichlet(np.full(60, 0.3), size=300))
+    counts = base[rng.integers(0, 300, size=3000)]
+    unique, mult = _histogram(counts)
+    ref_unique, ref_mult = np.unique(counts, axis=0, return_counts=True)
+    order = np.lexsort(unique.T[::-1])
+    assert np.array_equal(unique[order], ref_unique) and np.array_equal(mult[order], ref_mult)
+    # ... and the coefficients' intervals are unchanged by the row order of the data.
+    a = krippendorff_alpha(counts, n_bootstrap=50, rng=1)
+    b = krippendorff_alpha(counts[::-1], n_bootstrap=50, rng=1)
+    assert (a.ci_low, a.ci_high) == pytest.approx((b.ci_low, b.ci_high), abs=1e-12)
+
+
+def _sparse_crowd(seed, n_items=400, n_raters=30, per_item=4, n_classes=3):
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, n_classes, size=n_items)
+    raters = np.argsort(rng.random((n_items, n_raters)), axis=1)[:, :per_item]
+    right = rng.random((n_items, per_item)) < 0.75
+    labels = np.where(right, truth[:, None], rng.integers(0, n_classes, size=(n_items, per_item)))
+    return annotations_from_records({"item_id": np.repeat(np.arange(n_items), per_item),
+                                     "annotator_id": raters.ravel(), "label": labels.ravel()})
+
+
+@pytest.mark.parametrize("min_overlap", [1, 8, 10, 14])
+def test_pairwise_items_and_overlaps_by_enumeration(min_overlap):
+    # The sparse product must give every pair's overlap and kappa, and the items the
+    # bootstrap resamples must be those on which some eligible pair both labeled,
+    # whichever of the eligible / ineligible pair sets is the smaller one.
+    ann = _sparse_crowd(1)
+    matrix = ann.matrix()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedAgreementWarning)  # pairs of one shared item
+        res = pairwise_cohen_kappa(ann, min_overlap=min_overlap, n_bootstrap=0)
+    r = len(ann.annotators)
+    entering = np.zeros(matrix.shape[0], dtype=bool)
+    for a in range(r):
+        for b in range(a + 1, r):
+            both = (matrix[:, a] >= 0) & (matrix[:, b] >= 0)
+            assert res.overlap[a, b] == res.overlap[b, a] == both.sum()
+            if both.sum() >= min_overlap:
+                entering |= both
+                x, y = matrix[both, a], matrix[both, b]
+                if np.unique(x).size == np.unique(y).size == 1 and x[0] == y[0]:
+                    assert np.isnan(res.kappa[a, b])  # p_e = 1: undefined
+                else:
+                    assert res.kappa[a, b] == pytest.approx(cohen_kappa_score(x, y), rel=1e-9, abs=1e-12)
+            else:
+                assert np.isnan(res.kappa[a, b])
+    assert res.n_items == entering.sum()
+
+
+@pytest.mark.parametrize("n_classes", [3, 12])
+def test_pairwise_bootstrap_paths_agree(monkeypatch, n_classes):
+    # Listing the label pairs once, or one sparse product per resample, are two ways
+    # of computing the same resamples: same seed, same intervals.
+    mod = importlib.import_module("auditor.stats.agreement")
+
+    ann = _sparse_crowd(2, n_classes=n_classes)
+    listed = pairwise_cohen_kappa(ann, min_overlap=8, n_bootstrap=60, rng=5)
+    monkeypatch.setattr(mod, "_PAIR_LIST_MAX", 0)
+    product = pairwise_cohen_kappa(ann, min_overlap=8, n_bootstrap=60, rng=5)
+    for field in ("weighted_ci_low", "weighted_ci_high", "unweighted_ci_low", "unweighted_ci_high"):
+        assert getattr(product, field) == pytest.approx(getattr(listed, field), abs=1e-12)
+    assert listed.weighted_ci_low < listed.mean_weighted < listed.weighted_ci_high
 
 
 def test_pairwise_bootstrap_interval():

@@ -243,6 +243,14 @@ def test_pairwise_kappa_can_be_left_out(factory):
     assert load_worker_settings({"AUDITOR_AUDIT_PAIRWISE_MAX_ANNOTATIONS": "0"}).pairwise_max_annotations == 0
 
 
+def test_pairwise_kappa_is_computed_whatever_the_size_by_default():
+    # Its memory grows with the annotator pairs sharing items, not with annotations²:
+    # no default cap (the old one left it out above 250,000 annotations).
+    assert AuditOptions().pairwise_max_annotations is None
+    assert load_worker_settings({}).pairwise_max_annotations is None
+    assert AuditOptions.from_settings(load_worker_settings({})).pairwise_max_annotations is None
+
+
 def test_an_audit_whose_attempts_keep_dying_is_abandoned(factory):
     ds, _, _, _ = _dataset(factory, "doomed")
     with session_scope(factory) as s:
