@@ -51,6 +51,7 @@ from auditor.db.models import (
     ImportKind,
     Item,
 )
+from auditor.db.partitions import ensure_annotation_partition
 from auditor.db.queries_audit import SnapshotCache
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,6 +87,15 @@ def seed(url: str, *, n_items: int, per_item: int, n_annotators: int, n_vendors:
         cur.execute("INSERT INTO dataset (workspace_id, name, labels, data_version) VALUES (%s, 'bench', %s, 1) "
                     "RETURNING id", (ws, psycopg.types.json.Jsonb([f"c{c}" for c in range(n_labels)])))
         ds = cur.fetchone()[0]
+        conn.commit()
+        # Annotation is partitioned by dataset on PostgreSQL: give the dataset its partition
+        # the way the import does before copying rows into the parent table.
+        engine = make_engine(url)
+        try:
+            with engine.begin() as sa_conn:
+                ensure_annotation_partition(sa_conn, ds)
+        finally:
+            engine.dispose()
         cur.execute("INSERT INTO import_batch (workspace_id, dataset_id, kind, format, row_count, checksum, "
                     "data_version) VALUES (%s, %s, 'annotations', 'bench', %s, 'seed', 1) RETURNING id",
                     (ws, ds, n_items * per_item))
@@ -174,7 +184,11 @@ def main() -> None:
     ap.add_argument("--fanout-min-items", type=int, default=500_000,
                     help="AUDITOR_FANOUT_MIN_ITEMS of the worker (a huge value keeps every audit in one task).")
     ap.add_argument("--keep", action="store_true", help="Keep the benchmark database.")
+    ap.add_argument("--smoke", action="store_true", help="2,000 items, 2 releases, 2 trials: seconds")
     args = ap.parse_args()
+    if args.smoke:
+        args.items, args.raters_per_item, args.annotators, args.releases = 2000, 5, 50, 2
+        args.trials, args.bootstrap, args.batch_rows = 2, 20, 20
     rng = np.random.default_rng(0)
 
     server = make_url(args.postgres_url)

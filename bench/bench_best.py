@@ -202,7 +202,10 @@ def main() -> None:
                     help="path to the reference's src/scruples/utils.py (or SCRUPLES_UTILS)")
     ap.add_argument("--reference-python", default=os.environ.get("SCRUPLES_PYTHON"),
                     help="the reference environment's python (or SCRUPLES_PYTHON)")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, one repeat, seconds")
     args = ap.parse_args()
+    if args.smoke:
+        args.sizes, args.repeat = [200], 1
 
     import numpy as np
 

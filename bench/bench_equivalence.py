@@ -147,7 +147,11 @@ def main() -> None:
     parser.add_argument("--mc-repeats", type=int, default=20)
     parser.add_argument("--scale-items", type=int, default=1_000_000)
     parser.add_argument("--skip-scale", action="store_true")
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny sizes: 20 resamples, no reference, a 2,000-item scale run")
     args = parser.parse_args()
+    if args.smoke:
+        args.bootstrap, args.reference_pairs, args.scale_items, args.mc_repeats = 20, [], 2000, 2
 
     datasets = args.datasets
     if datasets is None and os.environ.get("AUDITOR_SHARED_DIR"):

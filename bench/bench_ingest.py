@@ -193,7 +193,10 @@ def main() -> None:
                         help="bare COPY A and import this many times each (alternating); the best of each counts")
     parser.add_argument("--csv", help="(internal / reuse) path of the generated CSV")
     parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
+    parser.add_argument("--smoke", action="store_true", help="20,000 rows, one repetition: seconds")
     args = parser.parse_args()
+    if args.smoke:
+        args.rows, args.annotators, args.repeat = 20_000, 50, 1
     if args.phase:
         print(json.dumps(PHASES[args.phase](args)))
         return

@@ -323,13 +323,3 @@ def test_monitor_fed_batch_by_batch_equals_the_offline_scan():
     with pytest.raises(StatsInputError, match="before the last window"):
         monitor.add_batch(3, item=item_codes[:1], group=["x"], label=label_codes[:1], counts=counts)
 
-
-def test_bench_quality_smoke():
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2]
-    out = subprocess.run([sys.executable, str(root / "bench" / "bench_quality.py"), "--smoke"], cwd=root,
-                         capture_output=True, text=True, timeout=300, check=True)
-    assert "one batch of 1,000 annotations" in out.stdout
