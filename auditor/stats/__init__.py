@@ -27,6 +27,7 @@ from auditor.stats.certification import (
     Confidence,
     ItemValues,
     LowerBound,
+    UndefinedBoundWarning,
     UpperBounds,
     anytime_confidence,
     certify,

@@ -11,6 +11,12 @@ class StatsInputError(ValueError):
     """Raised for input the statistics cannot use; the message names the argument."""
 
 
+#: The largest count of one label on one item, and of all labels on one item: squares
+#: and products of counts stay exact in 64-bit integers below it.
+MAX_COUNT = 2**31 - 1
+_IS_BOOL = np.frompyfunc(lambda v: isinstance(v, bool | np.bool_), 1, 1)
+
+
 def as_count_matrix(counts, *, name: str = "counts", allow_empty_rows: bool = True) -> np.ndarray:
     """Validate an (N, L) array-like of non-negative integer label counts.
 
@@ -37,6 +43,12 @@ def as_count_matrix(counts, *, name: str = "counts", allow_empty_rows: bool = Tr
             arr = np.asarray(rows)
         except ValueError as exc:  # pragma: no cover - numpy's ragged message
             raise StatsInputError(f"`{name}` must be a rectangular (N, L) array: {exc}") from exc
+        if arr.dtype != bool and arr.ndim == 2 and arr.size:
+            # numpy reads [[True, 2]] as integers: booleans are not counts, say so
+            flags = _IS_BOOL(np.asarray(rows, dtype=object)).astype(bool)
+            if flags.any():
+                r, c = np.argwhere(flags)[0]
+                raise StatsInputError(f"`{name}` must hold integer counts, not booleans (row {r}, column {c}).")
     if arr.size == 0 and arr.ndim <= 1:
         raise StatsInputError(f"`{name}` is empty: it has no items.")
     if arr.ndim != 2:
@@ -48,6 +60,10 @@ def as_count_matrix(counts, *, name: str = "counts", allow_empty_rows: bool = Tr
     if arr.dtype == bool:
         raise StatsInputError(f"`{name}` must hold integer counts, not booleans.")
     if arr.dtype == object:
+        flags = _IS_BOOL(arr).astype(bool)
+        if flags.any():
+            r, c = np.argwhere(flags)[0]
+            raise StatsInputError(f"`{name}` must hold integer counts, not booleans (row {r}, column {c}).")
         try:
             arr = arr.astype(float)
         except (TypeError, ValueError) as exc:
@@ -69,7 +85,18 @@ def as_count_matrix(counts, *, name: str = "counts", allow_empty_rows: bool = Tr
     if neg.any():
         r, c = np.argwhere(neg)[0]
         raise StatsInputError(f"`{name}` must be non-negative; row {r}, column {c} is {arr[r, c]!r}.")
+    big = arr > MAX_COUNT
+    if big.any():
+        r, c = np.argwhere(big)[0]
+        raise StatsInputError(
+            f"`{name}` row {r}, column {c} is {arr[r, c].item():.6g}: counts above {MAX_COUNT:,} are not supported "
+            "(their squares and sums would overflow 64-bit integers)."
+        )
     out = arr.astype(np.int64, copy=False)
+    totals = out.sum(axis=1)
+    if (totals > MAX_COUNT).any():
+        r = int(np.flatnonzero(totals > MAX_COUNT)[0])
+        raise StatsInputError(f"`{name}` row {r} has {int(totals[r]):,} labels in all: at most {MAX_COUNT:,} per item.")
     if not allow_empty_rows:
         empty = out.sum(axis=1) == 0
         if empty.any():

@@ -48,6 +48,7 @@ __all__ = [
     "Confidence",
     "ItemValues",
     "LowerBound",
+    "UndefinedBoundWarning",
     "UpperBounds",
     "anytime_confidence",
     "certify",
@@ -63,6 +64,10 @@ METHODS = ("hms", "oms", "bernstein", "anytime")
 PAPER_METHODS = ("hms", "oms")
 BOUNDS = ("theoretical", "empirical")
 AGGREGATIONS = ("majority", "plurality")
+
+
+class UndefinedBoundWarning(RuntimeWarning):
+    """A bound is undefined on this data (reported as NaN); the message says why."""
 
 
 @dataclass(frozen=True)
@@ -306,6 +311,11 @@ def upper_bounds(counts) -> UpperBounds:
         a_e = float(x_e.mean())
     else:
         a_e = math.nan
+        warnings.warn(
+            "U_e is undefined (NaN): no item has two or more labels, so there is no pair of annotators "
+            "to compare on any item; U_t (which counts self-pairs) is still reported.",
+            UndefinedBoundWarning, stacklevel=2,
+        )
     a_t = float(x_t.mean())
     return UpperBounds(
         theoretical=math.sqrt(a_t),

@@ -8,6 +8,7 @@ names of items, annotators and labels; :class:`LabelCounts` the (N, L) count mat
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -138,13 +139,32 @@ class Annotations:
         })
 
 
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(value):
+    """Sort key that orders strings naturally: digit runs compare as numbers.
+
+    Inferred label sets use it, so ``'1', '2', '10'`` (and ``'c2' < 'c10'``) come in
+    numeric order instead of ``'1', '10', '2'``; numbers sort by value, other values
+    as they are.
+    """
+    if isinstance(value, str):
+        return (1, tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in _DIGITS.split(value) if p))
+    if isinstance(value, bool | np.bool_):
+        return (2, (int(value),))
+    if isinstance(value, int | float | np.integer | np.floating):
+        return (0, (float(value),))
+    return (3, (value,))
+
+
 def _label_codes(values: np.ndarray, labels: Sequence | None, *, row_offset: int = 0,
                  field_name: str = "label") -> tuple[np.ndarray, tuple]:
     """Map label values to codes in ``labels`` (inferred, sorted, when not given)."""
     if labels is None:
         uniq = pd.unique(values)
         try:
-            labels = tuple(sorted(uniq))
+            labels = tuple(sorted(uniq, key=natural_key))
         except TypeError:
             labels = tuple(uniq)
     else:
