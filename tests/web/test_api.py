@@ -410,3 +410,50 @@ def test_a_cached_answer_costs_one_statement_and_still_checks_the_caller(app):
     # The same URL with another workspace's token is answered afresh, not from the cache.
     other, statements = statements_of(stranger.auth())
     assert other.status_code == 404 and len(statements) > 1
+
+
+def test_a_vendor_cannot_make_annotators_experts(app, client):
+    """The expert tier puts an annotator on every vendor's expert panel: only admins and analysts set it."""
+    tenant = make_tenant(app)
+    admin, vendor = tenant.auth(), tenant.auth("vendor")
+    ds = client.post("/api/v1/datasets", json={"name": "tiers", "labels": ["no", "yes"]}, headers=admin).get_json()
+    from tests.web.conftest import grant
+
+    grant(app, tenant, "vendor", ds["id"])
+    url = f"/api/v1/datasets/{ds['id']}/annotations"
+
+    def annotators():
+        rows = client.get("/api/v1/annotators?per_page=500", headers=admin).get_json()["items"]
+        return {a["external_id"]: a["tier"] for a in rows}
+
+    # The tier as a query parameter or in the JSON body: refused.
+    r = client.post(url + "?tier=expert", headers=vendor,
+                    json={"records": [{"item_id": "i1", "annotator_id": "v1", "label": "yes"}]})
+    assert r.status_code == 403 and r.get_json()["field"] == "tier"
+    r = client.post(url, headers=vendor,
+                    json={"tier": "expert", "records": [{"item_id": "i1", "annotator_id": "v1", "label": "yes"}]})
+    assert r.status_code == 403 and r.get_json()["field"] == "tier"
+    # The tier in a row (JSON records, CSV): the batch is refused naming the row and field; nothing is written.
+    r = client.post(url, headers=vendor, json={"records": [
+        {"item_id": "i1", "annotator_id": "v1", "label": "yes"},
+        {"item_id": "i2", "annotator_id": "v2", "label": "no", "tier": "expert"}]})
+    assert r.status_code == 400, r.get_json()
+    assert r.get_json()["errors"][0] == {"row": 2, "field": "tier", "message": r.get_json()["errors"][0]["message"]}
+    r = client.post(url, headers=vendor, content_type="text/csv",
+                    data="item_id,annotator_id,label,tier\ni1,v3,yes,expert\n")
+    assert r.status_code == 400 and r.get_json()["errors"][0]["field"] == "tier", r.get_json()
+    assert annotators() == {}
+    # "crowd" is allowed, and so is naming the tier an admin gave an annotator already.
+    r = client.post(url, headers=vendor, content_type="text/csv",
+                    data="item_id,annotator_id,label,tier\ni1,v1,yes,crowd\n")
+    assert r.status_code == 202, r.get_json()
+    assert client.post("/api/v1/annotators", headers=admin, json={"external_id": "e1", "vendor": "acme-labeling",
+                                                                  "tier": "expert"}).status_code == 201
+    r = client.post(url, headers=vendor, json={"records": [{"item_id": "i2", "annotator_id": "e1", "label": "no",
+                                                            "tier": "expert"}]})
+    assert r.status_code == 202, r.get_json()
+    assert annotators() == {"v1": "crowd", "e1": "expert"}
+    # Admins still set tiers in a batch.
+    r = client.post(url + "?tier=expert", headers=admin,
+                    json={"records": [{"item_id": "i3", "annotator_id": "x1", "label": "yes"}]})
+    assert r.status_code == 202 and annotators()["x1"] == "expert"

@@ -157,9 +157,13 @@ def submit_annotations(principal, db, dataset_id, file_format, idempotency_key, 
     if request.is_json and body is not None:
         vendor = vendor or body.get("vendor")
         tier = tier or body.get("tier")
+    if principal.role == Role.VENDOR and tier is not None and tier != "crowd":
+        # The expert tier puts annotators on every vendor's expert panel: admins and analysts decide it.
+        raise ApiError(403, "A vendor cannot set the tier; only admins and analysts register experts.",
+                       field="tier")
     src = _named(data, name)
     result = _run(db, principal, ds, import_annotations, src, format=fmt, vendor=vendor, tier=tier,
-                  **_options(idempotency_key))
+                  may_set_tier=principal.role != Role.VENDOR, **_options(idempotency_key))
     if principal.role == Role.VENDOR and result.changed:
         # Every annotator of the batch must be this vendor's: rows naming another vendor,
         # or another vendor's annotator ids, are refused and the batch rolled back.
