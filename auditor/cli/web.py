@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import click
 
 from auditor.cli import main
+from auditor.cli._workspace import WORKSPACE_HELP, resolve_workspace, workspace_option
 
 _ROLES = ["admin", "analyst", "vendor", "viewer"]
 
@@ -57,14 +58,14 @@ def users() -> None:
 
 
 @users.command("create")
-@click.option("--workspace", default="default", show_default=True, help="Workspace slug (created if new).")
+@workspace_option(WORKSPACE_HELP + " Created if new.")
 @click.option("--email", required=True, help="Login name.")
 @click.option("--role", type=click.Choice(_ROLES), default="viewer", show_default=True)
 @click.option("--vendor", help="For the vendor role: the vendor this user speaks for.")
 @click.option("--name", "display_name", help="Display name.")
 @click.option("--password", prompt=True, hide_input=True, confirmation_prompt=True,
               help="Password for the UI (prompted when omitted).")
-def users_create(workspace: str, email: str, role: str, vendor: str | None, display_name: str | None,
+def users_create(workspace: str | None, email: str, role: str, vendor: str | None, display_name: str | None,
                  password: str) -> None:
     """Create a user (or reset its role, vendor and password)."""
     from sqlalchemy import select
@@ -79,6 +80,7 @@ def users_create(workspace: str, email: str, role: str, vendor: str | None, disp
         raise click.BadParameter("use at least 8 characters.", param_hint="--password")
     email = email.strip().lower()
     with _session_scope() as db:
+        workspace = resolve_workspace(db, workspace)
         ws = get_workspace(db, workspace, create=True)
         user = db.scalar(select(User).where(User.workspace_id == ws.id, User.email == email))
         verb = "updated" if user is not None else "created"
@@ -97,14 +99,14 @@ def tokens() -> None:
 
 
 @tokens.command("create")
-@click.option("--workspace", default="default", show_default=True, help="Workspace slug.")
+@workspace_option()
 @click.option("--user", "email", required=True, help="Email of the user the token acts for.")
 @click.option("--role", type=click.Choice(_ROLES), help="Narrow the token to this role (default: the user's).")
 @click.option("--dataset", "datasets", multiple=True,
               help="Grant the user this dataset (vendors submit only to granted datasets); repeatable.")
 @click.option("--name", default="cli", show_default=True, help="A label for the token.")
 @click.option("--expires-days", type=click.IntRange(1, 3650), help="Expire after this many days.")
-def tokens_create(workspace: str, email: str, role: str | None, datasets: tuple[str, ...], name: str,
+def tokens_create(workspace: str | None, email: str, role: str | None, datasets: tuple[str, ...], name: str,
                   expires_days: int | None) -> None:
     """Create an API token and print it (the only time it is shown)."""
     from sqlalchemy import select
@@ -114,6 +116,7 @@ def tokens_create(workspace: str, email: str, role: str | None, datasets: tuple[
     from auditor.web.security import issue_token
 
     with _session_scope() as db:
+        workspace = resolve_workspace(db, workspace)
         user = db.scalar(select(User).join(Workspace).where(Workspace.slug == workspace,
                                                             User.email == email.strip().lower()))
         if user is None:
