@@ -134,3 +134,103 @@ def tokens_create(workspace: str | None, email: str, role: str | None, datasets:
         expires = datetime.now(UTC) + timedelta(days=expires_days) if expires_days else None
         _, plaintext = issue_token(db, user, name=name, role=Role(role) if role else None, expires_at=expires)
         click.echo(plaintext)
+
+
+def _actor() -> str:
+    import os
+
+    try:
+        return f"cli:{os.getlogin()}"
+    except OSError:
+        return "cli"
+
+
+def _user(db, workspace: str | None, email: str):
+    from sqlalchemy import select
+
+    from auditor.db import User, Workspace
+
+    workspace = resolve_workspace(db, workspace)
+    user = db.scalar(select(User).join(Workspace).where(Workspace.slug == workspace,
+                                                        User.email == email.strip().lower()))
+    if user is None:
+        raise click.UsageError(f"no user {email!r} in workspace {workspace!r}.")
+    return workspace, user
+
+
+@tokens.command("list")
+@workspace_option()
+@click.option("--user", "email", required=True, help="Email of the user whose tokens to list.")
+def tokens_list(workspace: str | None, email: str) -> None:
+    """A user's tokens: id, name, prefix, created, expires, revoked (never the token itself)."""
+    from sqlalchemy import select
+
+    from auditor.db import ApiToken
+
+    with _session_scope() as db:
+        workspace, user = _user(db, workspace, email)
+        click.echo(f"tokens of {user.email} in workspace {workspace!r}" + ("" if user.is_active else " (user inactive)"))
+        for t in db.scalars(select(ApiToken).where(ApiToken.user_id == user.id).order_by(ApiToken.id)):
+            state = f"revoked {t.revoked_at:%Y-%m-%d %H:%M}" if t.revoked_at else "active"
+            expiry = f"expires {t.expires_at:%Y-%m-%d}" if t.expires_at else "no expiry"
+            click.echo(f"{t.id}\t{t.name}\t{t.prefix}\tcreated {t.created_at:%Y-%m-%d}\t{expiry}\t{state}")
+
+
+@tokens.command("revoke")
+@workspace_option()
+@click.option("--user", "email", required=True, help="Email of the token's user.")
+@click.option("--id", "token_ids", type=int, multiple=True, help="The token's id (see 'tokens list'); repeatable.")
+@click.option("--prefix", "prefixes", multiple=True,
+              help="The token's prefix as 'tokens list' shows it (or the whole token); repeatable.")
+@click.option("--all", "revoke_all", is_flag=True, help="Every token of the user.")
+def tokens_revoke(workspace: str | None, email: str, token_ids: tuple[int, ...], prefixes: tuple[str, ...],
+                  revoke_all: bool) -> None:
+    """Revoke tokens at once (the next request with one is refused); recorded with who and when."""
+    from sqlalchemy import select
+
+    from auditor.db import ApiToken
+    from auditor.web.access import revoke_token
+
+    if not (token_ids or prefixes or revoke_all):
+        raise click.UsageError("name the tokens: --id, --prefix or --all.")
+    with _session_scope() as db:
+        workspace, user = _user(db, workspace, email)
+        tokens_ = list(db.scalars(select(ApiToken).where(ApiToken.user_id == user.id).order_by(ApiToken.id)))
+        # A prefix names a token when it holds the whole stored prefix (as 'tokens list' shows it, or the token).
+        chosen = [t for t in tokens_ if revoke_all or t.id in token_ids
+                  or any(p.rstrip("…").startswith(t.prefix) for p in prefixes)]
+        missing = [i for i in token_ids if i not in {t.id for t in tokens_}]
+        if missing or (prefixes and not chosen):
+            raise click.UsageError(f"{user.email} has no token {missing[0] if missing else prefixes[0]!r} "
+                                   f"(see 'auditor tokens list').")
+        actor = _actor()
+        n = sum(revoke_token(db, t, actor=actor) for t in chosen)
+        click.echo(f"{n} token(s) of {user.email} revoked in workspace {workspace!r}"
+                   + (f" ({len(chosen) - n} already revoked)" if len(chosen) > n else ""))
+
+
+def _set_active(workspace: str | None, email: str, active: bool) -> None:
+    from auditor.web.access import set_user_active
+
+    with _session_scope() as db:
+        workspace, user = _user(db, workspace, email)
+        changed = set_user_active(db, user, active, actor=_actor())
+        state = "reactivated" if active else "deactivated"
+        click.echo(f"user {user.email} {state} in workspace {workspace!r}" if changed
+                   else f"user {user.email} was already {'active' if active else 'inactive'} in workspace {workspace!r}")
+
+
+@users.command("deactivate")
+@workspace_option()
+@click.option("--email", required=True, help="The user's login name.")
+def users_deactivate(workspace: str | None, email: str) -> None:
+    """Refuse the user's sessions and tokens from the next request on (recorded with who and when)."""
+    _set_active(workspace, email, False)
+
+
+@users.command("reactivate")
+@workspace_option()
+@click.option("--email", required=True, help="The user's login name.")
+def users_reactivate(workspace: str | None, email: str) -> None:
+    """Let a deactivated user log in again (its tokens work again unless revoked one by one)."""
+    _set_active(workspace, email, True)

@@ -457,3 +457,110 @@ def test_a_vendor_cannot_make_annotators_experts(app, client):
     r = client.post(url + "?tier=expert", headers=admin,
                     json={"records": [{"item_id": "i3", "annotator_id": "x1", "label": "yes"}]})
     assert r.status_code == 202 and annotators()["x1"] == "expert"
+
+
+def test_revoking_tokens_and_deactivating_users_takes_effect_at_once_and_is_recorded(app, client):
+    from click.testing import CliRunner
+
+    from auditor.cli import main
+    from tests.web.conftest import csrf_token, login
+
+    tenant = make_tenant(app)
+    admin = tenant.auth()
+    ids = tenant.user_ids
+    analyst, vendor = tenant.auth("analyst"), tenant.auth("vendor")
+    # Warm the response cache (and the per-request auth) for the analyst's token.
+    for _ in range(2):
+        assert client.get("/api/v1/alerts", headers=analyst).status_code == 200
+    tokens = client.get(f"/api/v1/users/{ids['analyst']}/tokens", headers=admin).get_json()["items"]
+    [tok] = tokens
+    assert tok["revoked_at"] is None and "token_hash" not in tok and tenant.tokens["analyst"].startswith(tok["prefix"])
+    # Only admins list users and revoke others' tokens; another workspace's token is not found.
+    assert client.get("/api/v1/users", headers=vendor).status_code == 403
+    assert client.post(f"/api/v1/tokens/{tok['id']}/revoke", headers=vendor).status_code == 404
+    other = make_tenant(app)
+    assert client.post(f"/api/v1/tokens/{tok['id']}/revoke", headers=other.auth()).status_code == 404
+    r = client.post(f"/api/v1/tokens/{tok['id']}/revoke", headers=admin)
+    assert r.status_code == 200 and r.get_json()["revoked_at"] is not None
+    assert client.get("/api/v1/alerts", headers=analyst).status_code == 401
+    assert client.get("/api/v1/me", headers=analyst).status_code == 401
+    # A user may revoke its own token.
+    me = client.get("/api/v1/me", headers=vendor).get_json()
+    [vtok] = client.get(f"/api/v1/users/{me['user_id']}/tokens", headers=vendor).get_json()["items"]
+    assert client.post(f"/api/v1/tokens/{vtok['id']}/revoke", headers=vendor).status_code == 200
+    assert client.get("/api/v1/me", headers=vendor).status_code == 401
+
+    # Deactivating a user refuses its tokens and its session; reactivating lets it back in.
+    viewer = tenant.auth("viewer")
+    session_client = app.test_client()
+    assert login(session_client, tenant, "viewer").status_code == 302
+    assert session_client.get("/").status_code == 200
+    assert client.get("/api/v1/alerts", headers=viewer).status_code == 200
+    r = client.post(f"/api/v1/users/{ids['viewer']}/deactivate", headers=admin)
+    assert r.status_code == 200 and r.get_json()["is_active"] is False
+    assert client.get("/api/v1/alerts", headers=viewer).status_code == 401
+    assert session_client.get("/").status_code == 302  # back to the login page
+    assert login(app.test_client(), tenant, "viewer").status_code == 401
+    assert client.post(f"/api/v1/users/{ids['admin']}/deactivate", headers=admin).status_code == 409
+    assert client.get("/api/v1/users?active=false", headers=admin).get_json()["items"][0]["id"] == ids["viewer"]
+    assert client.post(f"/api/v1/users/{ids['viewer']}/reactivate", headers=admin).status_code == 200
+    assert client.get("/api/v1/alerts", headers=viewer).status_code == 200
+
+    # The admin page: CSRF required; deactivating there refuses the user at once.
+    page = app.test_client()
+    assert login(page, tenant, "admin").status_code == 302
+    html = page.get("/access").get_data(as_text=True)
+    assert tenant.emails["viewer"] in html
+    assert page.post(f"/access/users/{ids['viewer']}/deactivate").status_code == 400
+    assert client.get("/api/v1/alerts", headers=viewer).status_code == 200
+    r = page.post(f"/access/users/{ids['viewer']}/deactivate", data={"csrf_token": csrf_token(html)})
+    assert r.status_code == 302
+    assert client.get("/api/v1/alerts", headers=viewer).status_code == 401
+    assert page.post(f"/access/users/{ids['viewer']}/reactivate", data={"csrf_token": csrf_token(html)}).status_code == 302
+    analyst_page = app.test_client()
+    login(analyst_page, tenant, "analyst")
+    assert analyst_page.get("/access").status_code == 403
+
+    api_events = client.get("/api/v1/access-events", headers=admin).get_json()["items"]
+    assert [(e["action"], e["actor"]) for e in api_events[:2]] == [("user_reactivated", tenant.emails["admin"]),
+                                                                   ("user_deactivated", tenant.emails["admin"])]
+    assert client.get("/api/v1/access-events", headers=tenant.auth("viewer")).status_code == 403
+
+    # The command line: revoke by prefix, deactivate by email.
+    env = {"AUDITOR_DATABASE_URL": app.extensions["auditor.engine"].url.render_as_string(hide_password=False)}
+
+    def cli(*args):
+        return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+
+    assert client.get("/api/v1/me", headers=admin).status_code == 200
+    listed = cli("tokens", "list", "--workspace", tenant.slug, "--user", tenant.emails["admin"])
+    assert tenant.tokens["admin"][:12] in listed.output and "active" in listed.output
+    out = cli("tokens", "revoke", "--workspace", tenant.slug, "--user", tenant.emails["admin"],
+              "--prefix", tenant.tokens["admin"][:12])
+    assert out.exit_code == 0 and "1 token(s)" in out.output and f"workspace {tenant.slug!r}" in out.output
+    assert client.get("/api/v1/me", headers=admin).status_code == 401
+    assert client.get("/api/v1/me", headers=tenant.auth("vendor:bolt-annotations")).status_code == 200
+    out = cli("users", "deactivate", "--workspace", tenant.slug, "--email", tenant.emails["vendor:bolt-annotations"])
+    assert out.exit_code == 0 and "deactivated" in out.output
+    assert client.get("/api/v1/me", headers=tenant.auth("vendor:bolt-annotations")).status_code == 401
+    assert cli("users", "reactivate", "--workspace", tenant.slug,
+               "--email", tenant.emails["vendor:bolt-annotations"]).exit_code == 0
+    assert client.get("/api/v1/me", headers=tenant.auth("vendor:bolt-annotations")).status_code == 200
+
+    # Every change is recorded with who made it and when, newest first.
+    events = page.get("/access").get_data(as_text=True)
+    assert "token revoked" in events and "user deactivated" in events
+    from sqlalchemy import select
+
+    from auditor.db import AccessEvent, make_session_factory
+
+    with make_session_factory(app.extensions["auditor.engine"])() as db:
+        rows = db.execute(select(AccessEvent.action, AccessEvent.actor, AccessEvent.user_id)
+                          .where(AccessEvent.workspace_id == tenant.workspace_id).order_by(AccessEvent.id)).all()
+    a = tenant.emails["admin"]
+    assert [(str(x), actor if not actor.startswith("cli") else "cli", u) for x, actor, u in rows] == [
+        ("token_revoked", a, ids["analyst"]), ("token_revoked", tenant.emails["vendor"], me["user_id"]),
+        ("user_deactivated", a, ids["viewer"]), ("user_reactivated", a, ids["viewer"]),
+        ("user_deactivated", a, ids["viewer"]), ("user_reactivated", a, ids["viewer"]),
+        ("token_revoked", "cli", ids["admin"]), ("user_deactivated", "cli", ids["vendor:bolt-annotations"]),
+        ("user_reactivated", "cli", ids["vendor:bolt-annotations"])]
