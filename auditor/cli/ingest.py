@@ -36,13 +36,14 @@ def _session(url: str | None):
 
 
 def _field_map(pairs: tuple[str, ...]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        name, sep, column = pair.partition("=")
-        if not sep or not name or not column:
-            raise click.BadParameter(f"{pair!r}: expected FIELD=COLUMN, e.g. item_id=pairID", param_hint="--field")
-        out[name.strip()] = column.strip()
-    return out
+    """The same mapping as the API's ``field`` query parameter (``auditor.ingest.usecases.parse_field_map``)."""
+    from auditor.ingest import IngestError
+    from auditor.ingest.usecases import parse_field_map
+
+    try:
+        return parse_field_map(pairs)
+    except IngestError as exc:
+        raise click.BadParameter(str(exc), param_hint="--field") from None
 
 
 @contextmanager

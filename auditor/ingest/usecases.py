@@ -63,6 +63,7 @@ from auditor.ingest.formats import AnnotationDefaults, Source, open_source
 
 __all__ = [
     "DEFAULT_WORKSPACE",
+    "FIELD_NAMES",
     "ImportResult",
     "create_dataset",
     "delete_dataset",
@@ -71,9 +72,33 @@ __all__ = [
     "import_annotations",
     "import_gold",
     "import_predictions",
+    "parse_field_map",
 ]
 
 DEFAULT_WORKSPACE = "default"
+FIELD_NAMES = ("item_id", "annotator_id", "label", "labels", "probabilities", "vendor", "tier", "timestamp",
+               "source")
+"""Fields a batch's columns may be mapped to (``field_map``): the CLI's ``--field``, the API's ``field``."""
+
+
+def parse_field_map(pairs: Iterable[str]) -> dict[str, str]:
+    """``FIELD=COLUMN`` or ``FIELD:COLUMN`` pairs (e.g. ``item_id=uid``) as a ``field_map``.
+
+    A field name holds neither ``=`` nor ``:``, so the first of them separates the pair
+    and a column name may contain either. Raises :class:`IngestError` naming the bad pair.
+    """
+    out: dict[str, str] = {}
+    for pair in pairs:
+        cut = min((i for i in (pair.find("="), pair.find(":")) if i >= 0), default=-1)
+        name, column = (pair[:cut].strip(), pair[cut + 1:].strip()) if cut >= 0 else ("", "")
+        if not name or not column:
+            raise IngestError(f"{pair!r}: expected FIELD=COLUMN or FIELD:COLUMN, e.g. item_id=uid")
+        if name not in FIELD_NAMES:
+            raise IngestError(f"{pair!r}: {name!r} is not a field; fields are {', '.join(FIELD_NAMES)}")
+        if name in out and out[name] != column:
+            raise IngestError(f"{pair!r}: field {name!r} is mapped twice")
+        out[name] = column
+    return out
 _COPY_CHUNK_ROWS = 5000
 
 

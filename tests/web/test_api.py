@@ -564,3 +564,59 @@ def test_revoking_tokens_and_deactivating_users_takes_effect_at_once_and_is_reco
         ("user_deactivated", a, ids["viewer"]), ("user_reactivated", a, ids["viewer"]),
         ("token_revoked", "cli", ids["admin"]), ("user_deactivated", "cli", ids["vendor:bolt-annotations"]),
         ("user_reactivated", "cli", ids["vendor:bolt-annotations"])]
+
+
+def test_predictions_by_model_and_release_name_with_a_field_mapping(app, client, datasets_dir):
+    """The raw SNLI prediction file (a ``uid`` column, ``probs`` list) in one call, as the CLI imports it."""
+    tenant = make_tenant(app)
+    admin, analyst = tenant.auth(), tenant.auth("analyst")
+    labels = ["entailment", "contradiction", "neutral"]  # the Baan et al. class index order
+    ds = client.post("/api/v1/datasets", json={"name": "snli", "labels": labels}, headers=admin).get_json()
+    url = f"/api/v1/datasets/{ds['id']}/predictions"
+    path = datasets_dir / "snli_dev_model_predictions_baan2022" / "SNLI_dev_roberta-base_0.json"
+    lines = path.read_text(encoding="utf-8").splitlines()[:300]
+    body = "\n".join(lines).encode("utf-8")
+    # Without a mapping the file is refused (it has no item_id column); nothing is written.
+    r = client.post(url + "?model=roberta-base&release=seed-0", data=body, content_type="application/x-ndjson",
+                    headers=analyst)
+    assert r.status_code == 400 and r.get_json()["field"] == "item_id", r.get_json()
+    assert client.get("/api/v1/models", headers=admin).get_json()["items"] == []
+    r = client.post(url + "?model=roberta-base&release=seed-0&field=item_id:uid,probabilities:probs", data=body,
+                    content_type="application/x-ndjson", headers=analyst)
+    assert r.status_code == 202, r.get_json()
+    assert r.get_json()["rows"] == 300 and r.get_json()["kind"] == "predictions"
+    # The model and release were created on first use; the next release of the model reuses the model.
+    [model] = client.get("/api/v1/models", headers=admin).get_json()["items"]
+    assert model["name"] == "roberta-base"
+    r = client.post(url + "?model=roberta-base&release=seed-1&field=item_id%3Duid&field=probabilities=probs",
+                    data=body, content_type="application/x-ndjson", headers=analyst)
+    assert r.status_code == 202, r.get_json()
+    releases = client.get(f"/api/v1/models/{model['id']}/releases", headers=admin).get_json()["items"]
+    assert sorted(x["version"] for x in releases) == ["seed-0", "seed-1"]
+    # The same content again, named by release_id: a duplicate of the first batch.
+    seed0 = next(x["id"] for x in releases if x["version"] == "seed-0")
+    r = client.post(url + f"?release_id={seed0}&field=item_id:uid,probabilities:probs", data=body,
+                    content_type="application/x-ndjson", headers=analyst)
+    assert r.status_code == 202 and r.get_json()["duplicate"] is True, r.get_json()
+    # The stored probabilities are the file's, on the items named by its uid column.
+    from sqlalchemy import select
+
+    from auditor.db import Item, Prediction, make_session_factory
+
+    with make_session_factory(app.extensions["auditor.engine"])() as db:
+        stored = dict(db.execute(select(Item.external_id, Prediction.probabilities)
+                                 .join(Prediction, Prediction.item_id == Item.id)
+                                 .where(Prediction.release_id == seed0)).all())
+    expected = {rec["uid"]: rec["probs"] for rec in map(json.loads, lines)}
+    assert stored.keys() == expected.keys()
+    for uid, probs in expected.items():
+        assert stored[uid] == pytest.approx(probs, rel=1e-12)
+    # Bad names and mappings are 400s naming the parameter.
+    for query, field in [("?model=m", "release"), ("?release=1", "model"), (f"?release_id={seed0}&model=m", "release_id"),
+                         ("?model=m&release=1&field=uid", "field"), ("?model=m&release=1&field=nope:uid", "field"),
+                         ("", "release_id")]:
+        r = client.post(url + query, data=body, content_type="application/x-ndjson", headers=analyst)
+        assert r.status_code == 400 and r.get_json()["field"] == field, (query, r.get_json())
+    # Vendors and viewers may not submit predictions.
+    assert client.post(url + "?model=m&release=1", data=body, content_type="application/x-ndjson",
+                       headers=tenant.auth("viewer")).status_code == 403
