@@ -69,10 +69,16 @@ def read_annotations(path: str | Path, *, labels: list[str] | None = None) -> An
 
 @dataclass(frozen=True)
 class Predictions:
-    """Predictions aligned to an item order: hard class indices or (N, L) probabilities."""
+    """Predictions on some of the items of an order: hard class indices or (n, L) probabilities.
+
+    ``positions`` are the indices (into the item order asked for) of the items predicted,
+    in that order; ``n_ignored`` counts predictions for items the annotations do not have.
+    """
 
     hard: np.ndarray | None
     probabilities: np.ndarray | None
+    positions: np.ndarray
+    n_ignored: int = 0
 
     @property
     def labels_hard(self) -> np.ndarray:
@@ -80,8 +86,14 @@ class Predictions:
         return self.hard if self.hard is not None else self.probabilities.argmax(axis=1)
 
 
-def read_predictions(path: str | Path, *, items: tuple, labels: tuple) -> Predictions:
-    """Predictions for ``items`` (every item must have one) in the label order ``labels``."""
+def read_predictions(path: str | Path, *, items: tuple, labels: tuple, partial: bool = False) -> Predictions:
+    """Predictions for ``items`` in the label order ``labels``.
+
+    Without ``partial`` every item must have one. With it (``auditor certify``, the
+    service's rule) a model need not predict every item: L rests on the items it
+    predicts, the upper bounds on all items; predictions for items the annotations lack
+    are counted and ignored, and a file covering none of the items is an error.
+    """
     frame = read_table(path)
     if "item_id" not in frame.columns:
         raise click.UsageError(f"{path}: needs an `item_id` column (columns: {list(frame.columns)}).")
@@ -91,10 +103,16 @@ def read_predictions(path: str | Path, *, items: tuple, labels: tuple) -> Predic
         row = int(np.flatnonzero(dup.to_numpy())[0])
         raise click.UsageError(f"{path}: row {row + 1}: item_id {frame['item_id'].iloc[row]!r} appears twice.")
     frame = frame.set_index("item_id")
-    wanted = [str(i) for i in items]
-    missing = [i for i in wanted if i not in frame.index]
-    if missing:
+    all_items = [str(i) for i in items]
+    positions = np.flatnonzero(pd.Index(all_items).isin(frame.index))
+    if not partial and positions.size < len(all_items):
+        missing = [i for i in all_items if i not in frame.index]
         raise click.UsageError(f"{path}: no prediction for item {missing[0]!r} ({len(missing)} item(s) missing).")
+    if positions.size == 0:
+        raise click.UsageError(f"{path}: predicts none of the {len(all_items)} annotated items "
+                               f"(first item_id in the file: {frame.index[0]!r}).")
+    wanted = [all_items[k] for k in positions]
+    n_ignored = int(len(frame) - positions.size)
     frame = frame.loc[wanted]
     str_labels = [str(x) for x in labels]
     if "label" in frame.columns:
@@ -104,7 +122,7 @@ def read_predictions(path: str | Path, *, items: tuple, labels: tuple) -> Predic
         if (codes < 0).any():
             k = int(np.flatnonzero(codes < 0)[0])
             raise click.UsageError(f"{path}: item {wanted[k]!r}: label {values.iloc[k]!r} is not one of {str_labels}.")
-        return Predictions(hard=codes.astype(np.int64), probabilities=None)
+        return Predictions(hard=codes.astype(np.int64), probabilities=None, positions=positions, n_ignored=n_ignored)
     if all(lab in frame.columns for lab in str_labels):
         probs = frame[str_labels].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
         bad = ~np.isfinite(probs)
@@ -116,7 +134,7 @@ def read_predictions(path: str | Path, *, items: tuple, labels: tuple) -> Predic
         if off.any():
             r = int(np.flatnonzero(off)[0])
             raise click.UsageError(f"{path}: item {wanted[r]!r}: probabilities must be ≥ 0 and sum to 1 (sum {sums[r]:.6g}).")
-        return Predictions(hard=None, probabilities=probs)
+        return Predictions(hard=None, probabilities=probs, positions=positions, n_ignored=n_ignored)
     raise click.UsageError(
         f"{path}: needs a `label` column or one probability column per label {str_labels}."
     )

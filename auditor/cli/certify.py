@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import click
+import numpy as np
 
 from auditor.cli import main
 from auditor.cli._io import (
@@ -18,11 +19,46 @@ from auditor.cli._io import (
 from auditor.stats import (
     StatsInputError,
     annotator_lower_bounds,
-    certify,
     check_assumptions,
     group_upper_bounds,
     upper_bounds,
 )
+from auditor.stats._validation import check_probability
+from auditor.stats.certification import (
+    BOUNDS,
+    METHODS,
+    CertificationResult,
+    Confidence,
+    UpperBounds,
+    confidence,
+    lower_bound,
+)
+
+
+def _certify_on_covered(counts, ub: UpperBounds, positions, hard, *, tau: float, threshold: float, bound: str,
+                        method: str) -> CertificationResult:
+    """The service's rule: U on every annotated item, L on the items the model predicts that have labels.
+
+    ``counts`` (N, L) are all items' label counts; ``positions`` the items predicted,
+    ``hard`` their predicted classes. The confidence uses each bound's own item count
+    and L's (``n_lower``), as the audit does.
+    """
+    covered = counts[positions]
+    labeled = covered.sum(axis=1) > 0
+    if not labeled.any():
+        raise StatsInputError("none of the items it predicts has a human label.")
+    lb = lower_bound(covered[labeled], hard[labeled])
+    confs = {}
+    for b in BOUNDS:
+        u = ub.value(b)
+        for m in METHODS:
+            confs[(b, m)] = (Confidence(math.nan, math.nan, math.nan, m, lb.value, u, 0, lb.n_items, float(tau))
+                             if math.isnan(u) else confidence(lb.value, u, ub.n(b), n_lower=lb.n_items, tau=tau,
+                                                              method=m))
+    chosen = confs[(bound, method)].score
+    return CertificationResult(upper=ub, lower=lb, confidences=confs,
+                               certified=bool(chosen >= threshold) if not math.isnan(chosen) else False,
+                               bound=bound, method=method, threshold=threshold, tau=float(tau))
 
 
 def _fmt(x: float | None, digits: int = 4) -> str:
@@ -55,18 +91,32 @@ def certify_command(annotations, predictions, labels, tau, threshold, bound, met
     ANNOTATIONS is a long file (item_id, annotator_id, label[, vendor]) or a wide CSV
     (item_id, then one column per rater). Each PREDICTIONS file (item_id and label, or
     one probability column per label) is one model, named after the file.
+
+    A model need not predict every item (the service's rule): the upper bounds use
+    every annotated item, L the items the model predicts that have labels, and the
+    output says how many items each L rests on. Predictions for items without
+    annotations are ignored (and counted).
     """
     label_list = [x.strip() for x in labels.split(",")] if labels else None
     ann = read_annotations(annotations, labels=label_list)
     try:
-        ub = upper_bounds(ann.counts())
+        threshold = check_probability(threshold, name="threshold")
+        counts = ann.counts()
+        ub = upper_bounds(counts)
+        all_counts = np.asarray(counts.counts)
         models = {}
         hard = {}
+        coverage = {}
         for path in predictions:
-            preds = read_predictions(path, items=tuple(map(str, ann.items)), labels=ann.labels)
-            hard[path.stem] = preds.labels_hard
-            models[path.stem] = certify(ann, preds.labels_hard, tau=tau, threshold=threshold, bound=bound,
-                                        method=method)
+            preds = read_predictions(path, items=tuple(map(str, ann.items)), labels=ann.labels, partial=True)
+            try:
+                models[path.stem] = _certify_on_covered(all_counts, ub, preds.positions, preds.labels_hard, tau=tau,
+                                                        threshold=threshold, bound=bound, method=method)
+            except StatsInputError as exc:
+                raise StatsInputError(f"{path}: {exc}") from None
+            coverage[path.stem] = {"n_predicted": int(preds.positions.size), "n_ignored": preds.n_ignored}
+            if preds.positions.size == ann.n_items:
+                hard[path.stem] = preds.labels_hard
         groups = read_annotator_groups(annotations)
         vendors = group_upper_bounds(ann, groups) if groups else {}
         per_annotator = annotator_lower_bounds(ann) if (show_annotators or as_json) else None
@@ -86,7 +136,7 @@ def certify_command(annotations, predictions, labels, tau, threshold, bound, met
             "n_annotations": len(ann),
             "upper": {"u_t": ub.theoretical, "u_e": None if math.isnan(ub.empirical) else ub.empirical,
                       "n_items": ub.n_items, "n_items_empirical": ub.n_items_empirical},
-            "models": {name: res.to_dict() for name, res in models.items()},
+            "models": {name: {**res.to_dict(), **coverage[name]} for name, res in models.items()},
             "vendors": {str(v): {"u_t": u.theoretical, "u_e": None if math.isnan(u.empirical) else u.empirical,
                                  "n_items": u.n_items} for v, u in vendors.items()},
             "annotators": [dict(r, annotator=str(r["annotator"])) for r in per_annotator.to_records()],
@@ -105,16 +155,22 @@ def certify_command(annotations, predictions, labels, tau, threshold, bound, met
         for v, u in sorted(vendors.items(), key=lambda kv: str(kv[0])):
             click.echo(f"{str(v)[:16]:<16}  {_fmt(u.theoretical)}  {_fmt(u.empirical)}  {u.n_items:>7}")
     if models:
-        click.echo(f"\nModel             L        L-U_t    S_hms(U_t) S_oms(U_t) S_hms(U_e) S_oms(U_e) verdict "
-                   f"(S_{method} with U_{'t' if bound == 'theoretical' else 'e'} ≥ {threshold})")
+        click.echo(f"\nModel             L        L items  L-U_t    S_hms(U_t) S_oms(U_t) S_hms(U_e) S_oms(U_e) "
+                   f"verdict (S_{method} with U_{'t' if bound == 'theoretical' else 'e'} ≥ {threshold})")
         for name, res in models.items():
             c = res.confidences
             verdict = "CERTIFIED" if res.certified else "not certified"
             click.echo(
-                f"{name[:16]:<16}  {_fmt(res.l)}  {res.margin_theoretical:+.4f}  "
+                f"{name[:16]:<16}  {_fmt(res.l)}  {res.lower.n_items:>7}  {res.margin_theoretical:+.4f}  "
                 f"{_fmt(c[('theoretical', 'hms')].score):>10} {_fmt(c[('theoretical', 'oms')].score):>10} "
                 f"{_fmt(c[('empirical', 'hms')].score):>10} {_fmt(c[('empirical', 'oms')].score):>10} {verdict}"
             )
+        for name, cov in coverage.items():
+            if cov["n_predicted"] < ann.n_items or cov["n_ignored"]:
+                click.echo(f"{name}: predicts {cov['n_predicted']} of the {ann.n_items} annotated items; L rests on "
+                           f"{models[name].lower.n_items} of them, U_t on all {ub.n_items}"
+                           + (f"; {cov['n_ignored']} prediction(s) for items without annotations ignored"
+                              if cov["n_ignored"] else ""))
         click.echo("A negative confidence means the margin is too small for this many items: not certified.")
     if show_annotators and per_annotator is not None:
         click.echo("\nAnnotator         agreement  lower 95%  items")

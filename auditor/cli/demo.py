@@ -21,8 +21,9 @@ from pathlib import Path
 import click
 
 from auditor.cli import main
+from auditor.cli._workspace import DEMO_WORKSPACE
 
-WORKSPACE = "demo"
+WORKSPACE = DEMO_WORKSPACE
 DATASET = "product-reviews"
 ADMIN = "admin@demo.local"
 

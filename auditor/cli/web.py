@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import click
 
 from auditor.cli import main
+from auditor.cli._workspace import WORKSPACE_HELP, resolve_workspace, workspace_option
 
 _ROLES = ["admin", "analyst", "vendor", "viewer"]
 
@@ -57,14 +58,14 @@ def users() -> None:
 
 
 @users.command("create")
-@click.option("--workspace", default="default", show_default=True, help="Workspace slug (created if new).")
+@workspace_option(WORKSPACE_HELP + " Created if new.")
 @click.option("--email", required=True, help="Login name.")
 @click.option("--role", type=click.Choice(_ROLES), default="viewer", show_default=True)
 @click.option("--vendor", help="For the vendor role: the vendor this user speaks for.")
 @click.option("--name", "display_name", help="Display name.")
 @click.option("--password", prompt=True, hide_input=True, confirmation_prompt=True,
               help="Password for the UI (prompted when omitted).")
-def users_create(workspace: str, email: str, role: str, vendor: str | None, display_name: str | None,
+def users_create(workspace: str | None, email: str, role: str, vendor: str | None, display_name: str | None,
                  password: str) -> None:
     """Create a user (or reset its role, vendor and password)."""
     from sqlalchemy import select
@@ -79,6 +80,7 @@ def users_create(workspace: str, email: str, role: str, vendor: str | None, disp
         raise click.BadParameter("use at least 8 characters.", param_hint="--password")
     email = email.strip().lower()
     with _session_scope() as db:
+        workspace = resolve_workspace(db, workspace)
         ws = get_workspace(db, workspace, create=True)
         user = db.scalar(select(User).where(User.workspace_id == ws.id, User.email == email))
         verb = "updated" if user is not None else "created"
@@ -97,14 +99,14 @@ def tokens() -> None:
 
 
 @tokens.command("create")
-@click.option("--workspace", default="default", show_default=True, help="Workspace slug.")
+@workspace_option()
 @click.option("--user", "email", required=True, help="Email of the user the token acts for.")
 @click.option("--role", type=click.Choice(_ROLES), help="Narrow the token to this role (default: the user's).")
 @click.option("--dataset", "datasets", multiple=True,
               help="Grant the user this dataset (vendors submit only to granted datasets); repeatable.")
 @click.option("--name", default="cli", show_default=True, help="A label for the token.")
 @click.option("--expires-days", type=click.IntRange(1, 3650), help="Expire after this many days.")
-def tokens_create(workspace: str, email: str, role: str | None, datasets: tuple[str, ...], name: str,
+def tokens_create(workspace: str | None, email: str, role: str | None, datasets: tuple[str, ...], name: str,
                   expires_days: int | None) -> None:
     """Create an API token and print it (the only time it is shown)."""
     from sqlalchemy import select
@@ -114,6 +116,7 @@ def tokens_create(workspace: str, email: str, role: str | None, datasets: tuple[
     from auditor.web.security import issue_token
 
     with _session_scope() as db:
+        workspace = resolve_workspace(db, workspace)
         user = db.scalar(select(User).join(Workspace).where(Workspace.slug == workspace,
                                                             User.email == email.strip().lower()))
         if user is None:
@@ -131,3 +134,103 @@ def tokens_create(workspace: str, email: str, role: str | None, datasets: tuple[
         expires = datetime.now(UTC) + timedelta(days=expires_days) if expires_days else None
         _, plaintext = issue_token(db, user, name=name, role=Role(role) if role else None, expires_at=expires)
         click.echo(plaintext)
+
+
+def _actor() -> str:
+    import os
+
+    try:
+        return f"cli:{os.getlogin()}"
+    except OSError:
+        return "cli"
+
+
+def _user(db, workspace: str | None, email: str):
+    from sqlalchemy import select
+
+    from auditor.db import User, Workspace
+
+    workspace = resolve_workspace(db, workspace)
+    user = db.scalar(select(User).join(Workspace).where(Workspace.slug == workspace,
+                                                        User.email == email.strip().lower()))
+    if user is None:
+        raise click.UsageError(f"no user {email!r} in workspace {workspace!r}.")
+    return workspace, user
+
+
+@tokens.command("list")
+@workspace_option()
+@click.option("--user", "email", required=True, help="Email of the user whose tokens to list.")
+def tokens_list(workspace: str | None, email: str) -> None:
+    """A user's tokens: id, name, prefix, created, expires, revoked (never the token itself)."""
+    from sqlalchemy import select
+
+    from auditor.db import ApiToken
+
+    with _session_scope() as db:
+        workspace, user = _user(db, workspace, email)
+        click.echo(f"tokens of {user.email} in workspace {workspace!r}" + ("" if user.is_active else " (user inactive)"))
+        for t in db.scalars(select(ApiToken).where(ApiToken.user_id == user.id).order_by(ApiToken.id)):
+            state = f"revoked {t.revoked_at:%Y-%m-%d %H:%M}" if t.revoked_at else "active"
+            expiry = f"expires {t.expires_at:%Y-%m-%d}" if t.expires_at else "no expiry"
+            click.echo(f"{t.id}\t{t.name}\t{t.prefix}\tcreated {t.created_at:%Y-%m-%d}\t{expiry}\t{state}")
+
+
+@tokens.command("revoke")
+@workspace_option()
+@click.option("--user", "email", required=True, help="Email of the token's user.")
+@click.option("--id", "token_ids", type=int, multiple=True, help="The token's id (see 'tokens list'); repeatable.")
+@click.option("--prefix", "prefixes", multiple=True,
+              help="The token's prefix as 'tokens list' shows it (or the whole token); repeatable.")
+@click.option("--all", "revoke_all", is_flag=True, help="Every token of the user.")
+def tokens_revoke(workspace: str | None, email: str, token_ids: tuple[int, ...], prefixes: tuple[str, ...],
+                  revoke_all: bool) -> None:
+    """Revoke tokens at once (the next request with one is refused); recorded with who and when."""
+    from sqlalchemy import select
+
+    from auditor.db import ApiToken
+    from auditor.web.access import revoke_token
+
+    if not (token_ids or prefixes or revoke_all):
+        raise click.UsageError("name the tokens: --id, --prefix or --all.")
+    with _session_scope() as db:
+        workspace, user = _user(db, workspace, email)
+        tokens_ = list(db.scalars(select(ApiToken).where(ApiToken.user_id == user.id).order_by(ApiToken.id)))
+        # A prefix names a token when it holds the whole stored prefix (as 'tokens list' shows it, or the token).
+        chosen = [t for t in tokens_ if revoke_all or t.id in token_ids
+                  or any(p.rstrip("…").startswith(t.prefix) for p in prefixes)]
+        missing = [i for i in token_ids if i not in {t.id for t in tokens_}]
+        if missing or (prefixes and not chosen):
+            raise click.UsageError(f"{user.email} has no token {missing[0] if missing else prefixes[0]!r} "
+                                   f"(see 'auditor tokens list').")
+        actor = _actor()
+        n = sum(revoke_token(db, t, actor=actor) for t in chosen)
+        click.echo(f"{n} token(s) of {user.email} revoked in workspace {workspace!r}"
+                   + (f" ({len(chosen) - n} already revoked)" if len(chosen) > n else ""))
+
+
+def _set_active(workspace: str | None, email: str, active: bool) -> None:
+    from auditor.web.access import set_user_active
+
+    with _session_scope() as db:
+        workspace, user = _user(db, workspace, email)
+        changed = set_user_active(db, user, active, actor=_actor())
+        state = "reactivated" if active else "deactivated"
+        click.echo(f"user {user.email} {state} in workspace {workspace!r}" if changed
+                   else f"user {user.email} was already {'active' if active else 'inactive'} in workspace {workspace!r}")
+
+
+@users.command("deactivate")
+@workspace_option()
+@click.option("--email", required=True, help="The user's login name.")
+def users_deactivate(workspace: str | None, email: str) -> None:
+    """Refuse the user's sessions and tokens from the next request on (recorded with who and when)."""
+    _set_active(workspace, email, False)
+
+
+@users.command("reactivate")
+@workspace_option()
+@click.option("--email", required=True, help="The user's login name.")
+def users_reactivate(workspace: str | None, email: str) -> None:
+    """Let a deactivated user log in again (its tokens work again unless revoked one by one)."""
+    _set_active(workspace, email, True)

@@ -113,7 +113,8 @@ def _print_table(res: dict) -> None:
 
 @main.command("audit")
 @click.option("--dataset", "dataset_name", required=True, help="Dataset name.")
-@click.option("--workspace", help="Workspace slug (needed when several workspaces have the dataset).")
+@click.option("--workspace", envvar="AUDITOR_WORKSPACE", show_envvar=True,
+              help="Workspace slug (default: AUDITOR_WORKSPACE; needed when several workspaces have the dataset).")
 @click.option("--wait", is_flag=True, help="Wait until an audit covering the current data has finished.")
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds --wait waits at most.")
 @click.option("--inline", is_flag=True, help="Run the audit in this process instead of a worker.")
@@ -134,7 +135,7 @@ def audit_command(dataset_name: str, workspace: str | None, wait: bool, timeout:
     if len(found) > 1:
         raise click.ClickException(f"{len(found)} datasets are named {dataset_name!r}: pass --workspace "
                                    f"({', '.join(ws for _, ws, _ in found)})")
-    dataset_id, _, version = found[0]
+    dataset_id, found_in, version = found[0]
     if inline:
         from datetime import timedelta
 
@@ -169,8 +170,9 @@ def audit_command(dataset_name: str, workspace: str | None, wait: bool, timeout:
     if run is None:
         click.echo("no finished audit yet", err=True)
         sys.exit(0 if not wait else 1)
-    res = _results(factory, run.id)
+    res = {"workspace": found_in, **_results(factory, run.id)}
     if as_json:
         click.echo(json.dumps(res, default=_json_default, indent=2))
     else:
+        click.echo(f"dataset {dataset_name!r} in workspace {found_in!r}")
         _print_table(res)

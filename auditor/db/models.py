@@ -45,6 +45,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 __all__ = [
     "NAMING_CONVENTION",
+    "AccessAction",
+    "AccessEvent",
     "Agreement",
     "Alert",
     "AlertSeverity",
@@ -124,6 +126,12 @@ class ImportKind(enum.StrEnum):
     GOLD = "gold"
 
 
+class AccessAction(enum.StrEnum):
+    TOKEN_REVOKED = "token_revoked"
+    USER_DEACTIVATED = "user_deactivated"
+    USER_REACTIVATED = "user_reactivated"
+
+
 class AuditStatus(enum.StrEnum):
     QUEUED = "queued"
     RUNNING = "running"
@@ -190,6 +198,27 @@ class ApiToken(Base):
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     user: Mapped[User] = relationship(back_populates="tokens")
+
+
+class AccessEvent(Base):
+    """Who revoked a token or (de)activated a user, and when (kept after the token or user goes).
+
+    ``actor`` names the caller as it was at the time: a user's email, or ``cli:<login>``
+    for the command line; ``actor_id`` is the acting user when there is one.
+    """
+
+    __tablename__ = "access_event"
+    __table_args__ = (Index(None, "workspace_id", "created_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspace.id", ondelete="CASCADE"))
+    action: Mapped[AccessAction] = mapped_column(_enum(AccessAction, "access_action"))
+    actor: Mapped[str] = mapped_column(String(320))
+    actor_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    token_id: Mapped[int | None] = mapped_column(ForeignKey("api_token.id", ondelete="SET NULL"))
+    subject: Mapped[str] = mapped_column(String(400))
+    created_at: Mapped[datetime] = _created()
 
 
 # --- datasets, items, annotators, annotations ----------------------------------

@@ -63,6 +63,7 @@ from auditor.ingest.formats import AnnotationDefaults, Source, open_source
 
 __all__ = [
     "DEFAULT_WORKSPACE",
+    "FIELD_NAMES",
     "ImportResult",
     "create_dataset",
     "delete_dataset",
@@ -71,9 +72,33 @@ __all__ = [
     "import_annotations",
     "import_gold",
     "import_predictions",
+    "parse_field_map",
 ]
 
 DEFAULT_WORKSPACE = "default"
+FIELD_NAMES = ("item_id", "annotator_id", "label", "labels", "probabilities", "vendor", "tier", "timestamp",
+               "source")
+"""Fields a batch's columns may be mapped to (``field_map``): the CLI's ``--field``, the API's ``field``."""
+
+
+def parse_field_map(pairs: Iterable[str]) -> dict[str, str]:
+    """``FIELD=COLUMN`` or ``FIELD:COLUMN`` pairs (e.g. ``item_id=uid``) as a ``field_map``.
+
+    A field name holds neither ``=`` nor ``:``, so the first of them separates the pair
+    and a column name may contain either. Raises :class:`IngestError` naming the bad pair.
+    """
+    out: dict[str, str] = {}
+    for pair in pairs:
+        cut = min((i for i in (pair.find("="), pair.find(":")) if i >= 0), default=-1)
+        name, column = (pair[:cut].strip(), pair[cut + 1:].strip()) if cut >= 0 else ("", "")
+        if not name or not column:
+            raise IngestError(f"{pair!r}: expected FIELD=COLUMN or FIELD:COLUMN, e.g. item_id=uid")
+        if name not in FIELD_NAMES:
+            raise IngestError(f"{pair!r}: {name!r} is not a field; fields are {', '.join(FIELD_NAMES)}")
+        if name in out and out[name] != column:
+            raise IngestError(f"{pair!r}: field {name!r} is mapped twice")
+        out[name] = column
+    return out
 _COPY_CHUNK_ROWS = 5000
 
 
@@ -263,6 +288,7 @@ class _Batch:
     release_id: int | None = None
     version: int = 0
     batch_id: int = 0
+    may_set_tier: bool = True
 
 
 def _checksum(source: Source, kind: ImportKind, fmt: str, options: Mapping[str, Any]) -> str:
@@ -797,6 +823,7 @@ def _bulk_first_load(b: _Batch, header: list[str], labels: Sequence[str], defaul
     ann = sql.temp_table("annotator_ext TEXT, first_row BIGINT, vendor TEXT, vendor2 TEXT, tier TEXT, "
                          "tier2 TEXT")
     sql.load_rows(ann, ["annotator_ext", "first_row", "vendor", "vendor2", "tier", "tier2"], loaded.annotator_rows)
+    _refuse_expert_tier(b, ann)
     if created:
         # The new annotators take the batch's vendor and tier (conflicts are reported below).
         sql.run(f"UPDATE annotator a SET vendor = x.vendor, tier = coalesce(x.tier, :crowd) FROM {ann} x "
@@ -863,12 +890,14 @@ def import_annotations(session: Session, dataset: str | Dataset, source: str | b
                        workspace: str = DEFAULT_WORKSPACE, format: str | None = None,
                        field_map: Mapping[str, str] | None = None, vendor: str | None = None,
                        tier: str | Tier | None = None, idempotency_key: str | None = None,
-                       submitted_by: str | None = None, progress: Callable[[int], None] | None = None
-                       ) -> ImportResult:
+                       submitted_by: str | None = None, progress: Callable[[int], None] | None = None,
+                       may_set_tier: bool = True) -> ImportResult:
     """Import one batch of annotations (all or nothing); see the module docstring.
 
     ``vendor``/``tier`` apply to rows that carry none. A re-label of an existing
     (item, annotator) supersedes it and moves the old row to ``annotation_history``.
+    With ``may_set_tier=False`` (a vendor's batch) no row may make an annotator
+    ``expert``: such a batch is refused, naming the row and the ``tier`` field.
     """
     tier_value = Tier(tier).value if tier is not None else None
     defaults = AnnotationDefaults(vendor=vendor, tier=tier_value)
@@ -878,6 +907,7 @@ def import_annotations(session: Session, dataset: str | Dataset, source: str | b
                         allowed=formats.ANNOTATION_FORMATS)
     if prior is not None:
         return prior
+    b.may_set_tier = may_set_tier
     labels = list(b.dataset.labels)
     sql = b.sql
     tables: list[str] = []
@@ -927,10 +957,33 @@ def import_annotations(session: Session, dataset: str | Dataset, source: str | b
             sql.drop(*tables)
 
 
+def _refuse_expert_tier(b: _Batch, ann: str) -> None:
+    """A caller that may not set tiers (a vendor) names no annotator ``expert`` that is not one already.
+
+    The expert tier makes an annotator part of every vendor's expert panel in the audit,
+    so only admins and analysts decide it; naming ``crowd``, or ``expert`` for an
+    annotator an admin registered as expert, changes nothing and is allowed.
+    """
+    if b.may_set_tier:
+        return
+    expert = Tier.EXPERT.value
+    errors = [RowError(int(r), "tier", f"annotator {a!r}: a vendor cannot set the tier {expert!r} "
+                                       f"(only admins and analysts register experts)")
+              for a, r in b.sql.run(
+                  f"SELECT x.annotator_ext, x.first_row FROM {ann} x WHERE (x.tier = :e OR x.tier2 = :e) "
+                  f"AND NOT EXISTS (SELECT 1 FROM annotator a WHERE a.workspace_id = :w "
+                  f"AND a.external_id = x.annotator_ext AND a.tier = :e) "
+                  f"ORDER BY x.first_row LIMIT {MAX_REPORTED_ERRORS}",
+                  {"e": expert, "w": b.dataset.workspace_id})]
+    if errors:
+        raise ImportRejected(errors, source=b.source.name)
+
+
 def _merge_annotators(b: _Batch, ann: str) -> int:
     """Check the batch's annotators (one staged row each) against each other and the database; add new ones."""
     sql = b.sql
     w = b.dataset.workspace_id
+    _refuse_expert_tier(b, ann)
     # Annotators (one staged row per distinct id), checked against each other and the database.
     errors = [RowError(int(r), "vendor" if v1 != v2 else "tier",
                        f"annotator {a!r} is given both {(v1 if v1 != v2 else t1)!r} and "

@@ -138,3 +138,68 @@ def vendor(name: str):
 @cached
 def audit_runs():
     return render_template("audit_runs.html", runs=dashboards.audit_runs(get_session(), g.principal.workspace_id))
+
+
+# --- access: admins revoke tokens and (de)activate users ---------------------------------------
+
+
+def _admin() -> None:
+    if g.principal.role != Role.ADMIN:
+        abort(403)
+
+
+@bp.get("/access")
+@login_required()
+def access():
+    """Users, their tokens and the record of who revoked or (de)activated what (admins only; never cached)."""
+    from auditor.db import AccessEvent, ApiToken
+
+    _admin()
+    db = get_session()
+    w = g.principal.workspace_id
+    users = list(db.scalars(select(User).where(User.workspace_id == w).order_by(User.email)))
+    tokens: dict[int, list] = {}
+    for t in db.scalars(select(ApiToken).join(User, ApiToken.user_id == User.id)
+                        .where(User.workspace_id == w).order_by(ApiToken.id)):
+        tokens.setdefault(t.user_id, []).append(t)
+    events = list(db.scalars(select(AccessEvent).where(AccessEvent.workspace_id == w)
+                             .order_by(AccessEvent.created_at.desc(), AccessEvent.id.desc()).limit(50)))
+    return render_template("access.html", users=users, tokens=tokens, events=events)
+
+
+@bp.post("/access/users/<int:user_id>/<any(deactivate, reactivate):action>")
+@login_required()
+def access_user(user_id: int, action: str):
+    """The CSRF token is checked before this runs."""
+    from auditor.web.access import set_user_active
+
+    _admin()
+    db = get_session()
+    user = db.get(User, user_id)
+    if user is None or user.workspace_id != g.principal.workspace_id:
+        abort(404)
+    if action == "deactivate" and user.id == g.principal.user_id:
+        flash("You cannot deactivate yourself; ask another admin.")
+    else:
+        set_user_active(db, user, action == "reactivate", actor=g.principal.email, actor_id=g.principal.user_id)
+        db.commit()
+        flash(f"{user.email} {action}d.")
+    return redirect(url_for("ui.access"))
+
+
+@bp.post("/access/tokens/<int:token_id>/revoke")
+@login_required()
+def access_token(token_id: int):
+    """The CSRF token is checked before this runs."""
+    from auditor.db import ApiToken
+    from auditor.web.access import revoke_token
+
+    _admin()
+    db = get_session()
+    token = db.get(ApiToken, token_id)
+    if token is None or token.user.workspace_id != g.principal.workspace_id:
+        abort(404)
+    revoke_token(db, token, actor=g.principal.email, actor_id=g.principal.user_id)
+    db.commit()
+    flash(f"Token {token.prefix} of {token.user.email} revoked.")
+    return redirect(url_for("ui.access"))

@@ -58,7 +58,7 @@ def test_certify_table(files):
     ("content", "match"),
     [
         ("item_id,label\n1,pos\n2,maybe\n3,pos\n", "label 'maybe' is not one of"),
-        ("item_id,label\n1,pos\n2,neg\n", "no prediction for item '3'"),
+        ("item_id,label\n7,pos\n8,neg\n", "predicts none of the 3 annotated items"),
         ("item_id,label\n1,pos\n1,neg\n2,neg\n3,pos\n", "appears twice"),
         ("item_id,neg,pos\n1,0.5,0.6\n2,1,0\n3,0,1\n", "sum to 1"),
         ("item_id,neg,pos\n1,nan,0.6\n2,1,0\n3,0,1\n", "not a number"),
@@ -104,3 +104,55 @@ def test_certify_with_the_variance_adaptive_methods(tmp_path, method):
     table = CliRunner().invoke(main, ["certify", str(tmp_path / "ann.csv"), str(tmp_path / "m.csv"), "--method",
                                       method])
     assert table.exit_code == 0 and f"S_{method}" in table.output
+
+
+def test_certify_takes_predictions_on_part_of_the_items_by_the_services_rule(tmp_path):
+    """U on every annotated item, L on the predicted ones, the confidence with each side's count: as an audit does."""
+    import numpy as np
+
+    from auditor.audit.pipeline import AuditOptions, release_arrays
+    from auditor.stats import upper_bounds
+
+    rng = np.random.default_rng(3)
+    truth = rng.integers(0, 2, 80)
+    rows = ["item_id,annotator_id,label"]
+    for n, t in enumerate(truth):
+        for a in range(3):
+            label = t if rng.random() < 0.8 else 1 - t
+            rows.append(f"i{n},a{a},{'pos' if label else 'neg'}")
+    (tmp_path / "ann.csv").write_text("\n".join(rows) + "\n")
+    predicted = sorted(rng.choice(80, 50, replace=False).tolist())
+    guess = {n: truth[n] if rng.random() < 0.9 else 1 - truth[n] for n in predicted}
+    lines = ["item_id,label"] + [f"i{n},{'pos' if g else 'neg'}" for n, g in guess.items()]
+    lines += ["x1,pos", "x2,neg"]  # items without annotations: ignored, and counted
+    (tmp_path / "part.csv").write_text("\n".join(lines) + "\n")
+
+    res = CliRunner().invoke(main, ["certify", str(tmp_path / "ann.csv"), str(tmp_path / "part.csv"), "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    model = out["models"]["part"]
+    assert (model["n_predicted"], model["n_ignored"], model["n_items_lower"]) == (50, 2, 50)
+    assert model["n_items_upper"] == out["upper"]["n_items"] == 80
+
+    # The audit's computation on the same data (the service's rule).
+    counts = np.zeros((80, 2), dtype=np.int64)
+    for row in rows[1:]:
+        item, _, label = row.split(",")
+        counts[int(item[1:]), int(label == "pos")] += 1
+    ub = upper_bounds(counts)
+    upper = {"u_t": ub.theoretical, "u_e": ub.empirical, "n_t": ub.n_items, "n_e": ub.n_items_empirical}
+    info = {"release_id": 1, "model": "m", "version": "1", "labels": ["neg", "pos"], "n_predictions": 50}
+    service = release_arrays(info, counts[predicted], np.array([guess[n] for n in predicted]), None, upper,
+                             AuditOptions(n_bootstrap=20))["certifications"][0]
+    assert model["l"] == pytest.approx(service["l"], abs=1e-12)
+    assert model["n_items_lower"] == service["n_items_lower"]
+    for bound, b in (("theoretical", "t"), ("empirical", "e")):
+        for method in ("hms", "oms"):
+            assert model["confidence"][f"{bound}/{method}"]["score"] == pytest.approx(service[f"s_{method}_{b}"],
+                                                                                      abs=1e-12), (bound, method)
+    assert model["verdict"]["certified"] == service["certified"]
+
+    table = CliRunner().invoke(main, ["certify", str(tmp_path / "ann.csv"), str(tmp_path / "part.csv")])
+    assert table.exit_code == 0, table.output
+    assert "predicts 50 of the 80 annotated items; L rests on 50 of them, U_t on all 80" in table.output
+    assert "2 prediction(s) for items without annotations ignored" in table.output

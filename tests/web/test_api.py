@@ -410,3 +410,213 @@ def test_a_cached_answer_costs_one_statement_and_still_checks_the_caller(app):
     # The same URL with another workspace's token is answered afresh, not from the cache.
     other, statements = statements_of(stranger.auth())
     assert other.status_code == 404 and len(statements) > 1
+
+
+def test_a_vendor_cannot_make_annotators_experts(app, client):
+    """The expert tier puts an annotator on every vendor's expert panel: only admins and analysts set it."""
+    tenant = make_tenant(app)
+    admin, vendor = tenant.auth(), tenant.auth("vendor")
+    ds = client.post("/api/v1/datasets", json={"name": "tiers", "labels": ["no", "yes"]}, headers=admin).get_json()
+    from tests.web.conftest import grant
+
+    grant(app, tenant, "vendor", ds["id"])
+    url = f"/api/v1/datasets/{ds['id']}/annotations"
+
+    def annotators():
+        rows = client.get("/api/v1/annotators?per_page=500", headers=admin).get_json()["items"]
+        return {a["external_id"]: a["tier"] for a in rows}
+
+    # The tier as a query parameter or in the JSON body: refused.
+    r = client.post(url + "?tier=expert", headers=vendor,
+                    json={"records": [{"item_id": "i1", "annotator_id": "v1", "label": "yes"}]})
+    assert r.status_code == 403 and r.get_json()["field"] == "tier"
+    r = client.post(url, headers=vendor,
+                    json={"tier": "expert", "records": [{"item_id": "i1", "annotator_id": "v1", "label": "yes"}]})
+    assert r.status_code == 403 and r.get_json()["field"] == "tier"
+    # The tier in a row (JSON records, CSV): the batch is refused naming the row and field; nothing is written.
+    r = client.post(url, headers=vendor, json={"records": [
+        {"item_id": "i1", "annotator_id": "v1", "label": "yes"},
+        {"item_id": "i2", "annotator_id": "v2", "label": "no", "tier": "expert"}]})
+    assert r.status_code == 400, r.get_json()
+    assert r.get_json()["errors"][0] == {"row": 2, "field": "tier", "message": r.get_json()["errors"][0]["message"]}
+    r = client.post(url, headers=vendor, content_type="text/csv",
+                    data="item_id,annotator_id,label,tier\ni1,v3,yes,expert\n")
+    assert r.status_code == 400 and r.get_json()["errors"][0]["field"] == "tier", r.get_json()
+    assert annotators() == {}
+    # "crowd" is allowed, and so is naming the tier an admin gave an annotator already.
+    r = client.post(url, headers=vendor, content_type="text/csv",
+                    data="item_id,annotator_id,label,tier\ni1,v1,yes,crowd\n")
+    assert r.status_code == 202, r.get_json()
+    assert client.post("/api/v1/annotators", headers=admin, json={"external_id": "e1", "vendor": "acme-labeling",
+                                                                  "tier": "expert"}).status_code == 201
+    r = client.post(url, headers=vendor, json={"records": [{"item_id": "i2", "annotator_id": "e1", "label": "no",
+                                                            "tier": "expert"}]})
+    assert r.status_code == 202, r.get_json()
+    assert annotators() == {"v1": "crowd", "e1": "expert"}
+    # Admins still set tiers in a batch.
+    r = client.post(url + "?tier=expert", headers=admin,
+                    json={"records": [{"item_id": "i3", "annotator_id": "x1", "label": "yes"}]})
+    assert r.status_code == 202 and annotators()["x1"] == "expert"
+
+
+def test_revoking_tokens_and_deactivating_users_takes_effect_at_once_and_is_recorded(app, client):
+    from click.testing import CliRunner
+
+    from auditor.cli import main
+    from tests.web.conftest import csrf_token, login
+
+    tenant = make_tenant(app)
+    admin = tenant.auth()
+    ids = tenant.user_ids
+    analyst, vendor = tenant.auth("analyst"), tenant.auth("vendor")
+    # Warm the response cache (and the per-request auth) for the analyst's token.
+    for _ in range(2):
+        assert client.get("/api/v1/alerts", headers=analyst).status_code == 200
+    tokens = client.get(f"/api/v1/users/{ids['analyst']}/tokens", headers=admin).get_json()["items"]
+    [tok] = tokens
+    assert tok["revoked_at"] is None and "token_hash" not in tok and tenant.tokens["analyst"].startswith(tok["prefix"])
+    # Only admins list users and revoke others' tokens; another workspace's token is not found.
+    assert client.get("/api/v1/users", headers=vendor).status_code == 403
+    assert client.post(f"/api/v1/tokens/{tok['id']}/revoke", headers=vendor).status_code == 404
+    other = make_tenant(app)
+    assert client.post(f"/api/v1/tokens/{tok['id']}/revoke", headers=other.auth()).status_code == 404
+    r = client.post(f"/api/v1/tokens/{tok['id']}/revoke", headers=admin)
+    assert r.status_code == 200 and r.get_json()["revoked_at"] is not None
+    assert client.get("/api/v1/alerts", headers=analyst).status_code == 401
+    assert client.get("/api/v1/me", headers=analyst).status_code == 401
+    # A user may revoke its own token.
+    me = client.get("/api/v1/me", headers=vendor).get_json()
+    [vtok] = client.get(f"/api/v1/users/{me['user_id']}/tokens", headers=vendor).get_json()["items"]
+    assert client.post(f"/api/v1/tokens/{vtok['id']}/revoke", headers=vendor).status_code == 200
+    assert client.get("/api/v1/me", headers=vendor).status_code == 401
+
+    # Deactivating a user refuses its tokens and its session; reactivating lets it back in.
+    viewer = tenant.auth("viewer")
+    session_client = app.test_client()
+    assert login(session_client, tenant, "viewer").status_code == 302
+    assert session_client.get("/").status_code == 200
+    assert client.get("/api/v1/alerts", headers=viewer).status_code == 200
+    r = client.post(f"/api/v1/users/{ids['viewer']}/deactivate", headers=admin)
+    assert r.status_code == 200 and r.get_json()["is_active"] is False
+    assert client.get("/api/v1/alerts", headers=viewer).status_code == 401
+    assert session_client.get("/").status_code == 302  # back to the login page
+    assert login(app.test_client(), tenant, "viewer").status_code == 401
+    assert client.post(f"/api/v1/users/{ids['admin']}/deactivate", headers=admin).status_code == 409
+    assert client.get("/api/v1/users?active=false", headers=admin).get_json()["items"][0]["id"] == ids["viewer"]
+    assert client.post(f"/api/v1/users/{ids['viewer']}/reactivate", headers=admin).status_code == 200
+    assert client.get("/api/v1/alerts", headers=viewer).status_code == 200
+
+    # The admin page: CSRF required; deactivating there refuses the user at once.
+    page = app.test_client()
+    assert login(page, tenant, "admin").status_code == 302
+    html = page.get("/access").get_data(as_text=True)
+    assert tenant.emails["viewer"] in html
+    assert page.post(f"/access/users/{ids['viewer']}/deactivate").status_code == 400
+    assert client.get("/api/v1/alerts", headers=viewer).status_code == 200
+    r = page.post(f"/access/users/{ids['viewer']}/deactivate", data={"csrf_token": csrf_token(html)})
+    assert r.status_code == 302
+    assert client.get("/api/v1/alerts", headers=viewer).status_code == 401
+    assert page.post(f"/access/users/{ids['viewer']}/reactivate", data={"csrf_token": csrf_token(html)}).status_code == 302
+    analyst_page = app.test_client()
+    login(analyst_page, tenant, "analyst")
+    assert analyst_page.get("/access").status_code == 403
+
+    api_events = client.get("/api/v1/access-events", headers=admin).get_json()["items"]
+    assert [(e["action"], e["actor"]) for e in api_events[:2]] == [("user_reactivated", tenant.emails["admin"]),
+                                                                   ("user_deactivated", tenant.emails["admin"])]
+    assert client.get("/api/v1/access-events", headers=tenant.auth("viewer")).status_code == 403
+
+    # The command line: revoke by prefix, deactivate by email.
+    env = {"AUDITOR_DATABASE_URL": app.extensions["auditor.engine"].url.render_as_string(hide_password=False)}
+
+    def cli(*args):
+        return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+
+    assert client.get("/api/v1/me", headers=admin).status_code == 200
+    listed = cli("tokens", "list", "--workspace", tenant.slug, "--user", tenant.emails["admin"])
+    assert tenant.tokens["admin"][:12] in listed.output and "active" in listed.output
+    out = cli("tokens", "revoke", "--workspace", tenant.slug, "--user", tenant.emails["admin"],
+              "--prefix", tenant.tokens["admin"][:12])
+    assert out.exit_code == 0 and "1 token(s)" in out.output and f"workspace {tenant.slug!r}" in out.output
+    assert client.get("/api/v1/me", headers=admin).status_code == 401
+    assert client.get("/api/v1/me", headers=tenant.auth("vendor:bolt-annotations")).status_code == 200
+    out = cli("users", "deactivate", "--workspace", tenant.slug, "--email", tenant.emails["vendor:bolt-annotations"])
+    assert out.exit_code == 0 and "deactivated" in out.output
+    assert client.get("/api/v1/me", headers=tenant.auth("vendor:bolt-annotations")).status_code == 401
+    assert cli("users", "reactivate", "--workspace", tenant.slug,
+               "--email", tenant.emails["vendor:bolt-annotations"]).exit_code == 0
+    assert client.get("/api/v1/me", headers=tenant.auth("vendor:bolt-annotations")).status_code == 200
+
+    # Every change is recorded with who made it and when, newest first.
+    events = page.get("/access").get_data(as_text=True)
+    assert "token revoked" in events and "user deactivated" in events
+    from sqlalchemy import select
+
+    from auditor.db import AccessEvent, make_session_factory
+
+    with make_session_factory(app.extensions["auditor.engine"])() as db:
+        rows = db.execute(select(AccessEvent.action, AccessEvent.actor, AccessEvent.user_id)
+                          .where(AccessEvent.workspace_id == tenant.workspace_id).order_by(AccessEvent.id)).all()
+    a = tenant.emails["admin"]
+    assert [(str(x), actor if not actor.startswith("cli") else "cli", u) for x, actor, u in rows] == [
+        ("token_revoked", a, ids["analyst"]), ("token_revoked", tenant.emails["vendor"], me["user_id"]),
+        ("user_deactivated", a, ids["viewer"]), ("user_reactivated", a, ids["viewer"]),
+        ("user_deactivated", a, ids["viewer"]), ("user_reactivated", a, ids["viewer"]),
+        ("token_revoked", "cli", ids["admin"]), ("user_deactivated", "cli", ids["vendor:bolt-annotations"]),
+        ("user_reactivated", "cli", ids["vendor:bolt-annotations"])]
+
+
+def test_predictions_by_model_and_release_name_with_a_field_mapping(app, client, datasets_dir):
+    """The raw SNLI prediction file (a ``uid`` column, ``probs`` list) in one call, as the CLI imports it."""
+    tenant = make_tenant(app)
+    admin, analyst = tenant.auth(), tenant.auth("analyst")
+    labels = ["entailment", "contradiction", "neutral"]  # the Baan et al. class index order
+    ds = client.post("/api/v1/datasets", json={"name": "snli", "labels": labels}, headers=admin).get_json()
+    url = f"/api/v1/datasets/{ds['id']}/predictions"
+    path = datasets_dir / "snli_dev_model_predictions_baan2022" / "SNLI_dev_roberta-base_0.json"
+    lines = path.read_text(encoding="utf-8").splitlines()[:300]
+    body = "\n".join(lines).encode("utf-8")
+    # Without a mapping the file is refused (it has no item_id column); nothing is written.
+    r = client.post(url + "?model=roberta-base&release=seed-0", data=body, content_type="application/x-ndjson",
+                    headers=analyst)
+    assert r.status_code == 400 and r.get_json()["field"] == "item_id", r.get_json()
+    assert client.get("/api/v1/models", headers=admin).get_json()["items"] == []
+    r = client.post(url + "?model=roberta-base&release=seed-0&field=item_id:uid,probabilities:probs", data=body,
+                    content_type="application/x-ndjson", headers=analyst)
+    assert r.status_code == 202, r.get_json()
+    assert r.get_json()["rows"] == 300 and r.get_json()["kind"] == "predictions"
+    # The model and release were created on first use; the next release of the model reuses the model.
+    [model] = client.get("/api/v1/models", headers=admin).get_json()["items"]
+    assert model["name"] == "roberta-base"
+    r = client.post(url + "?model=roberta-base&release=seed-1&field=item_id%3Duid&field=probabilities=probs",
+                    data=body, content_type="application/x-ndjson", headers=analyst)
+    assert r.status_code == 202, r.get_json()
+    releases = client.get(f"/api/v1/models/{model['id']}/releases", headers=admin).get_json()["items"]
+    assert sorted(x["version"] for x in releases) == ["seed-0", "seed-1"]
+    # The same content again, named by release_id: a duplicate of the first batch.
+    seed0 = next(x["id"] for x in releases if x["version"] == "seed-0")
+    r = client.post(url + f"?release_id={seed0}&field=item_id:uid,probabilities:probs", data=body,
+                    content_type="application/x-ndjson", headers=analyst)
+    assert r.status_code == 202 and r.get_json()["duplicate"] is True, r.get_json()
+    # The stored probabilities are the file's, on the items named by its uid column.
+    from sqlalchemy import select
+
+    from auditor.db import Item, Prediction, make_session_factory
+
+    with make_session_factory(app.extensions["auditor.engine"])() as db:
+        stored = dict(db.execute(select(Item.external_id, Prediction.probabilities)
+                                 .join(Prediction, Prediction.item_id == Item.id)
+                                 .where(Prediction.release_id == seed0)).all())
+    expected = {rec["uid"]: rec["probs"] for rec in map(json.loads, lines)}
+    assert stored.keys() == expected.keys()
+    for uid, probs in expected.items():
+        assert stored[uid] == pytest.approx(probs, rel=1e-12)
+    # Bad names and mappings are 400s naming the parameter.
+    for query, field in [("?model=m", "release"), ("?release=1", "model"), (f"?release_id={seed0}&model=m", "release_id"),
+                         ("?model=m&release=1&field=uid", "field"), ("?model=m&release=1&field=nope:uid", "field"),
+                         ("", "release_id")]:
+        r = client.post(url + query, data=body, content_type="application/x-ndjson", headers=analyst)
+        assert r.status_code == 400 and r.get_json()["field"] == field, (query, r.get_json())
+    # Vendors and viewers may not submit predictions.
+    assert client.post(url + "?model=m&release=1", data=body, content_type="application/x-ndjson",
+                       headers=tenant.auth("viewer")).status_code == 403

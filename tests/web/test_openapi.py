@@ -79,6 +79,9 @@ def test_fuzz_finds_no_server_errors(app, fuzz_target):
                                      headers=auth).get_json()["items"][0]["id"]
     ids["item_id"] = client.get(f"/api/v1/datasets/{ids['dataset_id']}/items", headers=auth).get_json()["items"][0]["id"]
     ids["annotator_id"] = client.get("/api/v1/annotators", headers=auth).get_json()["items"][0]["id"]
+    # Users and tokens: the viewer's (revoking or deactivating the fuzzing admin would end the run).
+    ids["user_id"] = fuzz_target.tenant.user_ids["viewer"]
+    ids["token_id"] = client.get(f"/api/v1/users/{ids['user_id']}/tokens", headers=auth).get_json()["items"][0]["id"]
     from auditor.db import Alert, make_session_factory
 
     with make_session_factory(app.extensions["auditor.engine"])() as db:

@@ -43,7 +43,8 @@ def two(app, seeded):
     annotators = client.get("/api/v1/annotators", headers=a).get_json()["items"]
     ids = {"dataset_id": seeded.dataset_id, "model_id": seeded.model_id, "release_id": seeded.release_ids["2.0"],
            "audit_run_id": run["id"], "item_id": items[0]["id"], "annotator_id": annotators[0]["id"],
-           "vendor": "acme-labeling"}
+           "vendor": "acme-labeling", "user_id": seeded.tenant.user_ids["viewer"]}
+    ids["token_id"] = client.get(f"/api/v1/users/{ids['user_id']}/tokens", headers=a).get_json()["items"][0]["id"]
     from auditor.db import Alert, make_session_factory
 
     with make_session_factory(app.extensions["auditor.engine"])() as db:

@@ -45,6 +45,10 @@ _RAW_FORMATS = {
 }
 FILE_FORMAT = Param("file_format", "string", "Format of an uploaded file (default: detected from its name "
                     "and first bytes).", enum=("csv", "tsv", "wide", "jsonl", "label-studio"))
+FIELD = Param("field", "string", "Read FIELD from COLUMN, as the CLI's --field: FIELD:COLUMN (or FIELD=COLUMN) "
+              "pairs, comma-separated or repeated, e.g. item_id:uid,probabilities:probs. Fields: "
+              "item_id, annotator_id, label, labels, probabilities, vendor, tier, timestamp, source.",
+              max_length=2000)
 IDEMPOTENCY = Param("idempotency_key", "string", "Re-sending a batch with the same key changes nothing "
                     "(the Idempotency-Key header works too).", max_length=200)
 
@@ -88,6 +92,17 @@ def _options(idempotency_key: str | None) -> dict:
     if key is not None and (len(key) > 200 or "\x00" in key):
         raise ApiError(400, "idempotency_key must be at most 200 characters.", field="idempotency_key")
     return {"idempotency_key": key}
+
+
+def _field_map() -> dict[str, str]:
+    """The ``field`` query parameters (each may hold comma-separated pairs) as a field map."""
+    from auditor.ingest.usecases import parse_field_map
+
+    pairs = [p for raw in request.args.getlist("field") for p in raw.split(",") if p.strip()]
+    try:
+        return parse_field_map(pairs)
+    except IngestError as exc:
+        raise ApiError(400, str(exc), field="field") from None
 
 
 def _run(db, principal, dataset, fn, *args, **kwargs) -> dict:
@@ -138,10 +153,10 @@ _ACCEPTED = s.ref("Accepted")
 @endpoint("POST", "/datasets/<int:dataset_id>/annotations", summary="Submit annotations", tag="ingestion",
           roles={Role.ADMIN, Role.VENDOR}, body=s.BODIES["AnnotationsIngest"], body_name="AnnotationsIngest",
           uploads=True, response=_ACCEPTED, status=202, limit=_ingest_limit,
-          query=[FILE_FORMAT, IDEMPOTENCY,
+          query=[FILE_FORMAT, IDEMPOTENCY, FIELD,
                  Param("vendor", "string", "Vendor of rows that name none.", max_length=200),
                  Param("tier", "string", "Tier of rows that name none.", enum=("crowd", "expert"))])
-def submit_annotations(principal, db, dataset_id, file_format, idempotency_key, vendor, tier, body=None):
+def submit_annotations(principal, db, dataset_id, file_format, idempotency_key, field, vendor, tier, body=None):
     """One batch of annotations (item_id, annotator_id, label[, vendor, tier, timestamp]), all or nothing.
 
     A vendor token may submit only to the datasets it is granted, only as its own vendor.
@@ -157,9 +172,13 @@ def submit_annotations(principal, db, dataset_id, file_format, idempotency_key, 
     if request.is_json and body is not None:
         vendor = vendor or body.get("vendor")
         tier = tier or body.get("tier")
+    if principal.role == Role.VENDOR and tier is not None and tier != "crowd":
+        # The expert tier puts annotators on every vendor's expert panel: admins and analysts decide it.
+        raise ApiError(403, "A vendor cannot set the tier; only admins and analysts register experts.",
+                       field="tier")
     src = _named(data, name)
     result = _run(db, principal, ds, import_annotations, src, format=fmt, vendor=vendor, tier=tier,
-                  **_options(idempotency_key))
+                  field_map=_field_map(), may_set_tier=principal.role != Role.VENDOR, **_options(idempotency_key))
     if principal.role == Role.VENDOR and result.changed:
         # Every annotator of the batch must be this vendor's: rows naming another vendor,
         # or another vendor's annotator ids, are refused and the batch rolled back.
@@ -177,9 +196,9 @@ def submit_annotations(principal, db, dataset_id, file_format, idempotency_key, 
 @endpoint("POST", "/datasets/<int:dataset_id>/gold", summary="Submit gold labels", tag="ingestion",
           roles={Role.ADMIN, Role.ANALYST}, body=s.BODIES["GoldIngest"], body_name="GoldIngest", uploads=True,
           response=_ACCEPTED, status=202, limit=_ingest_limit,
-          query=[FILE_FORMAT, IDEMPOTENCY,
+          query=[FILE_FORMAT, IDEMPOTENCY, FIELD,
                  Param("source", "string", "Where the gold labels come from (e.g. 'adjudicated').", max_length=200)])
-def submit_gold(principal, db, dataset_id, file_format, idempotency_key, source, body=None):
+def submit_gold(principal, db, dataset_id, file_format, idempotency_key, field, source, body=None):
     """One batch of gold labels (item_id, label[, source]), all or nothing."""
     ds = get_dataset(principal, db, dataset_id)
     data, fmt, name = _source(body, file_format)
@@ -188,24 +207,43 @@ def submit_gold(principal, db, dataset_id, file_format, idempotency_key, source,
     if request.is_json and body is not None:
         source = source or body.get("source")
     result = _run(db, principal, ds, import_gold, _named(data, name), format=fmt, gold_source=source,
-                  **_options(idempotency_key))
+                  field_map=_field_map(), **_options(idempotency_key))
     return _accepted(db, principal, ds, result)
 
 
 @endpoint("POST", "/datasets/<int:dataset_id>/predictions", summary="Submit predictions", tag="ingestion",
           roles={Role.ADMIN, Role.ANALYST}, body=s.BODIES["PredictionsIngest"], body_name="PredictionsIngest",
           uploads=True, response=_ACCEPTED, status=202, limit=_ingest_limit,
-          query=[Param("release_id", "integer", "The release these predictions are of.", required=True),
-                 FILE_FORMAT, IDEMPOTENCY])
-def submit_predictions(principal, db, dataset_id, release_id, file_format, idempotency_key, body=None):
-    """One release's predictions (item_id, label and/or probabilities), all or nothing."""
+          query=[Param("release_id", "integer", "The release these predictions are of (or name it with model "
+                       "and release)."),
+                 Param("model", "string", "The model's name (created on first use); with release, instead of "
+                       "release_id.", max_length=200),
+                 Param("release", "string", "The release's version (created on first use); with model.",
+                       max_length=200),
+                 FILE_FORMAT, IDEMPOTENCY, FIELD])
+def submit_predictions(principal, db, dataset_id, release_id, model, release, file_format, idempotency_key, field,
+                       body=None):
+    """One release's predictions (item_id, label and/or probabilities), all or nothing.
+
+    The release is ``release_id``, or ``model`` and ``release`` by name (both created on
+    first use, as the CLI's ``--model``/``--release`` do).
+    """
     ds = get_dataset(principal, db, dataset_id)
-    rel = get_release(principal, db, release_id)
+    if release_id is not None:
+        if model is not None or release is not None:
+            raise ApiError(400, "Name the release by release_id or by model and release, not both.",
+                           field="release_id")
+        rel = get_release(principal, db, release_id)
+        model, release = rel.model.name, rel.version
+    elif model is None or release is None or not model.strip() or not release.strip():
+        raise ApiError(400, "Query parameter 'release_id' is required (or 'model' and 'release', by name).",
+                       field="release_id" if model is None and release is None else
+                       ("model" if model is None or not model.strip() else "release"))
     if file_format == "wide":
         raise ApiError(400, "Predictions come as csv, tsv, jsonl or label-studio.", field="file_format")
     data, fmt, name = _source(body, file_format)
-    result = _run(db, principal, ds, import_predictions, _named(data, name), format=fmt,
-                  model=rel.model.name, release=rel.version, **_options(idempotency_key))
+    result = _run(db, principal, ds, import_predictions, _named(data, name), format=fmt, model=model.strip(),
+                  release=release.strip(), field_map=_field_map(), **_options(idempotency_key))
     return _accepted(db, principal, ds, result)
 
 

@@ -7,8 +7,10 @@ from datetime import datetime
 from typing import Any
 
 from auditor.db import (
+    AccessEvent,
     Alert,
     Annotator,
+    ApiToken,
     AuditRun,
     Dataset,
     ImportBatch,
@@ -16,6 +18,7 @@ from auditor.db import (
     Model,
     PowerCurve,
     Release,
+    User,
 )
 
 __all__ = ["BODIES", "SCHEMAS", "page_of", "ref"]
@@ -180,6 +183,23 @@ def alert(a: Alert) -> dict:
             "acknowledged_at": _t(a.acknowledged_at)}
 
 
+def user(u: User) -> dict:
+    return {"id": u.id, "email": u.email, "display_name": u.display_name, "role": str(u.role),
+            "vendor": u.vendor, "is_active": bool(u.is_active), "created_at": _t(u.created_at)}
+
+
+def token(t: ApiToken) -> dict:
+    """A token's description; the token itself is shown once, when made, and never stored."""
+    return {"id": t.id, "user_id": t.user_id, "name": t.name, "prefix": t.prefix,
+            "role": str(t.role) if t.role is not None else None, "created_at": _t(t.created_at),
+            "expires_at": _t(t.expires_at), "revoked_at": _t(t.revoked_at)}
+
+
+def access_event(e: AccessEvent) -> dict:
+    return {"id": e.id, "action": str(e.action), "actor": e.actor, "actor_id": e.actor_id, "user_id": e.user_id,
+            "token_id": e.token_id, "subject": e.subject, "created_at": _t(e.created_at)}
+
+
 # --- JSON Schemas ---------------------------------------------------------------------
 
 _LABEL = {"type": "string", "minLength": 1, "maxLength": 200}
@@ -201,6 +221,16 @@ SCHEMAS: dict[str, dict] = {
     "Annotator": _obj(["id", "external_id", "tier"], id=INT, external_id=STR, vendor=_n("string"),
                       tier={"type": "string", "enum": ["crowd", "expert"]}, created_at=_n(TIME)),
     "Vendor": _obj(["name", "n_annotators"], name=STR, n_annotators=INT, n_experts=INT),
+    "User": _obj(["id", "email", "role", "is_active"], id=INT, email=STR, display_name=_n("string"),
+                 role={"type": "string", "enum": ["admin", "analyst", "vendor", "viewer"]}, vendor=_n("string"),
+                 is_active=BOOL, created_at=_n(TIME)),
+    "Token": _obj(["id", "user_id", "name", "prefix"], id=INT, user_id=INT, name=STR, prefix=STR,
+                  role=_n("string"), created_at=_n(TIME), expires_at=_n(TIME), revoked_at=_n(TIME)),
+    "AccessEvent": _obj(["id", "action", "actor", "subject", "created_at"], id=INT,
+                        action={"type": "string", "enum": ["token_revoked", "user_deactivated",
+                                                           "user_reactivated"]},
+                        actor=STR, actor_id=_n("integer"), user_id=_n("integer"), token_id=_n("integer"),
+                        subject=STR, created_at=TIME),
     "Model": _obj(["id", "name"], id=INT, name=STR, description=_n("string"), created_at=_n(TIME)),
     "Release": _obj(["id", "model_id", "version"], id=INT, model_id=INT, version=STR, alias=_n("string"),
                     tags=ANY_JSON, released_at=_n(TIME), created_at=_n(TIME)),
