@@ -1,7 +1,7 @@
 """Access events: who revoked a token or (de)activated a user, and when.
 
 Revision ID: 8e911a54a1cb
-Revises: c3f1d8a2b6e4
+Revises: f1b4c9d19117
 Create Date: 2026-11-24 01:00:00
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = '8e911a54a1cb'
-down_revision: str | Sequence[str] | None = 'c3f1d8a2b6e4'
+down_revision: str | Sequence[str] | None = 'f1b4c9d19117'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
