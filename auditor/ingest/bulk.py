@@ -308,6 +308,7 @@ def stream_long_csv(source: Source, *, delimiter: str, columns: dict[str, int], 
     counts = _Growing(np.int64, L)
     aggregates: list[pa.Table] = []
     errors: list[RowError] = []
+    bad_rows = 0
     rows = 0
     for batch in _blocks(source, delimiter, n_columns, used, progress):
         n = batch.num_rows
@@ -336,7 +337,8 @@ def stream_long_csv(source: Source, *, delimiter: str, columns: dict[str, int], 
                 zero_copy_only=False)
         bad = miss_item | miss_ann | miss_label | unknown | bad_tier | bad_ts
         if bad.any():
-            for i in np.flatnonzero(bad)[:MAX_REPORTED_ERRORS]:
+            bad_rows += int(np.count_nonzero(bad))
+            for i in np.flatnonzero(bad)[:max(MAX_REPORTED_ERRORS - len(errors), 0)]:
                 row = rows + int(i) + 1
                 for mask, name in ((miss_item, "item_id"), (miss_ann, "annotator_id"), (miss_label, "label")):
                     if mask[i]:
@@ -349,8 +351,6 @@ def stream_long_csv(source: Source, *, delimiter: str, columns: dict[str, int], 
                 if bad_ts[i]:
                     errors.append(RowError(row, "timestamp",
                                            f"{ts_text[i].as_py()!r} is not an ISO 8601 date-time"))
-            if len(errors) >= MAX_REPORTED_ERRORS:
-                break
         if errors:
             rows += n
             continue  # keep reading only to find more errors
@@ -381,7 +381,7 @@ def stream_long_csv(source: Source, *, delimiter: str, columns: dict[str, int], 
             send(message)
         rows += n
     if errors:
-        raise ImportRejected(errors, source=source.name)
+        raise ImportRejected(errors, source=source.name, bad_rows=bad_rows)
     if rows == 0:
         raise ImportRejected([RowError(0, None, "the file holds no annotations")], source=source.name)
     per_annotator = pa.concat_tables(aggregates).group_by("a").aggregate([

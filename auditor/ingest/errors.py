@@ -30,10 +30,13 @@ class RowError:
 class ImportRejected(IngestError):
     """The whole batch was rejected and nothing of it was written."""
 
-    def __init__(self, errors: list[RowError], *, source: str | None = None):
+    def __init__(self, errors: list[RowError], *, source: str | None = None, bad_rows: int | None = None):
         self.errors = sorted(errors)[:MAX_REPORTED_ERRORS]
         self.source = source
+        #: How many rows of the batch are bad in all (the errors list only the first ones).
+        self.bad_rows = bad_rows if bad_rows is not None else len({e.row for e in errors})
         head = f"{source}: " if source else ""
-        more = " (first errors shown)" if len(errors) > MAX_REPORTED_ERRORS else ""
+        more = (f" ({self.bad_rows} bad rows in all; the first errors are shown)"
+                if self.bad_rows > len({e.row for e in self.errors}) else "")
         lines = "\n".join(f"  {e}" for e in self.errors)
         super().__init__(f"{head}batch rejected, nothing was written{more}:\n{lines}")

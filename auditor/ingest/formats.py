@@ -172,15 +172,17 @@ class _Errors:
         self.source = source
         self.progress = progress
         self.errors: list[RowError] = []
+        self.bad_rows: set[int] = set()
 
     def add(self, row: int, field: str | None, reason: str) -> None:
-        self.errors.append(RowError(row, field, reason))
-        if len(self.errors) >= MAX_REPORTED_ERRORS:
-            self.raise_if_any()
+        # Keep the first errors to report, but count every bad row so the answer can say the total.
+        self.bad_rows.add(row)
+        if len(self.errors) < MAX_REPORTED_ERRORS:
+            self.errors.append(RowError(row, field, reason))
 
     def raise_if_any(self) -> None:
         if self.errors:
-            raise ImportRejected(self.errors, source=self.source.name)
+            raise ImportRejected(self.errors, source=self.source.name, bad_rows=len(self.bad_rows))
 
 
 # --- low-level readers: (row number, record mapping) --------------------------------

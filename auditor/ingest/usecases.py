@@ -496,9 +496,10 @@ def _stage_raw_csv(b: _Batch, header: list[str], labels: Sequence[str], defaults
     ann = _stage_annotators(b, table, f"CASE WHEN {any_bad} THEN 1 ELSE 0 END",
                             annotator=col["annotator_id"], vendor=vendor, tier=tier)
     if ann is None:
-        bad = sql.run(f"SELECT row_no, {case_field}, {case_reason} FROM {table} WHERE {any_bad} "
-                      f"ORDER BY row_no LIMIT {MAX_REPORTED_ERRORS}").all()
-        raise ImportRejected([RowError(int(r), f, reason) for r, f, reason in bad], source=b.source.name)
+        bad = sql.run(f"SELECT row_no, {case_field}, {case_reason}, count(*) OVER () FROM {table} "
+                      f"WHERE {any_bad} ORDER BY row_no LIMIT {MAX_REPORTED_ERRORS}").all()
+        raise ImportRejected([RowError(int(r), f, reason) for r, f, reason, _ in bad], source=b.source.name,
+                             bad_rows=int(bad[0][3]) if bad else 0)
     src = (f"(SELECT row_no, {col['item_id']} AS item_ext, {col['annotator_id']} AS annotator_ext, "
            f"CAST(array_position({label_array}, {col['label']}) - 1 AS SMALLINT) AS label, "
            f"{vendor} AS vendor, {tier} AS tier, CAST({ts} AS TIMESTAMPTZ) AS ts FROM {table})")

@@ -423,3 +423,16 @@ def test_bulk_loads_need_no_second_connection_from_the_pool(pg_engine, monkeypat
         t.join(timeout=120)
     engine.dispose()
     assert sorted(r.inserted for r in results) == [100, 100, 100]
+
+
+def test_bulk_and_general_rejections_count_every_bad_row(pg_engine, pg_factory, monkeypatch, load_mode):
+    rows = ["item_id,annotator_id,label"] + [f"i{n},w{n % 7},{'zz' if n % 3 == 0 else 'a'}" for n in range(474)]
+    data = ("\n".join(rows) + "\n").encode()
+    for only in (_bulk_path_only, _general_path_only):
+        ws, name = _fresh(pg_factory)
+        with monkeypatch.context() as m, pytest.raises(ImportRejected) as info:
+            only(m)
+            with session_scope(pg_factory) as s:
+                import_annotations(s, name, data, workspace=ws)
+        assert info.value.bad_rows == 158, only.__name__
+        assert [e.row for e in info.value.errors] == list(range(1, 60, 3)), only.__name__

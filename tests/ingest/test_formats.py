@@ -146,3 +146,11 @@ def test_unseekable_stream_is_spooled():
     src = open_source(io.BufferedReader(Pipe(b"item_id,annotator_id,label\ni1,w1,a\n")))
     assert src.sha256() == src.sha256()
     assert len(list(read_annotations(src, "csv", LABELS))) == 1
+
+
+def test_rejection_counts_every_bad_row_not_only_the_listed_ones():
+    rows = ["item_id,annotator_id,label"] + [f"i{n},w1,{'zz' if n % 3 == 0 else 'a'}" for n in range(474)]
+    with pytest.raises(ImportRejected) as info:
+        _ann("\n".join(rows).encode(), "csv")
+    assert info.value.bad_rows == 158 and len(info.value.errors) == 20
+    assert "158 bad rows in all" in str(info.value)

@@ -620,3 +620,14 @@ def test_predictions_by_model_and_release_name_with_a_field_mapping(app, client,
     # Vendors and viewers may not submit predictions.
     assert client.post(url + "?model=m&release=1", data=body, content_type="application/x-ndjson",
                        headers=tenant.auth("viewer")).status_code == 403
+
+
+def test_a_rejected_batch_says_how_many_rows_are_bad_in_all(client, ctx):
+    rows = ["item_id,annotator_id,label"] + [f"n{n},w{n % 5},{'zz' if n % 3 == 0 else 'negative'}"
+                                             for n in range(474)]
+    r = client.post(f"/api/v1/datasets/{ctx.dataset_id}/annotations", data="\n".join(rows) + "\n",
+                    headers={**ctx.tenant.auth(), "Content-Type": "text/csv"})
+    assert r.status_code == 400
+    body = r.get_json()
+    assert "(and 157 more bad rows; the first 20 are listed in errors)" in body["message"], body["message"]
+    assert len(body["errors"]) == 20 and body["errors"][0]["row"] == 1

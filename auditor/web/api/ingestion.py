@@ -114,8 +114,12 @@ def _run(db, principal, dataset, fn, *args, **kwargs) -> dict:
         db.rollback()
         errors = [{"row": e.row, "field": e.field, "message": e.reason} for e in exc.errors]
         first = exc.errors[0] if exc.errors else None
+        others = exc.bad_rows - 1
+        listed = len({e.row for e in exc.errors})
         message = ("Batch rejected, nothing was written: " + (str(first) if first else "invalid batch") +
-                   (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
+                   (f" (and {others} more bad row{'s' if others != 1 else ''}"
+                    + (f"; the first {listed} are listed in errors" if exc.bad_rows > listed else "") + ")"
+                    if others > 0 else ""))
         raise ApiError(400, message, field=first.field if first else None, errors=errors,
                        code="batch_rejected") from None
     except IngestError as exc:
