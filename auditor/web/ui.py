@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import wraps
+from urllib.parse import urlsplit
 
 from flask import (
     Blueprint,
@@ -70,13 +71,25 @@ def login():
             session.clear()
             session["user_id"], session["workspace_id"] = user.id, ws.id
             session.permanent = False
-            target = request.args.get("next", "")
-            # Only local paths: an open redirect would let a phishing link bounce through us.
-            if not target.startswith("/") or target.startswith("//") or "\\" in target:
-                target = url_for("ui.overview")
-            return redirect(target)
+            return redirect(local_path(request.args.get("next", "")) or url_for("ui.overview"))
         error = "Unknown workspace, email or password."
     return render_template("login.html", error=error), (401 if error else 200)
+
+
+def local_path(target: str) -> str | None:
+    """``target`` if it is a path on this site, else None (no open redirect after login).
+
+    Browsers drop tabs and line breaks from URLs and read a backslash as a slash, so a
+    tab between two slashes means ``//evil.example``: any control character, white space or
+    backslash refuses the target, and what is left must be one absolute path with no
+    scheme or host.
+    """
+    if not target or any(ord(ch) < 0x21 or ch in "\\\x7f" for ch in target):
+        return None
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not target.startswith("/") or target.startswith("//"):
+        return None
+    return target
 
 
 @bp.post("/logout")

@@ -371,3 +371,26 @@ def test_errors_are_json_without_stack_traces(client, two):
         assert set(body) >= {"error", "message"}
         assert "Traceback" not in r.get_data(as_text=True)
     assert client.get("/api/v1/datasets?page=abc", headers=a.tenant.auth()).get_json()["field"] == "page"
+
+
+@pytest.mark.parametrize("target", ["/%09/evil.example/phish", "/%0a/evil.example", "/%5cevil.example",
+                                    "/\\evil.example", "https://evil.example/", "%2F%2Fevil.example",
+                                    "/%0d%0a/evil.example", "/ /evil.example"])
+def test_login_never_redirects_off_site(app, two, target):
+    a, _, _ = two
+    client = app.test_client()
+    token = csrf_token(client.get("/login").get_data(as_text=True))
+    r = client.post(f"/login?next={target}", data={
+        "csrf_token": token, "workspace": a.tenant.slug, "email": a.tenant.emails["admin"],
+        "password": "correct horse battery"})
+    assert r.status_code == 302 and r.headers["Location"] == "/", r.headers["Location"]
+
+
+def test_login_keeps_a_local_next_path(app, two):
+    a, _, _ = two
+    client = app.test_client()
+    token = csrf_token(client.get("/login").get_data(as_text=True))
+    r = client.post("/login?next=/runs%3Fpage%3D2", data={
+        "csrf_token": token, "workspace": a.tenant.slug, "email": a.tenant.emails["admin"],
+        "password": "correct horse battery"})
+    assert r.status_code == 302 and r.headers["Location"] == "/runs?page=2"
