@@ -16,6 +16,20 @@ Variables (all optional):
     a single embedded process only).
 ``AUDITOR_MAX_UPLOAD_BYTES``
     Largest accepted upload (default 1 GiB).
+``AUDITOR_LOGIN_LIMIT`` / ``AUDITOR_INGEST_LIMIT`` / ``AUDITOR_SCORE_LIMIT``
+    Rate limits per client address of login attempts, ingestion requests and
+    ``/api/score`` (defaults ``10 per minute``, ``60 per minute``, ``60 per minute``;
+    any rate the ``limits`` package parses, e.g. ``1000 per hour;20 per second``).
+``AUDITOR_RESPONSE_CACHE_ENTRIES`` / ``AUDITOR_RESPONSE_CACHE_MAX_BYTES``
+    Per-process cache of rendered results: how many (default 512; 0 turns it off) and
+    the largest response kept (default 4 MiB).
+``AUDITOR_SESSION_COOKIE_SECURE``
+    ``auto`` (default): the session cookie is ``Secure`` whenever the request came over
+    HTTPS (as seen through ``AUDITOR_PROXY_COUNT`` proxies); ``true``: always; ``false``:
+    never (plain-HTTP development only).
+``AUDITOR_PROXY_COUNT``
+    Reverse proxies in front of the web process whose ``X-Forwarded-For/-Proto/-Host``
+    headers are trusted (default 0: none; behind one TLS-terminating proxy set 1).
 """
 
 from __future__ import annotations
@@ -41,6 +55,13 @@ class Settings:
     result_backend: str
     secret_key: str
     max_upload_bytes: int = _DEFAULT_MAX_UPLOAD
+    login_limit: str = "10 per minute"
+    ingest_limit: str = "60 per minute"
+    score_limit: str = "60 per minute"
+    response_cache_entries: int = 512
+    response_cache_max_bytes: int = 4 << 20
+    session_cookie_secure: str = "auto"
+    proxy_count: int = 0
 
     @property
     def is_sqlite(self) -> bool:
@@ -49,6 +70,41 @@ class Settings:
 
 def _sqlite_url(path: Path) -> str:
     return f"sqlite:///{path.resolve()}"
+
+
+def _int(env: Mapping[str, str], name: str, default: int, *, low: int | None = None, high: int | None = None) -> int:
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number; got {raw!r}.") from None
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ValueError(f"{name} must lie in [{low}, {high if high is not None else '∞'}]; got {value}.")
+    return value
+
+
+def _choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = (env.get(name) or "").strip().lower()
+    if not raw:
+        return default
+    if raw not in choices:
+        raise ValueError(f"{name} must be one of {list(choices)}; got {raw!r}.")
+    return raw
+
+
+def _rate(env: Mapping[str, str], name: str, default: str) -> str:
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    from limits import parse_many
+
+    try:
+        parse_many(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a rate such as '60 per minute' or '1000/hour'; got {raw!r}.") from None
+    return raw
 
 
 def load_settings(environ: Mapping[str, str] | None = None, **overrides) -> Settings:
@@ -71,6 +127,13 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides) -> Sett
         "result_backend": result_backend,
         "secret_key": secret_key,
         "max_upload_bytes": max_upload,
+        "login_limit": _rate(env, "AUDITOR_LOGIN_LIMIT", "10 per minute"),
+        "ingest_limit": _rate(env, "AUDITOR_INGEST_LIMIT", "60 per minute"),
+        "score_limit": _rate(env, "AUDITOR_SCORE_LIMIT", "60 per minute"),
+        "response_cache_entries": _int(env, "AUDITOR_RESPONSE_CACHE_ENTRIES", 512, low=0),
+        "response_cache_max_bytes": _int(env, "AUDITOR_RESPONSE_CACHE_MAX_BYTES", 4 << 20, low=0),
+        "session_cookie_secure": _choice(env, "AUDITOR_SESSION_COOKIE_SECURE", "auto", ("auto", "true", "false")),
+        "proxy_count": _int(env, "AUDITOR_PROXY_COUNT", 0, low=0, high=10),
     }
     values.update(overrides)
     return Settings(**values)

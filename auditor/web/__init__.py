@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import os
 
-from flask import Flask
+from flask import Flask, has_request_context, request
+from flask.sessions import SecureCookieSessionInterface
 
 from auditor.config import load_settings
 
 __all__ = ["create_app"]
+
+
+class _SessionInterface(SecureCookieSessionInterface):
+    """Flask's signed-cookie sessions; ``Secure`` also when ``auto`` and the request came over HTTPS."""
+
+    def get_cookie_secure(self, app: Flask) -> bool:
+        if app.config.get("SESSION_COOKIE_SECURE"):
+            return True
+        return app.config.get("AUDITOR_SESSION_COOKIE_SECURE") == "auto" and has_request_context() and request.is_secure
 
 
 def create_app(test_config: dict | None = None) -> Flask:
@@ -28,16 +38,25 @@ def create_app(test_config: dict | None = None) -> Flask:
         # A Redis outage must not take ingestion down with it: count in memory meanwhile.
         RATELIMIT_IN_MEMORY_FALLBACK_ENABLED=True,
         RATELIMIT_KEY_PREFIX="auditor-web",
-        AUDITOR_LOGIN_LIMIT="10 per minute",
-        AUDITOR_INGEST_LIMIT="60 per minute",
-        AUDITOR_SCORE_LIMIT="60 per minute",
+        AUDITOR_LOGIN_LIMIT=settings.login_limit,
+        AUDITOR_INGEST_LIMIT=settings.ingest_limit,
+        AUDITOR_SCORE_LIMIT=settings.score_limit,
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_SECURE=settings.session_cookie_secure == "true",
+        AUDITOR_SESSION_COOKIE_SECURE=settings.session_cookie_secure,
         WTF_CSRF_TIME_LIMIT=8 * 3600,
-        AUDITOR_RESPONSE_CACHE_ENTRIES=512,
+        AUDITOR_RESPONSE_CACHE_ENTRIES=settings.response_cache_entries,
+        AUDITOR_RESPONSE_CACHE_MAX_BYTES=settings.response_cache_max_bytes,
     )
     if test_config:
         app.config.from_mapping(test_config)
+    if settings.proxy_count:
+        from werkzeug.middleware.proxy_fix import ProxyFix
+
+        n = settings.proxy_count
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=n, x_proto=n, x_host=n)  # type: ignore[method-assign]
+    app.session_interface = _SessionInterface()
     app.json.sort_keys = False
 
     from auditor.web import cache, db, errors, formatting, security
