@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, RowError
-from auditor.ingest.formats import TIERS, AnnotationDefaults, Source
+from auditor.ingest.formats import MAX_ID_LENGTH, TIERS, AnnotationDefaults, Source
 
 __all__ = ["ANNOTATION_COPY_COLUMNS", "COPY_HEADER", "COPY_TRAILER", "Fallback", "Loaded", "Registry",
            "RowEncoder", "item_copy_text", "stream_long_csv"]
@@ -335,7 +335,9 @@ def stream_long_csv(source: Source, *, delimiter: str, columns: dict[str, int], 
             present = pc.binary_length(ts_text).to_numpy() > 0
             bad_ts = present & ~pc.fill_null(pc.match_substring_regex(ts_text, TS_PATTERN), False).to_numpy(
                 zero_copy_only=False)
-        bad = miss_item | miss_ann | miss_label | unknown | bad_tier | bad_ts
+        long_item = pc.fill_null(pc.utf8_length(item), 0).to_numpy() > MAX_ID_LENGTH
+        long_ann = pc.fill_null(pc.utf8_length(annotator), 0).to_numpy() > MAX_ID_LENGTH
+        bad = miss_item | miss_ann | miss_label | unknown | bad_tier | bad_ts | long_item | long_ann
         if bad.any():
             bad_rows += int(np.count_nonzero(bad))
             for i in np.flatnonzero(bad)[:max(MAX_REPORTED_ERRORS - len(errors), 0)]:
@@ -343,6 +345,10 @@ def stream_long_csv(source: Source, *, delimiter: str, columns: dict[str, int], 
                 for mask, name in ((miss_item, "item_id"), (miss_ann, "annotator_id"), (miss_label, "label")):
                     if mask[i]:
                         errors.append(RowError(row, name, "missing"))
+                for mask, name, values in ((long_item, "item_id", item), (long_ann, "annotator_id", annotator)):
+                    if mask[i]:
+                        errors.append(RowError(row, name, f"is {len(values[i].as_py())} characters long; ids "
+                                                          f"have at most {MAX_ID_LENGTH}"))
                 if unknown[i]:
                     errors.append(RowError(row, "label", f"{label[i].as_py()!r} is not one of the dataset's "
                                                          f"labels {label_names}"))

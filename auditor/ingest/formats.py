@@ -252,6 +252,9 @@ def _jsonl_records(source: Source, errors: _Errors) -> Iterator[tuple[int, Mappi
         except json.JSONDecodeError as exc:
             errors.add(row, None, f"not valid JSON ({exc.msg} at column {exc.colno})")
             continue
+        except RecursionError:
+            errors.add(row, None, "the JSON is nested too deeply")
+            continue
         if not isinstance(rec, dict):
             errors.add(row, None, f"expected a JSON object, found {type(rec).__name__}")
             continue
@@ -266,6 +269,8 @@ def _load_json_document(source: Source, errors: _Errors) -> Any:
         errors.add(0, None, f"not valid UTF-8 text ({exc.reason})")
     except json.JSONDecodeError as exc:
         errors.add(exc.lineno, None, f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})")
+    except RecursionError:
+        errors.add(0, None, "the JSON is nested too deeply")
     errors.raise_if_any()
 
 
@@ -286,6 +291,41 @@ def _text(value: Any) -> str | None:
         value = int(value)
     text = str(value).strip()
     return text or None
+
+
+#: The longest external id (items, annotators) the database stores.
+MAX_ID_LENGTH = 512
+
+
+def _ident(value: Any, row: int, field: str, errors: _Errors) -> str | None:
+    """An id field: a string or an integer, at most :data:`MAX_ID_LENGTH` characters.
+
+    JSON lets a client send ``NaN``, ``1e400``, ``true`` or an object where an id
+    belongs; turning those into "nan", "inf" or "{'a': 1}" would store ids nobody
+    meant, so they are errors naming the row and field. Returns None (after recording
+    why) when the value is not a usable id, and None without an error when missing.
+    """
+    if value is None or value.__class__ is str:
+        text = value.strip() if value is not None else None
+    elif isinstance(value, bool) or not isinstance(value, int | float):
+        errors.add(row, field, f"must be a string or an integer, not {type(value).__name__}")
+        return None
+    elif isinstance(value, float):
+        if not (math.isfinite(value) and value.is_integer()):
+            errors.add(row, field, f"must be a string or an integer, not the number {value!r}")
+            return None
+        text = str(int(value))
+    else:
+        text = str(value)
+    if not text:
+        return None
+    if len(text) > MAX_ID_LENGTH:
+        errors.add(row, field, f"is {len(text)} characters long; ids have at most {MAX_ID_LENGTH}")
+        return None
+    if "\x00" in text:
+        errors.add(row, field, "holds a NUL character")
+        return None
+    return text
 
 
 def parse_timestamp(text: str) -> datetime:
@@ -310,9 +350,11 @@ def _annotation_row(row: int, rec: Mapping[str, Any], codes: Mapping[str, int], 
     ok = True
     values: dict[str, Any] = {}
     for name in ("item_id", "annotator_id", "label"):
-        values[name] = _text(rec.get(name))
+        raw = rec.get(name)
+        values[name] = _ident(raw, row, name, errors) if name != "label" else _text(raw)
         if values[name] is None:
-            errors.add(row, name, "missing")
+            if raw is None or _text(raw) is None:
+                errors.add(row, name, "missing")
             ok = False
     label = values["label"]
     code = codes.get(label) if label is not None else None
@@ -457,7 +499,7 @@ def _probabilities(value: Any, labels: Sequence[str], row: int, errors: _Errors)
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             errors.add(row, "probabilities", f"{value!r} is not a JSON list of numbers")
             return None
     if isinstance(value, dict):
@@ -495,9 +537,10 @@ def _probabilities(value: Any, labels: Sequence[str], row: int, errors: _Errors)
 
 def _prediction_row(row: int, rec: Mapping[str, Any], labels: Sequence[str], codes: Mapping[str, int],
                     errors: _Errors) -> tuple | None:
-    item = _text(rec.get("item_id"))
+    item = _ident(rec.get("item_id"), row, "item_id", errors)
     if item is None:
-        errors.add(row, "item_id", "missing")
+        if _text(rec.get("item_id")) is None:
+            errors.add(row, "item_id", "missing")
         return None
     label_text = _text(rec.get("label"))
     code = None
@@ -595,9 +638,10 @@ def read_gold(source: Source, fmt: str, labels: Sequence[str], *, field_map: Map
     else:
         raise ValueError(f"unknown gold format {fmt!r}; expected csv, tsv or jsonl")
     for row, rec in rows:
-        item, label = _text(rec.get("item_id")), _text(rec.get("label"))
+        item, label = _ident(rec.get("item_id"), row, "item_id", errors), _text(rec.get("label"))
         if item is None:
-            errors.add(row, "item_id", "missing")
+            if _text(rec.get("item_id")) is None:
+                errors.add(row, "item_id", "missing")
             continue
         if label is None:
             errors.add(row, "label", "missing")

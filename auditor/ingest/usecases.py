@@ -59,7 +59,7 @@ from auditor.db.partitions import (
 from auditor.db.session import WRITE_OPTIONS
 from auditor.ingest import bulk, formats
 from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, IngestError, RowError
-from auditor.ingest.formats import AnnotationDefaults, Source, open_source
+from auditor.ingest.formats import MAX_ID_LENGTH, AnnotationDefaults, Source, open_source
 
 __all__ = [
     "DEFAULT_WORKSPACE",
@@ -418,7 +418,14 @@ def _raw_csv_plan(b: _Batch, field_map: Mapping[str, str] | None) -> list[str] |
     names = [inverse.get(h, h) for h in header]
     if not {"item_id", "annotator_id", "label"} <= set(names) or len(set(names)) != len(names):
         return None
+    if len(names) > _MAX_STAGED_COLUMNS:
+        # The staging table would pass PostgreSQL's 1,600 columns: the reader copes with any width.
+        return None
     return names
+
+
+#: Widest header the COPY staging table takes (PostgreSQL allows 1,600 columns a table).
+_MAX_STAGED_COLUMNS = 1000
 
 
 _COPY_LINE = re.compile(r"line (\d+)")
@@ -479,6 +486,10 @@ def _stage_raw_csv(b: _Batch, header: list[str], labels: Sequence[str], defaults
     checks = [
         (f"{col['item_id']} IS NULL", "'item_id'", "'missing'"),
         (f"{col['annotator_id']} IS NULL", "'annotator_id'", "'missing'"),
+        (f"length({col['item_id']}) > {MAX_ID_LENGTH}", "'item_id'",
+         f"'is ' || length({col['item_id']}) || ' characters long; ids have at most {MAX_ID_LENGTH}'"),
+        (f"length({col['annotator_id']}) > {MAX_ID_LENGTH}", "'annotator_id'",
+         f"'is ' || length({col['annotator_id']}) || ' characters long; ids have at most {MAX_ID_LENGTH}'"),
         (f"{col['label']} IS NULL", "'label'", "'missing'"),
         (f"array_position({label_array}, {col['label']}) IS NULL", "'label'",
          f"quote_literal({col['label']}) || ' is not one of the dataset''s labels ' || "

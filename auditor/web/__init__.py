@@ -5,11 +5,31 @@ from __future__ import annotations
 import os
 
 from flask import Flask, has_request_context, request
+from flask.json.provider import DefaultJSONProvider
 from flask.sessions import SecureCookieSessionInterface
 
 from auditor.config import load_settings
 
 __all__ = ["create_app"]
+
+
+class _JSONProvider(DefaultJSONProvider):
+    """Flask's JSON, with nesting too deep to parse refused as bad input (a 400, not a 500).
+
+    The parser gives up at Python's recursion limit (about 1,000 levels) after reading
+    at most that many characters of brackets; a ``RecursionError`` there is the client's
+    doing, so it is reported as invalid JSON.
+    """
+
+    def loads(self, s, **kwargs):
+        try:
+            return super().loads(s, **kwargs)
+        except RecursionError:
+            raise ValueError("the JSON is nested too deeply") from None
+
+
+class _Flask(Flask):
+    json_provider_class = _JSONProvider
 
 
 class _SessionInterface(SecureCookieSessionInterface):
@@ -23,7 +43,7 @@ class _SessionInterface(SecureCookieSessionInterface):
 
 def create_app(test_config: dict | None = None) -> Flask:
     """Build the app from the environment's settings; ``test_config`` overrides any key."""
-    app = Flask(__name__)
+    app = _Flask(__name__)
     settings = load_settings()
     redis_broker = settings.broker_url if settings.broker_url.startswith(("redis://", "rediss://")) else None
     app.config.from_mapping(

@@ -228,7 +228,37 @@ def _is_read() -> bool:
     return request.method in ("GET", "HEAD", "OPTIONS")
 
 
+_MAX_QUERY_PARAMETERS = 64
+
+
+def _refuse_unstorable_request():
+    """Refuse NUL characters and floods of query parameters before any view runs.
+
+    PostgreSQL cannot store or compare text holding NUL, so a NUL that reached a query
+    (``/vendors/a%00b``, a query parameter, a form field or an upload's file name) ended
+    as a 500; no legitimate id, name or file name holds one. Query parameters are bounded
+    so that no request can make a view loop over an unbounded number of them.
+    """
+    from flask import request
+
+    from auditor.web.errors import ApiError
+
+    if "\x00" in request.path or "%00" in request.query_string.decode("latin-1").lower():
+        raise ApiError(400, "the URL holds a NUL character", field="url")
+    if len(request.args) > _MAX_QUERY_PARAMETERS or sum(len(v) for v in request.args.listvalues()) > 4 * _MAX_QUERY_PARAMETERS:
+        raise ApiError(400, f"too many query parameters (at most {_MAX_QUERY_PARAMETERS})", field="query")
+    if request.content_type and request.content_type.startswith(("multipart/form-data",
+                                                                 "application/x-www-form-urlencoded")):
+        for key, value in request.form.items(multi=True):
+            if "\x00" in key or "\x00" in value:
+                raise ApiError(400, f"form field {key[:40]!r} holds a NUL character", field=key[:40])
+        for key, upload in request.files.items(multi=True):
+            if "\x00" in key or "\x00" in (upload.filename or ""):
+                raise ApiError(400, "an uploaded file's name holds a NUL character", field=key[:40])
+
+
 def init_app(app: Flask) -> None:
     limiter.init_app(app)
     csrf.init_app(app)
+    app.before_request(_refuse_unstorable_request)
     app.after_request(_security_headers)

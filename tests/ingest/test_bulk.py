@@ -436,3 +436,25 @@ def test_bulk_and_general_rejections_count_every_bad_row(pg_engine, pg_factory, 
                 import_annotations(s, name, data, workspace=ws)
         assert info.value.bad_rows == 158, only.__name__
         assert [e.row for e in info.value.errors] == list(range(1, 60, 3)), only.__name__
+
+
+@pytest.mark.parametrize("field", ["item_id", "annotator_id"])
+def test_an_id_over_512_characters_is_named_by_its_row_and_field(pg_engine, pg_factory, monkeypatch, load_mode,
+                                                                  field):
+    long_id = "é" * 300 + "x" * 213  # 513 characters, more bytes
+    rows = ["item_id,annotator_id,label"] + [f"i{n},w{n % 3},a" for n in range(40)]
+    item, ann = (long_id, "w1") if field == "item_id" else ("i7", long_id)
+    rows[8] = f"{item},{ann},b"
+    rows.append("i8,w2," + "é" * 200)  # 512 is fine for an id; this row's label is just unknown
+    data = ("\n".join(rows) + "\n").encode()
+    for only in (_bulk_path_only, _general_path_only):
+        ws, name = _fresh(pg_factory)
+        before = fingerprint(pg_engine)
+        with monkeypatch.context() as m, pytest.raises(ImportRejected) as info:
+            only(m)
+            with session_scope(pg_factory) as s:
+                import_annotations(s, name, data, workspace=ws)
+        first = info.value.errors[0]
+        assert (first.row, first.field) == (8, field), (only.__name__, str(info.value))
+        assert "513 characters" in first.reason
+        assert fingerprint(pg_engine) == before

@@ -1,0 +1,118 @@
+"""Hostile input: no request yields a 5xx, and no rejected request changes the database.
+
+Each case is a request an attacker (or a broken client) can send; each must get a 4xx
+that says what is wrong, and the database must be exactly as before.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import zlib
+
+import pytest
+
+from tests.ingest.conftest import fingerprint
+from tests.web.conftest import login, make_tenant
+
+pytestmark = pytest.mark.services
+
+
+@pytest.fixture(scope="module")
+def target(app):
+    tenant = make_tenant(app)
+    client = app.test_client()
+    ds = client.post("/api/v1/datasets", json={"name": "hostile", "labels": ["a", "b"]},
+                     headers=tenant.auth()).get_json()
+    return tenant, ds["id"]
+
+
+def _gzip_bomb(size: int) -> bytes:
+    """``size`` bytes of one letter and no newline, gzip-compressed (about 1,000 : 1)."""
+    out = io.BytesIO()
+    comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = b"a" * (1 << 20)
+    for _ in range(size >> 20):
+        out.write(comp.compress(block))
+    out.write(comp.flush())
+    return out.getvalue()
+
+
+DEEP = "[" * 100_000
+
+
+def _cases(ds):
+    ann = f"/api/v1/datasets/{ds}/annotations"
+    wide = ",".join(f"c{i}" for i in range(10_000))
+    return {
+        "NUL in a dashboard path": ("get", "/vendors/a%00b", {}),
+        "NUL in a query parameter": ("get", "/api/v1/datasets?name=a%00b", {}),
+        "NUL in an API path": ("get", "/api/v1/datasets/1%00/annotators", {}),
+        "too many query parameters": ("get", "/api/v1/datasets?" + "&".join(f"p{i}=1" for i in range(500)), {}),
+        "NUL in an item id (JSON)": ("post", ann, {"json": {"records": [{"item_id": "x\u0000", "annotator_id": "w",
+                                                                          "label": "a"}]}}),
+        "NUL in a CSV field": ("post", ann, {"data": b"item_id,annotator_id,label\nx\x00y,w1,a\n",
+                                             "content_type": "text/csv"}),
+        "NUL in an upload's file name": ("post", ann, {"data": {"file": (io.BytesIO(b"item_id,annotator_id,label\n"
+                                                                                   b"i1,w1,a\n"), "a\x00.csv")},
+                                                       "content_type": "multipart/form-data"}),
+        "deep JSON": ("post", ann, {"data": DEEP, "content_type": "application/json"}),
+        "deep JSON in NDJSON": ("post", ann, {"data": '{"item_id": "i", "annotator_id": "w", "label": ' + DEEP + "\n",
+                                              "content_type": "application/x-ndjson"}),
+        "deep JSON to /api/score": ("post", "/api/score", {"data": DEEP, "content_type": "application/json"}),
+        "10,000 CSV columns": ("post", ann, {"data": f"item_id,annotator_id,label,{wide}\ni,w,a\n",
+                                             "content_type": "text/csv"}),
+        "NaN as an item id": ("post", ann, {"data": '{"records": [{"item_id": NaN, "annotator_id": "w", "label": "a"}]}',
+                                            "content_type": "application/json"}),
+        "1e400 as an item id": ("post", ann, {"data": '{"records": [{"item_id": 1e400, "annotator_id": "w", '
+                                                      '"label": "a"}]}', "content_type": "application/json"}),
+        "an object as an item id": ("post", ann, {"json": {"records": [{"item_id": {"a": [1, 2]}, "annotator_id": "w",
+                                                                         "label": "a"}]}}),
+        "gzip of 64 MiB without a newline": ("post", ann, {"data": _gzip_bomb(64 << 20), "content_type": "text/csv",
+                                                           "headers": {"Content-Encoding": "gzip"}}),
+        "gzipped file of 64 MiB without a newline": ("post", ann, {"data": _gzip_bomb(64 << 20),
+                                                                   "content_type": "text/csv"}),
+        "empty body": ("post", ann, {"data": b"", "content_type": "text/csv"}),
+        "wrong content type": ("post", ann, {"data": b"\x89PNG\r\n", "content_type": "image/png"}),
+        "invalid UTF-8": ("post", ann, {"data": b"item_id,annotator_id,label\n\xff\xfe,w,a\n",
+                                        "content_type": "text/csv"}),
+        "raw Label Studio JSON body": ("post", ann + "?format=label-studio", {"data": b'{"not": "a list"}',
+                                                                              "content_type": "application/json"}),
+    }
+
+
+CASES = sorted(_cases(0))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_hostile_request_gets_a_4xx_and_changes_nothing(app, pg_engine, target, case):
+    tenant, ds = target
+    method, path, kw = _cases(ds)[case]
+    client = app.test_client()
+    headers = dict(kw.pop("headers", {}))
+    if path.startswith("/api/v1"):
+        headers.update(tenant.auth())
+    else:
+        login(client, tenant)
+    before = fingerprint(pg_engine)
+    r = getattr(client, method)(path, headers=headers, **kw)
+    assert 400 <= r.status_code < 500, (r.status_code, r.get_data(as_text=True)[:300])
+    assert fingerprint(pg_engine) == before
+    if r.mimetype == "application/json":
+        body = r.get_json()
+        assert (body[0] if isinstance(body, list) else body).get("message")
+
+
+def test_a_json_body_without_records_says_what_it_expected(app, target):
+    tenant, ds = target
+    r = app.test_client().post(f"/api/v1/datasets/{ds}/annotations", data=json.dumps({"rows": []}),
+                               headers={**tenant.auth(), "Content-Type": "application/json"})
+    assert r.status_code == 400
+    assert "records" in r.get_json()["message"]
+
+
+def test_gzip_is_not_decompressed_without_bound():
+    # the fixture itself: a small upload that inflates a thousandfold
+    bomb = _gzip_bomb(8 << 20)
+    assert len(bomb) < 64 << 10 and len(gzip.decompress(bomb)) == 8 << 20
