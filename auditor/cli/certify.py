@@ -26,10 +26,11 @@ from auditor.stats import (
 from auditor.stats._validation import check_probability
 from auditor.stats.certification import (
     BOUNDS,
-    METHODS,
+    PAPER_METHODS,
     CertificationResult,
     Confidence,
     UpperBounds,
+    certify,
     confidence,
     lower_bound,
 )
@@ -47,11 +48,17 @@ def _certify_on_covered(counts, ub: UpperBounds, positions, hard, *, tau: float,
     labeled = covered.sum(axis=1) > 0
     if not labeled.any():
         raise StatsInputError("none of the items it predicts has a human label.")
+    if method not in PAPER_METHODS:
+        # The variance-adaptive verdicts pair each item's X with its agreement: U and L on
+        # the predicted items that have labels, in the order they first appear in the file.
+        order = np.argsort(positions[labeled], kind="stable")
+        return certify(covered[labeled][order], hard[labeled][order], tau=tau, threshold=threshold, bound=bound,
+                       method=method)
     lb = lower_bound(covered[labeled], hard[labeled])
     confs = {}
     for b in BOUNDS:
         u = ub.value(b)
-        for m in METHODS:
+        for m in PAPER_METHODS:
             confs[(b, m)] = (Confidence(math.nan, math.nan, math.nan, m, lb.value, u, 0, lb.n_items, float(tau))
                              if math.isnan(u) else confidence(lb.value, u, ub.n(b), n_lower=lb.n_items, tau=tau,
                                                               method=m))
