@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["MAX_REPORTED_ERRORS", "ImportRejected", "IngestError", "RowError"]
+__all__ = ["MAX_REPORTED_ERRORS", "ImportRejected", "IngestError", "RowError", "UploadTooLarge"]
 
 MAX_REPORTED_ERRORS = 20
 """A rejected batch reports at most this many row errors (the first ones in file order)."""
@@ -12,6 +12,10 @@ MAX_REPORTED_ERRORS = 20
 
 class IngestError(Exception):
     """A request that cannot be served as asked (unknown dataset, bad option...)."""
+
+
+class UploadTooLarge(IngestError):
+    """The upload decompresses to more than the service accepts (answered with 413)."""
 
 
 @dataclass(frozen=True, order=True)

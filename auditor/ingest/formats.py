@@ -44,7 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, RowError
+from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, RowError, UploadTooLarge
 
 __all__ = [
     "ANNOTATION_FORMATS",
@@ -66,6 +66,38 @@ _CHUNK = 1 << 20
 # --- sources -------------------------------------------------------------------------
 
 
+#: The longest line of a line-oriented file (CSV, TSV, NDJSON) the readers accept.
+MAX_LINE_BYTES = 16 << 20
+#: What a compressed upload may decompress to at most (the web layer passes its upload limit).
+MAX_DECOMPRESSED_BYTES = 1 << 30
+
+
+class _Capped(io.RawIOBase):
+    """A decompressing stream that stops with :class:`UploadTooLarge` past ``limit`` bytes.
+
+    A gzip upload of 1 MB can inflate a thousandfold; the limit is checked as the bytes
+    come out, so the work and memory of a bomb end at the limit.
+    """
+
+    def __init__(self, fh: IO[bytes], limit: int, name: str):
+        self._fh, self._limit, self._name, self._seen = fh, limit, name, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self._fh.read(len(buffer))
+        self._seen += len(data)
+        if self._seen > self._limit:
+            raise UploadTooLarge(f"{self._name}: decompresses to more than {self._limit:,} bytes, the upload limit")
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._fh.close()
+        super().close()
+
+
 @dataclass(frozen=True)
 class Source:
     """A re-readable byte source (decompressed), with a name for messages."""
@@ -77,11 +109,25 @@ class Source:
     def open(self) -> IO[bytes]:
         return self._open()
 
-    def chunks(self, progress: Callable[[int], None] | None = None) -> Iterator[bytes]:
+    def chunks(self, progress: Callable[[int], None] | None = None, *, max_line: int | None = None) -> Iterator[bytes]:
+        """The bytes in chunks; with ``max_line``, a line longer than that rejects the file at its row."""
+        line, rows = 0, 0
         with self.open() as fh:
             while chunk := fh.read(_CHUNK):
                 if progress is not None:
                     progress(len(chunk))
+                if max_line is not None:
+                    last = chunk.rfind(b"\n")
+                    if last < 0:
+                        line += len(chunk)
+                    else:
+                        first = chunk.find(b"\n")
+                        if line + first > max_line or _longest_inner_line(chunk, first, last) > max_line:
+                            raise _line_too_long(self.name, rows + _row_of_long_line(chunk, line, max_line))
+                        rows += chunk.count(b"\n", 0, last + 1)
+                        line = len(chunk) - last - 1
+                    if line > max_line:
+                        raise _line_too_long(self.name, rows)
                 yield chunk
 
     def sha256(self) -> str:
@@ -93,6 +139,26 @@ class Source:
     def head(self, n: int = 65536) -> bytes:
         with self.open() as fh:
             return fh.read(n)
+
+
+def _longest_inner_line(chunk: bytes, first: int, last: int) -> int:
+    """Length of the longest line wholly inside ``chunk`` between its first and last newline."""
+    if first == last:
+        return 0
+    return max(len(x) for x in chunk[first + 1:last].split(b"\n"))
+
+
+def _row_of_long_line(chunk: bytes, carried: int, max_line: int) -> int:
+    """Newlines before the first over-long line of ``chunk`` (whose first line continues ``carried`` bytes)."""
+    for k, part in enumerate(chunk.split(b"\n")):
+        if len(part) + (carried if k == 0 else 0) > max_line:
+            return k
+    return 0
+
+
+def _line_too_long(name: str, row: int) -> ImportRejected:
+    """The rejection of a file with an over-long line; ``row`` counts as everywhere (a CSV header is 0)."""
+    return ImportRejected([RowError(row, None, f"the line is longer than {MAX_LINE_BYTES:,} bytes")], source=name)
 
 
 class _Borrowed(io.RawIOBase):
@@ -115,8 +181,13 @@ def _is_gzip(opener: Callable[[], IO[bytes]]) -> bool:
         return fh.read(2) == b"\x1f\x8b"
 
 
-def open_source(source: str | Path | bytes | IO[bytes], *, name: str | None = None) -> Source:
-    """A :class:`Source` over a path, bytes or a binary file object (spooled if unseekable)."""
+def open_source(source: str | Path | bytes | IO[bytes], *, name: str | None = None,
+                max_decompressed: int = MAX_DECOMPRESSED_BYTES) -> Source:
+    """A :class:`Source` over a path, bytes or a binary file object (spooled if unseekable).
+
+    A gzip source is decompressed as it is read, never past ``max_decompressed`` bytes
+    (:class:`UploadTooLarge` then).
+    """
     if isinstance(source, Source):
         return source
     if isinstance(source, str | Path):
@@ -147,7 +218,9 @@ def open_source(source: str | Path | bytes | IO[bytes], *, name: str | None = No
         name = name or getattr(source, "name", None) or "<upload>"
         size = None
     if _is_gzip(raw):
-        return Source(str(name), lambda: gzip.open(raw(), "rb"), None)
+        label = str(name)
+        return Source(label, lambda: io.BufferedReader(_Capped(gzip.open(raw(), "rb"), max_decompressed, label),
+                                                       1 << 16), None)
     return Source(str(name), raw, size)
 
 
@@ -192,7 +265,10 @@ def _decoded_lines(source: Source, errors: _Errors, first_row: int) -> Iterator[
     """Lines decoded one by one, so a bad byte is reported at its row."""
     progress, pending = errors.progress, 0
     with source.open() as fh:
-        for lineno, raw in enumerate(fh):
+        for lineno, raw in enumerate(iter(lambda: fh.readline(MAX_LINE_BYTES + 1), b"")):
+            if len(raw) > MAX_LINE_BYTES:
+                # read no further: a line this long is a broken or hostile file
+                raise _line_too_long(source.name, lineno + first_row)
             if progress is not None:
                 pending += len(raw)
                 if pending >= _CHUNK:

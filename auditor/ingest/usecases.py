@@ -59,7 +59,13 @@ from auditor.db.partitions import (
 from auditor.db.session import WRITE_OPTIONS
 from auditor.ingest import bulk, formats
 from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, IngestError, RowError
-from auditor.ingest.formats import MAX_ID_LENGTH, AnnotationDefaults, Source, open_source
+from auditor.ingest.formats import (
+    MAX_ID_LENGTH,
+    MAX_LINE_BYTES,
+    AnnotationDefaults,
+    Source,
+    open_source,
+)
 
 __all__ = [
     "DEFAULT_WORKSPACE",
@@ -466,7 +472,7 @@ def _stage_raw_csv(b: _Batch, header: list[str], labels: Sequence[str], defaults
     try:
         with _savepoint(b.session), raw.cursor() as cur:
             with cur.copy(copy_sql) as copy:
-                for chunk in b.source.chunks(progress):
+                for chunk in b.source.chunks(progress, max_line=MAX_LINE_BYTES):
                     copy.write(chunk)
             rows = cur.rowcount
     except psycopg.Error as exc:

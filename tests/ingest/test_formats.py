@@ -154,3 +154,24 @@ def test_rejection_counts_every_bad_row_not_only_the_listed_ones():
         _ann("\n".join(rows).encode(), "csv")
     assert info.value.bad_rows == 158 and len(info.value.errors) == 20
     assert "158 bad rows in all" in str(info.value)
+
+
+def test_line_bounds_name_the_row_of_the_long_line(monkeypatch):
+    from auditor.ingest import formats
+
+    monkeypatch.setattr(formats, "MAX_LINE_BYTES", 40)
+    data = b"header\nshort\n" + b"y" * 100 + b"\nshort\n"
+    src = open_source(data)
+    with pytest.raises(ImportRejected) as info:
+        list(src.chunks(max_line=40))
+    assert info.value.errors[0].row == 2 and "longer than" in info.value.errors[0].reason
+    for chunk_size in (1, 3, 7, 1 << 16):
+        monkeypatch.setattr(formats, "_CHUNK", chunk_size)
+        with pytest.raises(ImportRejected) as info:
+            list(src.chunks(max_line=40))
+        assert info.value.errors[0].row == 2, chunk_size
+    assert b"".join(open_source(b"a\nbb\n").chunks(max_line=40)) == b"a\nbb\n"
+    jsonl = b'{"item_id":"i"}\n{"item_id":"' + b"z" * 80 + b'"}\n'
+    with pytest.raises(ImportRejected) as info:
+        _ann(jsonl, "jsonl")
+    assert info.value.errors[0].row == 2

@@ -116,3 +116,39 @@ def test_gzip_is_not_decompressed_without_bound():
     # the fixture itself: a small upload that inflates a thousandfold
     bomb = _gzip_bomb(8 << 20)
     assert len(bomb) < 64 << 10 and len(gzip.decompress(bomb)) == 8 << 20
+
+
+def _gzip_rows(n_rows: int) -> bytes:
+    comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+    out = [comp.compress(b"item_id,annotator_id,label\n")]
+    row = b"".join(b"i%d,w1,a\n" % k for k in range(10_000))
+    for _ in range(n_rows // 10_000):
+        out.append(comp.compress(row))
+    out.append(comp.flush())
+    return b"".join(out)
+
+
+def test_a_line_without_end_is_refused_at_its_bound_not_read_whole(app, pg_engine, target):
+    tenant, ds = target
+    before = fingerprint(pg_engine)
+    for data in (_gzip_bomb(64 << 20), b"item_id,annotator_id,label\n" + b"x" * (20 << 20)):
+        r = app.test_client().post(f"/api/v1/datasets/{ds}/annotations", data=data,
+                                   headers={**tenant.auth(), "Content-Type": "text/csv"})
+        assert r.status_code == 400 and "longer than" in r.get_json()["message"], r.get_data(as_text=True)[:300]
+    assert fingerprint(pg_engine) == before
+
+
+def test_a_gzip_upload_may_not_decompress_past_the_upload_limit(app, pg_engine, target):
+    tenant, ds = target
+    bomb = _gzip_rows(400_000)  # about 5 MB of valid rows, in well under 1 MB
+    assert len(bomb) < 1 << 20
+    before = fingerprint(pg_engine)
+    old = app.config["MAX_CONTENT_LENGTH"]
+    app.config["MAX_CONTENT_LENGTH"] = 1 << 20
+    try:
+        r = app.test_client().post(f"/api/v1/datasets/{ds}/annotations", data=bomb,
+                                   headers={**tenant.auth(), "Content-Type": "text/csv"})
+    finally:
+        app.config["MAX_CONTENT_LENGTH"] = old
+    assert r.status_code == 413 and "decompresses to more than" in r.get_json()["message"]
+    assert fingerprint(pg_engine) == before

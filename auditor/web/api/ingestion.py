@@ -26,6 +26,7 @@ from auditor.ingest import (
     import_gold,
     import_predictions,
 )
+from auditor.ingest.errors import UploadTooLarge
 from auditor.web.api import serializers as s
 from auditor.web.api.framework import Param, endpoint
 from auditor.web.api.routes import get_dataset, get_release
@@ -110,6 +111,9 @@ def _run(db, principal, dataset, fn, *args, **kwargs) -> dict:
     db.commit()
     try:
         result = fn(db, dataset, *args, workspace=principal.workspace_slug, submitted_by=principal.email, **kwargs)
+    except UploadTooLarge as exc:
+        db.rollback()
+        raise ApiError(413, str(exc), field="body") from None
     except ImportRejected as exc:
         db.rollback()
         errors = [{"row": e.row, "field": e.field, "message": e.reason} for e in exc.errors]
@@ -255,6 +259,8 @@ def _named(data, name: str):
     """The ingestion reader names its source after the file object's ``name``."""
     from auditor.ingest.formats import open_source
 
+    # A compressed upload may decompress to no more than an uncompressed one may be.
+    limit = current_app.config.get("MAX_CONTENT_LENGTH") or (1 << 30)
     if isinstance(data, bytes):
-        return open_source(data, name=name)
-    return open_source(data if hasattr(data, "read") else io.BytesIO(data), name=name)
+        return open_source(data, name=name, max_decompressed=limit)
+    return open_source(data if hasattr(data, "read") else io.BytesIO(data), name=name, max_decompressed=limit)
