@@ -96,7 +96,7 @@ def _dataset_of(task, run_id: int) -> int:
 
 def _retry_or_raise(task, exc: BaseException):
     w = _worker_settings(task)
-    if isinstance(exc, TRANSIENT) and task.request.retries < w.max_retries:
+    if runner.is_transient(exc) and task.request.retries < w.max_retries:
         countdown = w.retry_backoff * 2 ** task.request.retries
         log.warning("audit attempt failed (%s); retrying in %.1fs", exc.__class__.__name__, countdown)
         raise task.retry(exc=exc, countdown=countdown, max_retries=w.max_retries)
@@ -133,6 +133,11 @@ def audit_dataset(self, dataset_id: int) -> dict[str, Any]:
         return {"state": "failed", "run_id": c.run_id, "error": "soft time limit exceeded"}
     except BaseException as exc:
         runner.fail(factory, c.run_id, task_id=task_id, exc=exc)
+        if not runner.is_transient(exc):
+            # Recorded once with its cause; the same data would fail the same way, so it is
+            # not retried (a later data version gets a run of its own).
+            log.error("audit of dataset %s failed: %s", dataset_id, exc.__class__.__name__, exc_info=exc)
+            return {"state": "failed", "run_id": c.run_id, "error": str(exc)[:500]}
         _retry_or_raise(self, exc)
     outcome = runner.Outcome("succeeded" if done.written else "lost", c.run_id, snap.data_version,
                              done.current_version, done.alert_ids)

@@ -72,6 +72,10 @@ def _hard_pair(n_labels: int) -> tuple[str, str]:
     return ("majority" if n_labels == 2 else "plurality", HARD_PAIR[1])
 
 
+#: Pairwise Cohen's kappa keeps annotator × annotator matrices (about 32 MB each at 2,000).
+PAIRWISE_MAX_ANNOTATORS = 2000
+
+
 @dataclass(frozen=True)
 class AuditOptions:
     """What an audit computes; recorded in the run's ``parameters``."""
@@ -201,6 +205,11 @@ def dataset_part(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:
     if not with_pairs:
         notes.append(f"pairwise Cohen's kappa left out: {len(ann)} annotations > "
                      f"{options.pairwise_max_annotations} (AUDITOR_AUDIT_PAIRWISE_MAX_ANNOTATIONS)")
+    elif ann.n_annotators > PAIRWISE_MAX_ANNOTATORS:
+        # Its results are annotators × annotators matrices: 100,000 annotators would need 75 GiB each.
+        with_pairs = False
+        notes.append(f"pairwise Cohen's kappa left out: {ann.n_annotators} annotators > {PAIRWISE_MAX_ANNOTATORS} "
+                     "(its annotator × annotator matrices would not fit in memory)")
     overall, pairwise = _agreement_rows(ann if with_pairs else ann.counts(), options, vendor=None, key=(3,))
     for k, (vendor, members) in enumerate(sorted(vendors.items())):
         # The vendor's own per-item counts carry everything its bounds and coefficients need.

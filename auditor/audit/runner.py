@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 import numpy as np
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
 from auditor.audit.pipeline import (
@@ -37,7 +38,7 @@ from auditor.db.queries_audit import (
 )
 from auditor.db.session import session_scope
 
-__all__ = ["Outcome", "claim", "compute_inline", "fail", "finish", "plain", "run_audit", "snapshot"]
+__all__ = ["Outcome", "claim", "compute_inline", "fail", "finish", "is_transient", "plain", "run_audit", "snapshot"]
 
 
 @dataclass(frozen=True)
@@ -111,12 +112,46 @@ def finish(factory: sessionmaker[Session], run_id: int, *, task_id: str, data_ve
                             summary=plain(merged["summary"]), alerts=plain(alerts), timings=timings)
 
 
+# SQLSTATE classes and codes after which the same statement may well succeed: connection
+# exceptions, transaction rollbacks (serialization, deadlock), insufficient resources,
+# operator intervention (shutdown, cancel), a lock not available within lock_timeout.
+_TRANSIENT_SQLSTATE_CLASSES = ("08", "40", "53", "57")
+_TRANSIENT_SQLSTATES = frozenset({"55P03", "55006"})
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Could the same audit of the same data succeed if tried again?
+
+    Yes after a lost connection, a lock or pool timeout, a serialization conflict or a
+    server shutting down; no after anything the data or the code will reproduce (an
+    error of the statistics, or a statement PostgreSQL refuses as written, such as one
+    with more than 65,535 parameters, which psycopg reports as an OperationalError
+    without a SQLSTATE). A time limit is not transient either: the same work would
+    take as long again.
+    """
+    if isinstance(exc, sa_exc.InterfaceError | sa_exc.TimeoutError | sa_exc.DisconnectionError):
+        return True
+    if isinstance(exc, sa_exc.DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        code = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
+        if code:
+            return code[:2] in _TRANSIENT_SQLSTATE_CLASSES or code in _TRANSIENT_SQLSTATES
+        message = str(exc.orig).lower()
+        # SQLite: a writer holds the database; psycopg: the connection broke mid-statement
+        return isinstance(exc, sa_exc.OperationalError) and any(
+            m in message for m in ("database is locked", "server closed the connection", "connection is closed",
+                                   "consuming input failed", "terminating connection", "connection refused",
+                                   "could not connect"))
+    return isinstance(exc, ConnectionError)
+
+
 def fail(factory: sessionmaker[Session], run_id: int, *, task_id: str, exc: BaseException) -> bool:
-    """Record the run as failed with the error; never raises (the database may be the problem)."""
+    """Record the run as failed with the error and whether a retry may help; never raises."""
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     try:
         with session_scope(factory) as session:
-            return fail_audit(session, run_id, task_id=task_id, error=text)
+            return fail_audit(session, run_id, task_id=task_id, error=text, retryable=is_transient(exc))
     except Exception:  # recording is best effort; the sweep retries the audit anyway
         return False
 

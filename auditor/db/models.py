@@ -445,6 +445,8 @@ class AuditRun(Base):
     parameters: Mapped[dict[str, Any] | None] = mapped_column(JSONDoc)
     summary: Mapped[dict[str, Any] | None] = mapped_column(JSONDoc)
     error: Mapped[str | None] = mapped_column(Text)
+    #: For a failed run: may the same data succeed if tried again? (False: not retried for this version.)
+    retryable: Mapped[bool | None] = mapped_column(Boolean)
     created_at: Mapped[datetime] = _created()
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -157,13 +157,17 @@ def claim_audit(session: Session, dataset_id: int, *, task_id: str, lease: timed
     return Claim("claimed", run.id, dataset.data_version, took_over)
 
 
-def fail_audit(session: Session, run_id: int, *, task_id: str, error: str) -> bool:
-    """Record the run as failed with ``error``, if ``task_id`` still owns it."""
+def fail_audit(session: Session, run_id: int, *, task_id: str, error: str, retryable: bool = True) -> bool:
+    """Record the run as failed with ``error``, if ``task_id`` still owns it.
+
+    ``retryable=False`` says the same data will fail the same way: the sweep then leaves
+    this data version alone (a later version gets a new run).
+    """
     _begin_write(session)
     res = session.execute(
         update(AuditRun).where(AuditRun.id == run_id, AuditRun.task_id == task_id,
                                AuditRun.status == AuditStatus.RUNNING)
-        .values(status=AuditStatus.FAILED, error=error[:20_000], finished_at=utcnow())
+        .values(status=AuditStatus.FAILED, error=error[:20_000], finished_at=utcnow(), retryable=retryable)
     )
     return res.rowcount == 1
 
@@ -194,16 +198,23 @@ def stale_datasets(session: Session, *, lease: timedelta, retry_backoff: float,
         return []
     ids = [r.id for r in rows]
     version = {r.id: r.data_version for r in rows}
+    stale = {r.id for r in rows}
     runs = session.execute(
         select(AuditRun.dataset_id, AuditRun.status, AuditRun.data_version, AuditRun.started_at,
-               AuditRun.finished_at).where(AuditRun.dataset_id.in_(ids),
-                                           AuditRun.status.in_([AuditStatus.RUNNING, AuditStatus.FAILED]))
+               AuditRun.finished_at, AuditRun.retryable)
+        .join(Dataset, Dataset.id == AuditRun.dataset_id)
+        .where((AuditRun.status == AuditStatus.RUNNING)
+               | ((AuditRun.status == AuditStatus.FAILED) & (AuditRun.data_version == Dataset.data_version)))
     ).all()
     blocked: set[int] = set()
     failures: dict[int, list[datetime]] = {}
     for r in runs:
+        if r.dataset_id not in stale:
+            continue
         if r.status == AuditStatus.RUNNING and _aware(r.started_at) > now - lease:
             blocked.add(r.dataset_id)
+        elif r.status == AuditStatus.FAILED and r.retryable is False:
+            blocked.add(r.dataset_id)  # the same data fails the same way: wait for new data
         elif r.status == AuditStatus.FAILED and r.data_version == version[r.dataset_id] and r.finished_at:
             failures.setdefault(r.dataset_id, []).append(_aware(r.finished_at))
     for ds, times in failures.items():
@@ -505,9 +516,12 @@ def load_snapshot(session: Session, dataset_id: int, *, cache: SnapshotCache | N
     ann_ids = np.flatnonzero(present)
     annotators = {}
     if ann_ids.size:
+        # The workspace's annotators in one query, kept where present: a list of ids in the
+        # query would grow with the data and fails past PostgreSQL's 65,535 parameters.
         for a in session.execute(select(Annotator.id, Annotator.external_id, Annotator.vendor, Annotator.tier)
-                                 .where(Annotator.id.in_(ann_ids.tolist()))):
-            annotators[a.id] = a
+                                 .where(Annotator.workspace_id == ds.workspace_id)):
+            if a.id < present.size and present[a.id]:
+                annotators[a.id] = a
     releases = []
     for rel in rel_rows:
         pred_items, hard, probs = release_rows[rel.id]

@@ -176,7 +176,7 @@ def load_snapshot(bind: Engine | Connection, dataset_id: int, *, annotations: bo
         tiers: tuple[str, ...] = ()
         if annotations:
             ann_ids, ann_code = data.pop("annotator_ids"), data.pop("ann_annotator")
-            meta = _annotators(conn, ann_ids)
+            meta = _annotators(conn, ann_ids, int(dataset_id))
             names = tuple(meta[int(a)][0] for a in ann_ids)
             vendors = tuple(meta[int(a)][1] for a in ann_ids)
             tiers = tuple(meta[int(a)][2] for a in ann_ids)
@@ -206,14 +206,19 @@ def _release_infos(conn: Connection, dataset_id: int, releases: Iterable[int] | 
     return {rid: infos[rid] for rid in wanted}
 
 
-def _annotators(conn: Connection, ids: np.ndarray) -> dict[int, tuple[str, str | None, str]]:
-    """(external id, vendor, tier) by annotator id."""
+def _annotators(conn: Connection, ids: np.ndarray, dataset_id: int) -> dict[int, tuple[str, str | None, str]]:
+    """(external id, vendor, tier) by annotator id, for the annotator ids ``ids`` of the dataset.
+
+    One query over the dataset's workspace, whatever the number of annotators: a list of
+    ids in the query would grow with the data (and PostgreSQL takes at most 65,535
+    parameters a statement).
+    """
+    wanted = set(map(int, ids))
     meta = {}
-    ids_list = [int(a) for a in ids]
-    for start in range(0, len(ids_list), 10_000):
-        chunk = ids_list[start:start + 10_000]
-        for aid, ext, vendor, tier in conn.execute(text(
-                f"SELECT id, external_id, vendor, tier FROM annotator WHERE id IN ({', '.join(map(str, chunk))})")):
+    for aid, ext, vendor, tier in conn.execute(text(
+            "SELECT a.id, a.external_id, a.vendor, a.tier FROM annotator a "
+            "JOIN dataset d ON d.workspace_id = a.workspace_id WHERE d.id = :d"), {"d": int(dataset_id)}):
+        if int(aid) in wanted:
             meta[int(aid)] = (ext, vendor, tier)
     return meta
 

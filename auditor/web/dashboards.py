@@ -101,9 +101,13 @@ def overview(db: Session, workspace_id: int, *, now: datetime | None = None) -> 
 
 def dataset_page(db: Session, ds: Dataset) -> dict:
     run = _latest_runs(db, [ds.id]).get(ds.id)
+    # The newest failed audit, when no audit has succeeded since: the page says why it failed.
+    failed = db.scalars(select(AuditRun).where(AuditRun.dataset_id == ds.id, AuditRun.status == AuditStatus.FAILED,
+                                               AuditRun.id > (run.id if run is not None else 0))
+                        .order_by(AuditRun.id.desc()).limit(1)).first()
     out: dict = {"dataset": ds, "run": run, **_upper(run), "agreements": [], "best": [], "curve": None, "charts": [],
-                 "releases": [], "vendors": [], "n_items": db.scalar(select(func.count()).select_from(Item)
-                                                                       .where(Item.dataset_id == ds.id))}
+                 "releases": [], "vendors": [], "failed_run": failed,
+                 "n_items": db.scalar(select(func.count()).select_from(Item).where(Item.dataset_id == ds.id))}
     if run is None:
         return out
     out["agreements"] = list(db.scalars(select(Agreement).where(Agreement.audit_run_id == run.id,

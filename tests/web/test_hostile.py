@@ -152,3 +152,26 @@ def test_a_gzip_upload_may_not_decompress_past_the_upload_limit(app, pg_engine, 
         app.config["MAX_CONTENT_LENGTH"] = old
     assert r.status_code == 413 and "decompresses to more than" in r.get_json()["message"]
     assert fingerprint(pg_engine) == before
+
+
+def test_the_dataset_page_shows_a_failed_audit_and_its_cause(app):
+    from datetime import timedelta
+
+    from auditor.audit import runner
+    from auditor.db import make_session_factory, session_scope
+    from auditor.db.queries_audit import claim_audit
+
+    tenant = make_tenant(app)
+    client = app.test_client()
+    ds = client.post("/api/v1/datasets", json={"name": "fails", "labels": ["a", "b"]}, headers=tenant.auth()).get_json()
+    r = client.post(f"/api/v1/datasets/{ds['id']}/annotations", data="item_id,annotator_id,label\ni1,w1,a\ni1,w2,b\n",
+                    headers={**tenant.auth(), "Content-Type": "text/csv"})
+    assert r.status_code == 202
+    factory = make_session_factory(app.extensions["auditor.engine"])
+    with session_scope(factory) as s:
+        c = claim_audit(s, ds["id"], task_id="t-fail", lease=timedelta(seconds=60))
+    runner.fail(factory, c.run_id, task_id="t-fail", exc=ValueError("the statistics cannot take this <data>"))
+    login(client, tenant)
+    page = client.get(f"/datasets/{ds['id']}").get_data(as_text=True)
+    assert "The last audit failed" in page and "not retried" in page
+    assert "ValueError: the statistics cannot take this &lt;data&gt;" in page

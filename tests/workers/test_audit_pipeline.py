@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
+from sqlalchemy import exc as sa_exc
 from sqlalchemy import func, select, update
 
 from auditor.audit import runner
@@ -109,12 +110,31 @@ def test_sweep_picks_stale_datasets_and_backs_off_after_failures(factory):
     assert stale in found and fresh not in found
     with session_scope(factory) as s:
         c = claim_audit(s, stale, task_id="x", lease=LEASE)
-    runner.fail(factory, c.run_id, task_id="x", exc=RuntimeError("boom"))
+    lost = sa_exc.OperationalError("SELECT 1", {}, Exception("server closed the connection unexpectedly"))
+    runner.fail(factory, c.run_id, task_id="x", exc=lost)
     with session_scope(factory) as s:
         run = s.get(AuditRun, c.run_id)
-        assert run.status == AuditStatus.FAILED and "RuntimeError: boom" in run.error
+        assert run.status == AuditStatus.FAILED and "server closed the connection" in run.error and run.retryable
         assert stale not in stale_datasets(s, lease=LEASE, retry_backoff=60)  # backing off
         assert stale in stale_datasets(s, lease=LEASE, retry_backoff=0)
+
+
+def test_a_failure_the_data_reproduces_is_recorded_once_and_waits_for_new_data(factory):
+    ds, _, _, _ = _dataset(factory, "deterministic")
+    with session_scope(factory) as s:
+        c = claim_audit(s, ds, task_id="x", lease=LEASE)
+    # what psycopg says of a statement with too many parameters: no SQLSTATE, not a lost connection
+    too_many = sa_exc.OperationalError("SELECT ...", {}, Exception("number of parameters must be between 0 and 65535"))
+    for exc in (RuntimeError("boom"), too_many):
+        assert not runner.is_transient(exc)
+    runner.fail(factory, c.run_id, task_id="x", exc=too_many)
+    with session_scope(factory) as s:
+        run = s.get(AuditRun, c.run_id)
+        assert run.status == AuditStatus.FAILED and "65535" in run.error and run.retryable is False
+        assert ds not in stale_datasets(s, lease=LEASE, retry_backoff=0)  # not retried for this version
+    import_predictions(factory, ds, "m", "1", labels={f"i{n}": 0 for n in range(40)})  # a new data version
+    with session_scope(factory) as s:
+        assert ds in stale_datasets(s, lease=LEASE, retry_backoff=0)
 
 
 @pytest.mark.parametrize("relabel", [False, True])
@@ -316,3 +336,29 @@ def test_arrivals_during_a_run_cause_one_follow_up(factory):
         versions = s.execute(select(AuditRun.data_version).where(AuditRun.dataset_id == ds)
                              .order_by(AuditRun.id)).scalars().all()
     assert versions == [v1, v1 + 3]
+
+
+def test_a_dataset_with_100000_annotators_is_audited(pg_engine):
+    """Past 65,535 annotators the snapshot's annotator query once needed one parameter each
+    (PostgreSQL's limit): every audit of such a dataset failed, and was retried forever."""
+    from auditor.db import make_session_factory
+
+    factory = make_session_factory(pg_engine)
+    ds = make_dataset(factory, "crowd-100k", ["a", "b"])
+    rng = np.random.default_rng(0)
+    rows = [(f"i{n // 2}", f"r{n}", int(rng.integers(0, 2))) for n in range(100_000)]
+    import_annotations(factory, ds, rows)
+    out = runner.run_audit(factory, ds, task_id="big", options=OPTIONS, lease=LEASE)
+    assert out.state == "succeeded"
+    with session_scope(factory) as s:
+        run = s.get(AuditRun, out.run_id)
+        assert run.status == AuditStatus.SUCCEEDED
+        assert any("pairwise Cohen's kappa left out: 100000 annotators" in n for n in run.summary["notes"])
+    with session_scope(factory) as s:
+        snap = load_snapshot(s, ds)
+    assert len(snap.annotator_names) == 100_000 and snap.n_annotations == 100_000
+    from auditor.db import load_snapshot as load_public
+
+    with pg_engine.connect() as conn:
+        public = load_public(conn, ds, annotations=True)
+    assert public.annotations.n_annotators == 100_000
