@@ -250,10 +250,12 @@ def _refuse_unstorable_request():
     if request.content_type and request.content_type.startswith(("multipart/form-data",
                                                                  "application/x-www-form-urlencoded")):
         for key, value in request.form.items(multi=True):
-            if "\x00" in key or "\x00" in value:
+            key = key if isinstance(key, str) else ""
+            if "\x00" in key or (isinstance(value, str) and "\x00" in value):
                 raise ApiError(400, f"form field {key[:40]!r} holds a NUL character", field=key[:40])
         for key, upload in request.files.items(multi=True):
-            if "\x00" in key or "\x00" in (upload.filename or ""):
+            key = key if isinstance(key, str) else ""
+            if "\x00" in key or "\x00" in (getattr(upload, "filename", None) or ""):
                 raise ApiError(400, "an uploaded file's name holds a NUL character", field=key[:40])
 
 
