@@ -390,14 +390,24 @@ def quality_series(records, *, by: str = "vendor", window: str = "7D", gold=None
     """
     confidence = check_probability(confidence, name="confidence", open_interval=True)
     coded = _code_records(records, by, window, labels, origin)
+    return _series(coded, _unit_streams(coded, gold), by, window, confidence)
+
+
+def _unit_streams(coded: _Coded, gold) -> dict[str, UnitStream]:
+    """Per (group, window) units of agreement with the leave-one-out consensus and of gold accuracy."""
     n_groups, n_windows = len(coded.groups), len(coded.window_start)
     credit = _loo_credit(coded)
-    gold_code = _gold_codes(gold, coded.items, coded.labels)
-    g_item = gold_code[coded.item]
+    g_item = _gold_codes(gold, coded.items, coded.labels)[coded.item]
     correct = np.where(g_item >= 0, (coded.label == g_item).astype(float), np.nan)
+    return {
+        "agreement": quality_units(coded.item, credit, coded.group, coded.window, n_groups, n_windows),
+        "gold_accuracy": quality_units(coded.item, correct, coded.group, coded.window, n_groups, n_windows),
+    }
 
-    agree = quality_units(coded.item, credit, coded.group, coded.window, n_groups, n_windows)
-    golds = quality_units(coded.item, correct, coded.group, coded.window, n_groups, n_windows)
+
+def _series(coded: _Coded, streams: dict[str, UnitStream], by: str, window: str, confidence: float) -> QualitySeries:
+    n_groups, n_windows = len(coded.groups), len(coded.window_start)
+    agree, golds = streams["agreement"], streams["gold_accuracy"]
     a_mean, a_lo, a_hi = _unit_interval(agree.n, agree.s1, agree.s2, confidence)
     g_mean, g_lo, g_hi = _unit_interval(golds.n, golds.s1, golds.s2, confidence)
 
@@ -648,17 +658,10 @@ def detect_changes(records, *, by: str = "vendor", window: str = "7D", gold=None
         would still flag the change (smaller is stronger).
     """
     alpha = check_probability(alpha, name="alpha", open_interval=True)
-    series = quality_series(records, by=by, window=window, gold=gold, labels=labels, origin=origin)
     coded = _code_records(records, by, window, labels, origin)
-    n_groups, n_windows = len(coded.groups), len(coded.window_start)
-    credit = _loo_credit(coded)
-    gold_code = _gold_codes(gold, coded.items, coded.labels)
-    g_item = gold_code[coded.item]
-    correct = np.where(g_item >= 0, (coded.label == g_item).astype(float), np.nan)
-    streams = {
-        "agreement": quality_units(coded.item, credit, coded.group, coded.window, n_groups, n_windows),
-        "gold_accuracy": quality_units(coded.item, correct, coded.group, coded.window, n_groups, n_windows),
-    }
+    n_groups = len(coded.groups)
+    streams = _unit_streams(coded, gold)
+    series = _series(coded, streams, by, window, 0.95)
     has_gold = streams["gold_accuracy"].n.sum(axis=1) > 0
     per_group = alpha / n_groups
     share = {"agreement": np.where(has_gold, per_group / 2, per_group),
