@@ -1,35 +1,10 @@
-"""Settings from the environment, read when :func:`load_settings` is called (never at import).
+"""Settings from the environment, read when :func:`load_settings` /
+:func:`load_worker_settings` is called (never at import).
 
-Variables (all optional):
-
-``AUDITOR_INSTANCE_PATH``
-    Directory for local state (default ``./instance``); the default SQLite database
-    and the embedded broker's files live there.
-``AUDITOR_DATABASE_URL``
-    SQLAlchemy URL. Default: ``sqlite:///<instance>/auditor.sqlite3``. A plain
-    ``postgresql://`` URL is served by psycopg 3.
-``AUDITOR_BROKER_URL`` / ``AUDITOR_RESULT_BACKEND``
-    Celery broker and result backend. Default: a SQLite-backed broker in the instance
-    directory, so the embedded deployment needs no server.
-``AUDITOR_SECRET_KEY``
-    Secret for sessions and CSRF tokens (default: a random key per process, fine for
-    a single embedded process only).
-``AUDITOR_MAX_UPLOAD_BYTES``
-    Largest accepted upload (default 1 GiB).
-``AUDITOR_LOGIN_LIMIT`` / ``AUDITOR_INGEST_LIMIT`` / ``AUDITOR_SCORE_LIMIT``
-    Rate limits per client address of login attempts, ingestion requests and
-    ``/api/score`` (defaults ``10 per minute``, ``60 per minute``, ``60 per minute``;
-    any rate the ``limits`` package parses, e.g. ``1000 per hour;20 per second``).
-``AUDITOR_RESPONSE_CACHE_ENTRIES`` / ``AUDITOR_RESPONSE_CACHE_MAX_BYTES``
-    Per-process cache of rendered results: how many (default 512; 0 turns it off) and
-    the largest response kept (default 4 MiB).
-``AUDITOR_SESSION_COOKIE_SECURE``
-    ``auto`` (default): the session cookie is ``Secure`` whenever the request came over
-    HTTPS (as seen through ``AUDITOR_PROXY_COUNT`` proxies); ``true``: always; ``false``:
-    never (plain-HTTP development only).
-``AUDITOR_PROXY_COUNT``
-    Reverse proxies in front of the web process whose ``X-Forwarded-For/-Proto/-Host``
-    headers are trusted (default 0: none; behind one TLS-terminating proxy set 1).
+Every variable, its default and what it does is in one catalog,
+:mod:`auditor.envfile`, which ``.env.example`` is rendered from (``auditor settings
+env-example``); the tests check that each documented default is the loader's default
+and that setting each variable changes what the loader returns.
 """
 
 from __future__ import annotations
@@ -38,6 +13,7 @@ import os
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 __all__ = ["Settings", "WorkerSettings", "load_settings", "load_worker_settings"]
@@ -58,6 +34,7 @@ class Settings:
     login_limit: str = "10 per minute"
     ingest_limit: str = "60 per minute"
     score_limit: str = "60 per minute"
+    score_anonymous: bool = False
     response_cache_entries: int = 512
     response_cache_max_bytes: int = 4 << 20
     session_cookie_secure: str = "auto"
@@ -130,6 +107,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides) -> Sett
         "login_limit": _rate(env, "AUDITOR_LOGIN_LIMIT", "10 per minute"),
         "ingest_limit": _rate(env, "AUDITOR_INGEST_LIMIT", "60 per minute"),
         "score_limit": _rate(env, "AUDITOR_SCORE_LIMIT", "60 per minute"),
+        "score_anonymous": _choice(env, "AUDITOR_SCORE_ANONYMOUS", "false", ("true", "false")) == "true",
         "response_cache_entries": _int(env, "AUDITOR_RESPONSE_CACHE_ENTRIES", 512, low=0),
         "response_cache_max_bytes": _int(env, "AUDITOR_RESPONSE_CACHE_MAX_BYTES", 4 << 20, low=0),
         "session_cookie_secure": _choice(env, "AUDITOR_SESSION_COOKIE_SECURE", "auto", ("auto", "true", "false")),
@@ -139,42 +117,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides) -> Sett
     return Settings(**values)
 
 
-# --- background workers (workers/, auditor.audit): Celery and audit settings ---------
-#
-# ``AUDITOR_CELERY_QUEUE``            queue the audit tasks use (default ``auditor``)
-# ``AUDITOR_CELERY_CONCURRENCY``      worker processes (default: one per core but one, at least
-#                                     one: on 2 cores one audit process, so the web keeps a core)
-# ``AUDITOR_WORKER_NICE``             niceness added to every worker process (default 10, 0-19):
-#                                     audits yield the CPU to the web processes' requests
-# ``AUDITOR_SWEEP_SECONDS``           period of the stale-dataset sweep (default 60)
-# ``AUDITOR_AUDIT_SOFT_TIME_LIMIT``   seconds before an audit is asked to stop (default 1500)
-# ``AUDITOR_AUDIT_TIME_LIMIT``        seconds before its process is killed (default 1800);
-#                                     a run still "running" after this is known dead
-# ``AUDITOR_AUDIT_MAX_RETRIES``       retries after a transient database error (default 5)
-# ``AUDITOR_AUDIT_RETRY_BACKOFF``     first retry delay in seconds, doubled each time (default 2)
-# ``AUDITOR_DB_LOCK_TIMEOUT_MS``      PostgreSQL lock_timeout of audit transactions (default 10000)
-# ``AUDITOR_AUDIT_BOOTSTRAP``         bootstrap resamples for intervals (default 500)
-# ``AUDITOR_AUDIT_PAIRWISE_MAX_ANNOTATIONS`` pairwise Cohen's kappa only for datasets with at most
-#                                     this many annotations (default: every dataset; 0: never).
-#                                     Its memory grows with the annotator pairs that share items
-#                                     (10M annotations of 200 raters: about 4 s, 0.6 GB).
-# ``AUDITOR_AUDIT_PAIRWISE_BOOTSTRAP`` resamples for the interval of the mean pairwise Cohen's
-#                                     kappa (default 0: each one recomputes every pair's kappa)
-# ``AUDITOR_AUDIT_SEED``              seed of every random choice of an audit (default 0)
-# ``AUDITOR_FANOUT_MIN_ITEMS``        items from which an audit fans out as a Celery group
-#                                     (default 500000). Fanning out pays when there are more
-#                                     worker cores than one machine's: on 2 cores, 1M annotations
-#                                     (100k items, 5 releases) took p50 3.2 s fanned out, 2.1 s in one task
-# ``AUDITOR_CERTIFY_THRESHOLD``       confidence a "certified" verdict needs (default 0.95)
-# ``AUDITOR_CERTIFY_BOUND``           ``theoretical`` (U_t, default) or ``empirical`` (U_e)
-# ``AUDITOR_CERTIFY_METHOD``          which verdict the badge and the certification alert use:
-#                                     ``anytime`` (default; valid however often audits re-check
-#                                     it), or the paper's fixed-sample ``oms`` / ``hms``
-# ``AUDITOR_ALERT_VENDOR_DELTA``      change of a vendor's upper bound that raises an alert
-#                                     (default 0.02); per vendor: ``AUDITOR_ALERT_VENDOR_DELTAS``
-#                                     as ``vendorA=0.05,vendorB=0.01``
-# ``AUDITOR_ALERT_WEBHOOK_URL``       where new alerts are POSTed as JSON (default: nowhere)
-
+# --- background workers (see auditor.envfile for each variable) ---
 
 def default_concurrency(cores: int | None = None) -> int:
     """Audit worker processes by default: one per core but one (at least one).
@@ -196,6 +139,7 @@ class WorkerSettings:
     sweep_seconds: float = 60.0
     soft_time_limit: float = 1500.0
     time_limit: float = 1800.0
+    lease_seconds: float = 60.0
     max_retries: int = 5
     retry_backoff: float = 2.0
     db_lock_timeout_ms: int = 10_000
@@ -210,6 +154,11 @@ class WorkerSettings:
     vendor_alert_delta: float = 0.02
     vendor_alert_deltas: tuple[tuple[str, float], ...] = ()
     alert_webhook_url: str | None = None
+
+    @property
+    def lease(self) -> timedelta:
+        """How long a running audit stays live without a heartbeat (renewed every quarter of it)."""
+        return timedelta(seconds=self.lease_seconds)
 
     def vendor_delta(self, vendor: str) -> float:
         return dict(self.vendor_alert_deltas).get(vendor, self.vendor_alert_delta)
@@ -256,6 +205,7 @@ def load_worker_settings(environ: Mapping[str, str] | None = None, **overrides) 
         "sweep_seconds": _env_number(env, "AUDITOR_SWEEP_SECONDS", float, 60.0),
         "soft_time_limit": _env_number(env, "AUDITOR_AUDIT_SOFT_TIME_LIMIT", float, 1500.0),
         "time_limit": _env_number(env, "AUDITOR_AUDIT_TIME_LIMIT", float, 1800.0),
+        "lease_seconds": _env_number(env, "AUDITOR_AUDIT_LEASE_SECONDS", float, None),
         "max_retries": _env_number(env, "AUDITOR_AUDIT_MAX_RETRIES", int, 5),
         "retry_backoff": _env_number(env, "AUDITOR_AUDIT_RETRY_BACKOFF", float, 2.0),
         "db_lock_timeout_ms": _env_number(env, "AUDITOR_DB_LOCK_TIMEOUT_MS", int, 10_000),
@@ -278,5 +228,10 @@ def load_worker_settings(environ: Mapping[str, str] | None = None, **overrides) 
         raise ValueError(f"AUDITOR_WORKER_NICE must be between 0 and 19; got {values['nice']}.")
     if values["soft_time_limit"] >= values["time_limit"]:
         raise ValueError("AUDITOR_AUDIT_SOFT_TIME_LIMIT must be below AUDITOR_AUDIT_TIME_LIMIT.")
+    if values["lease_seconds"] is None:  # a minute, or the whole time limit if that is shorter
+        values["lease_seconds"] = min(60.0, values["time_limit"])
+    if not 1 <= values["lease_seconds"] <= values["time_limit"]:
+        raise ValueError("AUDITOR_AUDIT_LEASE_SECONDS must be at least 1 and at most AUDITOR_AUDIT_TIME_LIMIT; "
+                         f"got {values['lease_seconds']}.")
     return WorkerSettings(**values)
 # --- end background workers ---

@@ -6,7 +6,9 @@ transaction: the claim, the read-only snapshot, the single result write.
 
 from __future__ import annotations
 
+import logging
 import math
+import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -34,11 +36,15 @@ from auditor.db.queries_audit import (
     claim_audit,
     fail_audit,
     finish_audit,
+    heartbeat_audit,
     load_snapshot,
 )
 from auditor.db.session import session_scope
 
-__all__ = ["Outcome", "claim", "compute_inline", "fail", "finish", "is_transient", "plain", "run_audit", "snapshot"]
+__all__ = ["Heartbeat", "Outcome", "claim", "compute_inline", "fail", "finish", "is_transient", "plain", "run_audit",
+           "snapshot"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,46 @@ def claim(factory: sessionmaker[Session], dataset_id: int, *, task_id: str, leas
           options: AuditOptions) -> Claim:
     with session_scope(factory) as session:
         return claim_audit(session, dataset_id, task_id=task_id, lease=lease, parameters=options.to_dict())
+
+
+class Heartbeat:
+    """Renews a claimed run's lease from a background thread while the audit works.
+
+    ``with Heartbeat(factory, run_id, task_id=..., every=lease / 4):`` beats every
+    ``every`` seconds until the block ends or the run is no longer this task's (taken
+    over, finished). A failed beat (database briefly away) is logged and tried again at
+    the next tick: one lease holds several beats. A worker that dies stops beating, and
+    its run is taken over once the lease has passed, not at the hard time limit.
+    """
+
+    def __init__(self, factory: sessionmaker[Session], run_id: int, *, task_id: str, every: float):
+        self.factory, self.run_id, self.task_id, self.every = factory, run_id, task_id, max(0.05, float(every))
+        self.beats = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"audit-heartbeat-{run_id}", daemon=True)
+
+    def beat(self) -> bool:
+        """One renewal now; False when the run is no longer this task's."""
+        with session_scope(self.factory) as session:
+            owned = heartbeat_audit(session, self.run_id, task_id=self.task_id)
+        self.beats += owned
+        return owned
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                if not self.beat():
+                    return
+            except Exception as exc:  # the next tick tries again; the lease allows a few misses
+                log.warning("heartbeat of audit run %s failed: %s", self.run_id, exc.__class__.__name__)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def snapshot(factory: sessionmaker[Session], dataset_id: int, *, cache: SnapshotCache | None = None
@@ -146,12 +192,15 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, ConnectionError)
 
 
-def fail(factory: sessionmaker[Session], run_id: int, *, task_id: str, exc: BaseException) -> bool:
-    """Record the run as failed with the error and whether a retry may help; never raises."""
+def fail(factory: sessionmaker[Session], run_id: int, *, task_id: str, exc: BaseException,
+         retryable: bool | None = None) -> bool:
+    """Record the run as failed with the error and whether a retry may help (by default
+    :func:`is_transient`); never raises."""
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    retryable = is_transient(exc) if retryable is None else retryable
     try:
         with session_scope(factory) as session:
-            return fail_audit(session, run_id, task_id=task_id, error=text, retryable=is_transient(exc))
+            return fail_audit(session, run_id, task_id=task_id, error=text, retryable=retryable)
     except Exception:  # recording is best effort; the sweep retries the audit anyway
         return False
 
@@ -171,11 +220,12 @@ def run_audit(factory: sessionmaker[Session], dataset_id: int, *, task_id: str, 
     if c.state != "claimed":
         return Outcome(c.state, c.run_id, c.data_version)
     try:
-        t1 = clock()
-        snap = snapshot(factory, dataset_id, cache=cache)
-        t2 = clock()
-        merged = compute_inline(snap, options)
-        t3 = clock()
+        with Heartbeat(factory, c.run_id, task_id=task_id, every=lease.total_seconds() / 4):
+            t1 = clock()
+            snap = snapshot(factory, dataset_id, cache=cache)
+            t2 = clock()
+            merged = compute_inline(snap, options)
+            t3 = clock()
         timings = {"claim": t1 - t0, "snapshot": t2 - t1, "compute": t3 - t2}
         done = finish(factory, c.run_id, task_id=task_id, data_version=snap.data_version, merged=merged,
                       previous=snap.previous, options=options, timings=timings)

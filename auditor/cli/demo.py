@@ -127,7 +127,6 @@ def demo_command(host: str, port: int, items: int, seed_value: int, no_serve: bo
 
     if no_serve:
         import uuid
-        from datetime import timedelta
 
         from auditor.audit import runner
         from auditor.audit.pipeline import AuditOptions
@@ -135,7 +134,7 @@ def demo_command(host: str, port: int, items: int, seed_value: int, no_serve: bo
 
         w = load_worker_settings()
         outcome = runner.run_audit(make_session_factory(engine), dataset_id, task_id=f"demo-{uuid.uuid4().hex}",
-                                   options=AuditOptions.from_settings(w), lease=timedelta(seconds=w.time_limit + 5))
+                                   options=AuditOptions.from_settings(w), lease=w.lease)
         click.echo(f"audit: {outcome.state}")
         if outcome.state not in ("succeeded", "current"):
             raise click.ClickException(f"the audit did not succeed: {outcome.state}")
@@ -147,7 +146,7 @@ def demo_command(host: str, port: int, items: int, seed_value: int, no_serve: bo
         subprocess.Popen([*cmd, "worker", "--beat", "--pool", "solo", "--loglevel", "WARNING"], env=env),
         subprocess.Popen([*cmd, "serve", "--host", host, "--port", str(port), "--workers", "2"], env=env),
     ]
-    from workers.dispatch import request_audit
+    from auditor.worker.dispatch import request_audit
 
     request_audit(dataset_id)
     url = f"http://{host}:{port}/"

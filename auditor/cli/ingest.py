@@ -92,8 +92,8 @@ def _request_audit(dataset_id: int, url: str | None) -> None:
         return
     from celery import Celery, current_app
 
-    from workers import celery_config
-    from workers.dispatch import request_audit
+    from auditor.worker import celery_config
+    from auditor.worker.dispatch import request_audit
 
     # The broker and queue of this environment's workers (AUDITOR_BROKER_URL, AUDITOR_CELERY_QUEUE).
     app = Celery("auditor-cli")

@@ -15,7 +15,7 @@ from auditor.cli import main
 
 def _app():
     from auditor.config import load_settings
-    from workers import celery_app
+    from auditor.worker import celery_app
 
     # The embedded broker, result store and beat schedule are files in the instance directory.
     load_settings().instance_path.mkdir(parents=True, exist_ok=True)
@@ -137,18 +137,16 @@ def audit_command(dataset_name: str, workspace: str | None, wait: bool, timeout:
                                    f"({', '.join(ws for _, ws, _ in found)})")
     dataset_id, found_in, version = found[0]
     if inline:
-        from datetime import timedelta
-
         from auditor.audit import runner
         from auditor.audit.pipeline import AuditOptions
 
         w = load_worker_settings()
         outcome = runner.run_audit(factory, dataset_id, task_id=f"inline-{uuid.uuid4().hex}", options=AuditOptions.from_settings(w),
-                                   lease=timedelta(seconds=w.time_limit + 5))
+                                   lease=w.lease)
         if outcome.state not in ("succeeded", "current"):
             raise click.ClickException(f"audit not run: {outcome.state}")
     else:
-        from workers.dispatch import request_audit
+        from auditor.worker.dispatch import request_audit
 
         _app().set_default()
         if request_audit(dataset_id) is None:

@@ -449,6 +449,8 @@ class AuditRun(Base):
     retryable: Mapped[bool | None] = mapped_column(Boolean)
     created_at: Mapped[datetime] = _created()
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    #: Renewed by the running audit's worker; a run whose heartbeat is older than the lease is dead.
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 

@@ -52,6 +52,7 @@ __all__ = [
     "fail_audit",
     "find_datasets",
     "finish_audit",
+    "heartbeat_audit",
     "latest_run",
     "load_snapshot",
     "run_results",
@@ -110,8 +111,9 @@ def claim_audit(session: Session, dataset_id: int, *, task_id: str, lease: timed
                 parameters: Mapping[str, Any] | None = None, max_attempts: int = 3) -> Claim:
     """Make ``task_id`` the one running audit of the dataset, if it needs one.
 
-    A ``running`` run older than ``lease`` (the hard time limit plus a grace) is taken
-    over: it keeps its id, so a dead attempt leaves no second row behind. A run whose
+    A ``running`` run whose heartbeat (:func:`heartbeat_audit`, else its start) is older
+    than ``lease`` is dead and is taken over: it keeps its id, so a dead attempt leaves
+    no second row behind. A run whose
     attempts all died (``max_attempts``) is recorded as failed instead (state
     ``"abandoned"``): an audit that kills its worker every time must not loop.
     """
@@ -123,7 +125,7 @@ def claim_audit(session: Session, dataset_id: int, *, task_id: str, lease: timed
         select(AuditRun).where(AuditRun.dataset_id == dataset_id, AuditRun.status == AuditStatus.RUNNING)
         .order_by(AuditRun.id.desc()).with_for_update()
     ).scalars().all()
-    live = [r for r in running if r.task_id == task_id or _aware(r.started_at) > now - lease]
+    live = [r for r in running if r.task_id == task_id or _alive(r, now, lease)]
     if live and live[0].task_id != task_id:
         return Claim("busy", live[0].id, live[0].data_version)
     done = _last_succeeded_version(session, dataset_id)
@@ -147,14 +149,31 @@ def claim_audit(session: Session, dataset_id: int, *, task_id: str, lease: timed
             run.error = f"abandoned after {attempts - 1} attempts that did not finish (worker lost or killed)"
             session.flush()
             return Claim("abandoned", run.id, run.data_version)
-        run.task_id, run.started_at, run.data_version = task_id, now, dataset.data_version
+        run.task_id, run.started_at, run.heartbeat_at, run.data_version = task_id, now, now, dataset.data_version
     else:
         took_over = False
         run = AuditRun(dataset_id=dataset_id, data_version=dataset.data_version, status=AuditStatus.RUNNING,
-                       task_id=task_id, started_at=now, parameters={**params, "attempts": 1})
+                       task_id=task_id, started_at=now, heartbeat_at=now, parameters={**params, "attempts": 1})
         session.add(run)
     session.flush()
     return Claim("claimed", run.id, dataset.data_version, took_over)
+
+
+def _alive(run: Any, now: datetime, lease: timedelta) -> bool:
+    beat = run.heartbeat_at or run.started_at
+    return beat is not None and _aware(beat) > now - lease
+
+
+def heartbeat_audit(session: Session, run_id: int, *, task_id: str) -> bool:
+    """Renew the lease of run ``run_id`` while ``task_id`` still owns it; False once it does not
+    (taken over, finished or failed), which tells the worker to stop beating."""
+    _begin_write(session)
+    res = session.execute(
+        update(AuditRun).where(AuditRun.id == run_id, AuditRun.task_id == task_id,
+                               AuditRun.status == AuditStatus.RUNNING)
+        .values(heartbeat_at=utcnow())
+    )
+    return res.rowcount == 1
 
 
 def fail_audit(session: Session, run_id: int, *, task_id: str, error: str, retryable: bool = True) -> bool:
@@ -201,7 +220,7 @@ def stale_datasets(session: Session, *, lease: timedelta, retry_backoff: float,
     stale = {r.id for r in rows}
     runs = session.execute(
         select(AuditRun.dataset_id, AuditRun.status, AuditRun.data_version, AuditRun.started_at,
-               AuditRun.finished_at, AuditRun.retryable)
+               AuditRun.heartbeat_at, AuditRun.finished_at, AuditRun.retryable)
         .join(Dataset, Dataset.id == AuditRun.dataset_id)
         .where((AuditRun.status == AuditStatus.RUNNING)
                | ((AuditRun.status == AuditStatus.FAILED) & (AuditRun.data_version == Dataset.data_version)))
@@ -211,7 +230,7 @@ def stale_datasets(session: Session, *, lease: timedelta, retry_backoff: float,
     for r in runs:
         if r.dataset_id not in stale:
             continue
-        if r.status == AuditStatus.RUNNING and _aware(r.started_at) > now - lease:
+        if r.status == AuditStatus.RUNNING and _alive(r, now, lease):
             blocked.add(r.dataset_id)
         elif r.status == AuditStatus.FAILED and r.retryable is False:
             blocked.add(r.dataset_id)  # the same data fails the same way: wait for new data

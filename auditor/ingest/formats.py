@@ -39,7 +39,7 @@ import math
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -48,6 +48,7 @@ from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, RowError,
 
 __all__ = [
     "ANNOTATION_FORMATS",
+    "LabelStudioReport",
     "Source",
     "detect_format",
     "open_source",
@@ -457,8 +458,12 @@ def _annotation_row(row: int, rec: Mapping[str, Any], codes: Mapping[str, int], 
 
 def read_annotations(source: Source, fmt: str, labels: Sequence[str], *, field_map: Mapping[str, str] | None = None,
                      defaults: AnnotationDefaults = AnnotationDefaults(),
-                     progress: Callable[[int], None] | None = None) -> Iterator[tuple]:
+                     progress: Callable[[int], None] | None = None,
+                     report: LabelStudioReport | None = None) -> Iterator[tuple]:
     """Rows ``(row, item_id, annotator_id, label_code, vendor, tier, timestamp)``.
+
+    For a Label Studio export, ``report`` receives its ground-truth annotations (gold,
+    not votes) and the counts of cancelled and empty annotations, which are skipped.
 
     Raises :class:`ImportRejected` (after the read, or as soon as there are
     ``MAX_REPORTED_ERRORS``) when any row is invalid.
@@ -517,23 +522,59 @@ def read_annotations(source: Source, fmt: str, labels: Sequence[str], *, field_m
             if out is not None:
                 yield out
     elif fmt == "label-studio":
+        report = report if report is not None else LabelStudioReport()
         for row, task, item in _label_studio_tasks(source, errors, field_map):
             for ann in task.get("annotations") or []:
-                if not isinstance(ann, dict) or ann.get("was_cancelled"):
+                if not isinstance(ann, dict):
+                    errors.add(row, "annotations", "an annotation must be a JSON object")
+                    continue
+                if ann.get("was_cancelled"):
+                    report.cancelled += 1
+                    continue
+                if not ann.get("result"):  # submitted with nothing chosen: no vote, counted
+                    report.empty += 1
                     continue
                 choice = _label_studio_choice(ann.get("result"), row, errors)
                 if choice is None:
                     continue
-                who = ann.get("completed_by")
-                if isinstance(who, dict):
-                    who = who.get("email") or who.get("id")
-                out = _annotation_row(row, {"item_id": item, "annotator_id": who, "label": choice,
-                                            "timestamp": ann.get("created_at")}, codes, defaults, errors)
+                if ann.get("ground_truth") is True:
+                    # Label Studio's ground truth is the item's gold label, not one more vote.
+                    if choice not in codes:
+                        errors.add(row, "choices", f"{choice!r} is not one of the dataset's labels {list(codes)}")
+                    else:
+                        report.gold.append((row, item, codes[choice], "label-studio ground truth"))
+                    continue
+                out = _annotation_row(row, {"item_id": item, "annotator_id": _label_studio_user(ann, row, errors),
+                                            "label": choice, "timestamp": ann.get("created_at")},
+                                      codes, defaults, errors)
                 if out is not None:
                     yield out
     else:
         raise ValueError(f"unknown annotation format {fmt!r}; expected one of {ANNOTATION_FORMATS}")
     errors.raise_if_any()
+
+
+@dataclass
+class LabelStudioReport:
+    """What a Label Studio import read besides votes: ground-truth annotations (gold rows
+    ``(row, item_id, label_code, source)``), and how many annotations were skipped as
+    cancelled or as submitted with an empty result."""
+
+    gold: list[tuple[int, str, int, str]] = field(default_factory=list)
+    cancelled: int = 0
+    empty: int = 0
+
+
+def _label_studio_user(ann: Mapping[str, Any], row: int, errors: _Errors) -> str | None:
+    """The annotator of a Label Studio annotation: its user id, whether ``completed_by``
+    is the id (the default export) or the user object (an export with user details)."""
+    who = ann.get("completed_by")
+    if isinstance(who, dict):
+        who = who.get("id") if who.get("id") is not None else who.get("email")
+    if isinstance(who, bool) or not isinstance(who, int | str):
+        errors.add(row, "completed_by", "expected the annotator's user id")
+        return None
+    return str(who)
 
 
 def _label_studio_tasks(source: Source, errors: _Errors, field_map: Mapping[str, str] | None

@@ -31,7 +31,7 @@ from types import MappingProxyType
 
 import numpy as np
 from scipy import fft as sp_fft
-from scipy import integrate, optimize, special, stats
+from scipy import integrate, optimize, special
 
 from auditor.stats._validation import StatsInputError, as_count_matrix, as_rng
 
@@ -399,8 +399,11 @@ def _argmax_probabilities(beta: np.ndarray) -> np.ndarray:
     integrated in ``t = ln x`` (smooth for every shape) over
     ``[F_{β_max}^{-1}(ε), \\bar F_{β_max}^{-1}(ε)]``, outside which each integrand
     carries less than ``2ε`` of mass: 96-node Gauss–Legendre, checked against a
-    64-node rule; pairs where the two differ by more than ``_QUAD_TOL`` are redone
-    by adaptive Gauss–Kronrod on their own range. Rows are normalised to sum to 1.
+    64-node rule; rows where the two differ by more than ``_QUAD_TOL`` are redone
+    with 128 nodes (checked against the 96), and pairs still differing by adaptive
+    Gauss–Kronrod on their own range. Only the classes that can be the argmax (their
+    upper tail beyond the window's start above ε) enter the quadrature; the others
+    get probability 0 (their true value is below 2ε). Rows are normalised to sum to 1.
     """
     n_classes = beta.shape[1]
     pos = beta > 0
@@ -419,11 +422,31 @@ def _argmax_probabilities(beta: np.ndarray) -> np.ndarray:
     chunk = max(1, 1_000_000 // (n_classes * _NODES))  # bounds the (rows, K, nodes) arrays
     for first in range(0, many.size, chunk):
         sel = many[first:first + chunk]
-        fine = _shared_window_rule(beta[sel], *_legendre(_NODES))
-        coarse = _shared_window_rule(beta[sel], *_legendre(2 * _NODES // 3))
+        # Only the classes that can win enter the quadrature: a class whose gamma
+        # variable exceeds the start of the row's window with probability below
+        # _TAIL is the argmax with probability below 2·_TAIL, and its CDF is within
+        # _TAIL of 1 on the window. With many labels per item that is most classes.
+        b_sel = beta[sel]
+        x_lo = special.gammaincinv(b_sel.max(axis=1), _TAIL)
+        live = (b_sel > 0) & (special.gammaincc(np.where(b_sel > 0, b_sel, 1.0), x_lo[:, None]) > _TAIL)
+        width = max(int(live.sum(axis=1).max()), 1)
+        order = np.argsort(-np.where(live, b_sel, -1.0), axis=1, kind="stable")[:, :width]
+        b_live = np.take_along_axis(np.where(live, b_sel, 0.0), order, axis=1)
+        fine_live = _shared_window_rule(b_live, *_legendre(_NODES))
+        coarse_live = _shared_window_rule(b_live, *_legendre(2 * _NODES // 3))
+        # Rows on which the two rules disagree (a narrow peak in a wide window: many
+        # tied classes with hundreds of labels each) get a finer rule first.
+        redo = np.flatnonzero(np.any(np.abs(fine_live - coarse_live) > _QUAD_TOL, axis=1))
+        if redo.size:
+            coarse_live[redo] = fine_live[redo]
+            fine_live[redo] = _shared_window_rule(b_live[redo], *_legendre(4 * _NODES // 3))
+        fine = np.zeros_like(b_sel)
+        coarse = np.zeros_like(b_sel)
+        np.put_along_axis(fine, order, fine_live, axis=1)
+        np.put_along_axis(coarse, order, coarse_live, axis=1)
         out[sel] = fine
-        # The pairs on which the two Gauss-Legendre rules disagree go to adaptive
-        # Gauss-Kronrod, each on its own range.
+        # The pairs on which the rules still disagree go to adaptive Gauss-Kronrod,
+        # each on its own range.
         r_hard, c_hard = np.nonzero(np.abs(fine - coarse) > _QUAD_TOL)
         if r_hard.size:
             r_hard = sel[r_hard]
@@ -498,6 +521,18 @@ def _legendre(n: int) -> tuple[np.ndarray, np.ndarray]:
 # -------------------------------------------------------------------- F1 (macro)
 
 
+def _binom_pmf(k: np.ndarray, n: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Binomial pmf in log space, for ``0 < p < 1``: exact to rounding for every ``p``.
+
+    ``scipy.stats.binom.pmf`` goes through Boost's incomplete-beta derivative, which
+    raises ``OverflowError`` for some extreme ``p`` (e.g. tiny argmax probabilities
+    of large counts).
+    """
+    log_pmf = (special.gammaln(n + 1.0) - special.gammaln(k + 1.0) - special.gammaln(n - k + 1.0)
+               + special.xlogy(k, p) + special.xlog1py(n - k, -p))
+    return np.exp(log_pmf)
+
+
 def _poisson_binomial(weights: np.ndarray, probs: np.ndarray) -> tuple[int, np.ndarray]:
     """Distribution of ``Σ_r Binomial(w_r, p_r)`` as ``(offset, pmf)``.
 
@@ -519,7 +554,7 @@ def _poisson_binomial(weights: np.ndarray, probs: np.ndarray) -> tuple[int, np.n
     # One vectorised pmf call for every piece.
     piece = np.repeat(np.arange(len(w)), lengths)
     within = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    pmf_all = stats.binom.pmf(lo[piece] + within, w[piece], p[piece])
+    pmf_all = _binom_pmf(lo[piece] + within, w[piece], p[piece])
     pieces = np.split(pmf_all, np.cumsum(lengths)[:-1])
     # Pairwise (tree) convolution: near-linear in the support; direct for short
     # pieces, FFT for long ones.
@@ -778,9 +813,10 @@ def best_performance(label_counts, /, *, metrics: Iterable[str] = BEST_METRICS, 
     gold = rows.argmax(axis=1)
     q = rows / rows.sum(axis=1, keepdims=True)
 
+    needs_argmax = any(name != "cross entropy (soft labels)" for name in names)
     if fit.regime == "finite":
         beta = fit.alpha[None, :] + rows
-        probs = _argmax_probabilities(beta)
+        probs = _argmax_probabilities(beta) if needs_argmax else np.full(rows.shape, np.nan)
         k_pos = int((fit.alpha > 0).sum())
         how = "exact (beta function)" if k_pos <= 2 else "exact (gamma quadrature)"
     elif fit.regime == "infinite":
@@ -835,8 +871,12 @@ def best_performance(label_counts, /, *, metrics: Iterable[str] = BEST_METRICS, 
 # ------------------------------------------------------------- the Scoracle API
 
 
-def _request_errors(body) -> tuple[list[dict[str, str]], list | None, list | None]:
-    """Scoracle's checks, in its order and wording, plus where the problem is."""
+def _request_errors(body, limits: tuple[int, int, int, int] | None = None
+                    ) -> tuple[list[dict[str, str]], list | None, list | None]:
+    """Scoracle's checks, in its order and wording, plus where the problem is; with
+    ``limits`` = (rows, classes, largest count, metrics), sizes beyond them too, each
+    checked before the entries are scanned."""
+    max_rows, max_classes, max_count, max_metrics = limits or (None, None, None, None)
     if body is None:
         return [{"error": "No JSON",
                  "message": "Requests to this API endpoint must contain JSON."}], None, None
@@ -859,8 +899,14 @@ def _request_errors(body) -> tuple[list[dict[str, str]], list | None, list | Non
         bad("Missing Key", "Please include \"labelCounts\" in your request.")
     elif not isinstance(counts, list):
         bad("Wrong Type", "labelCounts must be an array.")
+    elif max_rows is not None and len(counts) > max_rows:
+        bad("Too Large", f"labelCounts may have at most {max_rows} rows; it has {len(counts)}.")
     elif (i := next((i for i, r in enumerate(counts) if not isinstance(r, list)), None)) is not None:
         bad("Wrong Type", f"labelCounts must be an array of arrays (labelCounts[{i}] is not).")
+    elif max_classes is not None and (i := next((i for i, r in enumerate(counts) if len(r) > max_classes),
+                                                None)) is not None:
+        bad("Too Large", f"The arrays in labelCounts may have at most {max_classes} entries "
+                         f"(labelCounts[{i}] has {len(counts[i])}).")
     elif (ij := next(((i, j) for i, r in enumerate(counts) for j, x in enumerate(r)
                       if isinstance(x, bool) or not isinstance(x, int)), None)) is not None:
         i, j = ij
@@ -871,6 +917,11 @@ def _request_errors(body) -> tuple[list[dict[str, str]], list | None, list | Non
         i, j = ij
         bad("Wrong Value", "labelCounts must have only nonnegative entries "
                            f"(labelCounts[{i}][{j}] is {counts[i][j]}).")
+    elif max_count is not None and (ij := next(((i, j) for i, r in enumerate(counts) for j, x in enumerate(r)
+                                                if x > max_count), None)) is not None:
+        i, j = ij
+        bad("Too Large", f"labelCounts entries may be at most {max_count} "
+                         f"(labelCounts[{i}][{j}] is {counts[i][j]}).")
     elif len(counts) == 0:
         bad("Bad List Length", "labelCounts must be non-empty.")
     elif len(counts[0]) == 0:
@@ -887,6 +938,8 @@ def _request_errors(body) -> tuple[list[dict[str, str]], list | None, list | Non
         bad("Missing Key", "Please include \"metrics\" in your request.")
     elif not isinstance(metrics, list):
         bad("Wrong Type", "metrics must be an array.")
+    elif max_metrics is not None and len(metrics) > max_metrics:
+        bad("Too Large", f"metrics may name at most {max_metrics} metrics; it has {len(metrics)}.")
     elif (k := next((k for k, s in enumerate(metrics) if not isinstance(s, str)), None)) is not None:
         bad("Wrong Type", f"metrics must be an array of strings (metrics[{k}] is {metrics[k]!r}).")
     elif (k := next((k for k, s in enumerate(metrics) if s not in BEST_METRICS), None)) is not None:
@@ -901,28 +954,32 @@ def _json_number(x: float) -> float | str:
         return "NaN"
     if math.isinf(x):
         return "Infinite" if x > 0 else "-Infinite"
-    return x
+    return float(x)
 
 
-def parse_score_request(body, /) -> tuple[np.ndarray, list[str]]:
+def parse_score_request(body, /, *, limits: tuple[int, int, int, int] | None = None
+                        ) -> tuple[np.ndarray, list[str]]:
     """Validate a Scoracle request body; return its count matrix and metric names.
 
     Applies Scoracle's checks in its order and with its wording (extended with the
     offending entry), and also refuses booleans (which Scoracle would take for
-    integers) and counts with no annotation at all.
+    integers) and counts with no annotation at all. ``limits`` = ``(rows, classes,
+    largest count, metrics)`` also refuses larger requests ("Too Large"), checked
+    before the entries are scanned.
 
     Raises
     ------
     ScoreRequestError
         With ``errors``, Scoracle's list of ``{"error": ..., "message": ...}``.
     """
-    errors, counts, metrics = _request_errors(body)
+    errors, counts, metrics = _request_errors(body, limits)
     if errors:
         raise ScoreRequestError(errors)
     return np.array(counts, dtype=np.int64), list(metrics)
 
 
-def scoracle_score(body, /, *, rng=0) -> list[dict[str, object]]:
+def scoracle_score(body, /, *, rng=0, limits: tuple[int, int, int, int] | None = None,
+                   max_f1_draws: int = 200_000) -> list[dict[str, object]]:
     """Answer a Scoracle ``POST /api/score`` request body.
 
     Parameters
@@ -933,6 +990,12 @@ def scoracle_score(body, /, *, rng=0) -> list[dict[str, object]]:
     rng : None, int or numpy.random.Generator, optional
         Seed of the (rarely needed) Monte Carlo part of F1 (macro); the default 0
         makes the answer reproducible.
+    limits : (int, int, int, int), optional
+        Largest (rows, classes, count, metrics) accepted; see :func:`parse_score_request`.
+    max_f1_draws : int, optional
+        Bound on the Monte Carlo draws of F1 (macro)'s correction, which bounds the
+        work of one request (200,000 draws: a standard error of a few 1e-4 at worst,
+        where Scoracle's own estimate draws 10,000 at most).
 
     Returns
     -------
@@ -954,10 +1017,10 @@ def scoracle_score(body, /, *, rng=0) -> list[dict[str, object]]:
     >>> scoracle_score({"metrics": ["accuracy"], "labelCounts": [[3, 2], [0, 5]]})
     [{'metric': 'accuracy', 'score': 0.76229...}]
     """
-    counts, metrics = parse_score_request(body)
+    counts, metrics = parse_score_request(body, limits=limits)
     if not metrics:
         return []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BestPerformanceWarning)
-        result = best_performance(counts, metrics=metrics, rng=rng)
+        result = best_performance(counts, metrics=metrics, rng=rng, max_f1_draws=max_f1_draws)
     return [{"metric": name, "score": _json_number(result.scores[name])} for name in metrics]

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import os
 
-from flask import Flask, has_request_context, request
+from flask import Flask, Request, has_request_context, request
 from flask.json.provider import DefaultJSONProvider
 from flask.sessions import SecureCookieSessionInterface
+from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.utils import cached_property
+from werkzeug.wsgi import LimitedStream
 
 from auditor.config import load_settings
 
@@ -28,8 +32,45 @@ class _JSONProvider(DefaultJSONProvider):
             raise ValueError("the JSON is nested too deeply") from None
 
 
+class _OverLimit(io.RawIOBase):
+    """Reads a stream of unknown length and raises 413 once it has given more than ``limit`` bytes."""
+
+    def __init__(self, inner: LimitedStream, limit: int):
+        self.inner, self.limit, self.position = inner, limit, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = self.inner.readinto(buffer) or 0
+        self.position += n
+        if self.position > self.limit:
+            raise RequestEntityTooLarge()
+        return n
+
+
+class _Request(Request):
+    """Werkzeug's request, with a body of unknown length (chunked) held to the upload limit.
+
+    For such a body Werkzeug stops reading at ``max_content_length`` and returns what it
+    has, silently: a JSON body over the limit then read as truncated ("must be JSON"),
+    and a CSV as its first ``max_content_length`` bytes. Here one byte more is read, and
+    getting it is a 413.
+    """
+
+    @cached_property
+    def stream(self):
+        limit = self.max_content_length
+        if limit is not None and self.content_length is None and "wsgi.input_terminated" in self.environ \
+                and not self.shallow:
+            inner = LimitedStream(self.environ["wsgi.input"], limit + 1, is_max=True)
+            return io.BufferedReader(_OverLimit(inner, limit))
+        return super().stream
+
+
 class _Flask(Flask):
     json_provider_class = _JSONProvider
+    request_class = _Request
 
 
 class _SessionInterface(SecureCookieSessionInterface):
@@ -61,6 +102,7 @@ def create_app(test_config: dict | None = None) -> Flask:
         AUDITOR_LOGIN_LIMIT=settings.login_limit,
         AUDITOR_INGEST_LIMIT=settings.ingest_limit,
         AUDITOR_SCORE_LIMIT=settings.score_limit,
+        AUDITOR_SCORE_ANONYMOUS=settings.score_anonymous,
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Lax",
         SESSION_COOKIE_SECURE=settings.session_cookie_secure == "true",
@@ -94,7 +136,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     app.register_blueprint(score.bp)
     app.register_blueprint(ui.bp)
 
-    import workers
+    from auditor.worker import celery_init_app
 
-    workers.celery_init_app(app)
+    celery_init_app(app)
     return app

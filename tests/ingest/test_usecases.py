@@ -206,9 +206,57 @@ def test_wide_jsonl_gzip_and_label_studio_formats(db_engine, factory, new_datase
     snap = load_snapshot(db_engine, _dataset_id(factory, ws, name), annotations=True)
     counts = dict(zip(snap.items, snap.counts.counts.tolist(), strict=True))
     assert counts == {"x1": [1, 1], "x2": [1, 0], "x3": [2, 1], "x4": [0, 1]}
-    assert "ann@example.org" in snap.annotations.annotators and "pos3" in snap.annotations.annotators
+    # completed_by as the user object names the user by id, as the plain id does
+    assert "3" in snap.annotations.annotators and "pos3" in snap.annotations.annotators
     (pred,) = snap.predictions.values()
     assert pred.release.version == "v2" and pred.hard[snap.items.index("x4")] == 0
+
+
+def test_label_studio_ground_truth_empty_results_and_user_forms(db_engine, factory, new_dataset):
+    """Label Studio's ground truth is gold, not a vote; an annotation submitted with an
+    empty result is skipped and counted (it rejected the whole file); ``completed_by: 10``
+    and ``completed_by: {"id": 10, ...}`` are one annotator (they were two)."""
+    ws, name = new_dataset(("pos", "neg"))
+    choice = lambda c: [{"type": "choices", "value": {"choices": [c]}}]  # noqa: E731
+    studio = json.dumps([
+        {"id": 1, "data": {"item_id": "t1"},
+         "annotations": [{"completed_by": 10, "result": choice("pos")},
+                         {"completed_by": {"id": 11, "email": "b@example.org"}, "result": choice("neg")},
+                         {"completed_by": 12, "ground_truth": True, "result": choice("neg")},
+                         {"completed_by": 13, "result": []}]},
+        {"id": 2, "data": {"item_id": "t2"},
+         "annotations": [{"completed_by": {"id": 10, "email": "a@example.org"}, "result": choice("neg")},
+                         {"completed_by": 11, "result": choice("neg")},
+                         {"completed_by": 14, "was_cancelled": True, "result": []}]},
+        {"id": 3, "data": {"item_id": "t3"},
+         "annotations": [{"completed_by": 12, "ground_truth": True, "result": choice("pos")}]},
+    ]).encode()
+    res = _import(factory, "annotations", ws, name, studio)
+    assert res.status == "imported" and res.inserted == 4 and res.new_annotators == 2
+    assert res.details["gold"] == 2 and res.details["skipped_empty"] == 1 and res.details["skipped_cancelled"] == 1
+    assert "1 empty (no choice) annotation(s)" in res.message and "2 gold label(s)" in res.message
+    snap = load_snapshot(db_engine, _dataset_id(factory, ws, name), annotations=True)
+    counts = dict(zip(snap.items, snap.counts.counts.tolist(), strict=True))
+    assert counts == {"t1": [1, 1], "t2": [0, 2], "t3": [0, 0]}  # the ground truth is no vote
+    assert sorted(snap.annotations.annotators) == ["10", "11"]
+    assert snap.gold[[snap.items.index(i) for i in ("t1", "t2", "t3")]].tolist() == [1, -1, 0]
+    # The same export again changes nothing; ground truth alone is a gold batch.
+    assert _import(factory, "annotations", ws, name, studio).status in ("unchanged", "duplicate")
+    only_gold = json.dumps([{"id": 2, "data": {"item_id": "t2"},
+                             "annotations": [{"completed_by": 12, "ground_truth": True, "result": choice("pos")}]}])
+    res = _import(factory, "annotations", ws, name, only_gold.encode())
+    assert res.status == "imported" and res.kind == "gold" and res.updated == 1
+    # Two ground truths disagreeing on one item reject the batch, naming the row.
+    clash = json.dumps([{"id": 4, "data": {"item_id": "t4"},
+                         "annotations": [{"completed_by": 12, "ground_truth": True, "result": choice("pos")},
+                                         {"completed_by": 15, "ground_truth": True, "result": choice("neg")},
+                                         {"completed_by": 10, "result": choice("pos")}]},
+                        {"id": 5, "data": {"item_id": "t4"},
+                         "annotations": [{"completed_by": 12, "ground_truth": True, "result": choice("neg")}]}])
+    before = fingerprint(db_engine)
+    with pytest.raises(ImportRejected, match="ground-truth"):
+        _import(factory, "annotations", ws, name, clash.encode())
+    assert fingerprint(db_engine) == before
 
 
 def test_predictions_upsert_and_gold(db_engine, factory, new_dataset):
@@ -299,3 +347,43 @@ def test_delete_dataset_removes_every_row_of_it(db_engine, factory, new_dataset)
         for table in ("annotation_history", "annotation", "prediction", "item", "import_batch", "audit_outbox"):
             assert conn.execute(text(f"SELECT count(*) FROM {table} WHERE dataset_id = :d"), {"d": d}).scalar() == 0
         assert conn.execute(text("SELECT count(*) FROM dataset WHERE id = :d"), {"d": d}).scalar() == 0
+
+
+def test_the_existing_items_probe_cannot_degrade_without_statistics(pg_database):
+    """A later batch of new items checks whether it touches existing ones. Without planner
+    statistics of ``item`` (autovacuum has not analysed it yet) the old query walked the
+    whole dataset and re-scanned the batch for each item (quadratic: 40k new items ran for
+    ten minutes). The probe is driven from the batch: an index probe per batch row,
+    never a scan of ``item``, whatever the statistics say."""
+    from auditor.db import make_engine, migrate
+    from auditor.ingest.usecases import existing_items_probe
+
+    engine = make_engine(pg_database())
+    migrate.upgrade(engine)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO workspace (slug, name) VALUES ('w', 'w')"))
+            ws = conn.execute(text("SELECT id FROM workspace WHERE slug = 'w'")).scalar_one()
+            conn.execute(text("INSERT INTO dataset (workspace_id, name, labels) VALUES (:w, 'd', '[\"a\", \"b\"]')"),
+                         {"w": ws})
+            d = conn.execute(text("SELECT id FROM dataset WHERE name = 'd'")).scalar_one()
+            conn.execute(text("INSERT INTO item (dataset_id, external_id) SELECT :d, 'old-' || g "
+                              "FROM generate_series(1, 20000) g"), {"d": d})
+            # The staged batch as the raw-CSV path reads it: an expression over text columns.
+            conn.execute(text("CREATE TEMP TABLE stg (row_no BIGINT, c0 TEXT)"))
+            conn.execute(text("INSERT INTO stg SELECT g, 'new-' || g FROM generate_series(1, 5000) g"))
+            conn.execute(text("ANALYZE stg"))
+            conn.execute(text("DELETE FROM pg_statistic WHERE starelid = 'item'::regclass"))
+            conn.execute(text("UPDATE pg_class SET reltuples = -1, relpages = 0 WHERE oid = 'item'::regclass"))
+            batch = "(SELECT row_no, nullif(btrim(c0), '') AS item_ext FROM stg)"
+            probe = existing_items_probe(batch, pg=True)
+            plan = [r[0] for r in conn.execute(text("EXPLAIN " + probe), {"d": d, "m": 10 ** 9})]
+            # Each batch row finds its item through the index on (dataset_id, external_id);
+            # the old shape compared external_id in a join filter, item rows × batch rows.
+            assert any("Index Cond" in line and "external_id" in line for line in plan), "\n".join(plan)
+            assert not any("Join Filter" in line and "external_id" in line for line in plan), "\n".join(plan)
+            assert conn.execute(text(probe), {"d": d, "m": 10 ** 9}).first() is None
+            conn.execute(text("INSERT INTO stg VALUES (0, 'old-17')"))
+            assert conn.execute(text(probe), {"d": d, "m": 10 ** 9}).first()
+    finally:
+        engine.dispose()

@@ -175,3 +175,69 @@ def test_the_dataset_page_shows_a_failed_audit_and_its_cause(app):
     page = client.get(f"/datasets/{ds['id']}").get_data(as_text=True)
     assert "The last audit failed" in page and "not retried" in page
     assert "ValueError: the statistics cannot take this &lt;data&gt;" in page
+
+
+def test_a_chunked_json_body_over_the_upload_limit_is_a_413(app, pg_engine):
+    """Without a Content-Length (chunked transfer, as a WSGI server hands it on), a JSON
+    body past the upload limit is a 413 naming the limit, not a 400 "must be JSON"; one
+    within the limit is read and accepted."""
+    from auditor.web import create_app
+    from tests.web.conftest import app_config
+
+    small = create_app(app_config(pg_engine, MAX_CONTENT_LENGTH=4096))
+    # The session's app keeps dispatching the audits (a new Celery app makes itself current).
+    app.extensions["celery"].set_default()
+    app.extensions["celery"].set_current()
+    tenant = make_tenant(small)
+    client = small.test_client()
+    ds = client.post("/api/v1/datasets", json={"name": "chunked", "labels": ["a", "b"]},
+                     headers=tenant.auth()).get_json()
+    url = f"/api/v1/datasets/{ds['id']}/annotations"
+    chunked = {"Transfer-Encoding": "chunked", "Content-Type": "application/json", **tenant.auth()}
+    terminated = {"wsgi.input_terminated": True}
+
+    def post(n):
+        body = json.dumps({"records": [{"item_id": f"i{i}", "annotator_id": "w", "label": "a"}
+                                       for i in range(n)]}).encode()
+        return len(body), client.post(url, input_stream=io.BytesIO(body), headers=chunked,
+                                      environ_overrides=terminated)
+
+    before = fingerprint(pg_engine)
+    size, r = post(200)
+    assert size > 4096 and r.status_code == 413, r.get_data(as_text=True)[:300]
+    assert "4096" in r.get_json()["message"]
+    assert fingerprint(pg_engine) == before
+    size, r = post(5)
+    assert size < 4096 and r.status_code == 202, r.get_data(as_text=True)[:300]
+    # A chunked CSV over the limit was imported as its first 4096 bytes: now a 413, nothing written.
+    before = fingerprint(pg_engine)
+    csv = ("item_id,annotator_id,label\n" + "".join(f"item{i},w{i},a\n" for i in range(400))).encode()
+    r = client.post(url, input_stream=io.BytesIO(csv), environ_overrides=terminated,
+                    headers={**chunked, "Content-Type": "text/csv"})
+    assert r.status_code == 413, r.get_data(as_text=True)[:300]
+    assert fingerprint(pg_engine) == before
+
+
+def test_a_label_studio_export_posted_as_a_raw_json_body_is_read_as_one(app, target):
+    """A Label Studio export is a JSON list of tasks; posted as ``application/json`` it got
+    a 400 whose message only echoed the body. Now it is read as that format (and a bad
+    one is refused naming the row and field)."""
+    tenant, _ = target
+    client = app.test_client()
+    ds = client.post("/api/v1/datasets", json={"name": "studio-raw", "labels": ["pos", "neg"]},
+                     headers=tenant.auth()).get_json()
+    url = f"/api/v1/datasets/{ds['id']}/annotations"
+    export = [{"id": 1, "data": {"item_id": "t1"},
+               "annotations": [{"completed_by": 3, "result": [{"type": "choices", "value": {"choices": ["pos"]}}]},
+                               {"completed_by": 4, "ground_truth": True,
+                                "result": [{"type": "choices", "value": {"choices": ["neg"]}}]}]}]
+    r = client.post(url, json=export, headers=tenant.auth())
+    assert r.status_code == 202, r.get_data(as_text=True)[:300]
+    bad = [{"id": 2, "data": {"item_id": "t2"},
+            "annotations": [{"completed_by": 3, "result": [{"type": "choices", "value": {"choices": ["maybe"]}}]}]}]
+    r = client.post(url, json=bad, headers=tenant.auth())
+    assert r.status_code == 400
+    body = r.get_json()
+    assert body["errors"][0]["row"] == 1 and "maybe" in body["message"]
+    r = client.post(f"/api/v1/datasets/{ds['id']}/gold", json=export, headers=tenant.auth())
+    assert r.status_code == 400 and r.get_json()["field"] == "file_format"

@@ -302,7 +302,8 @@ def test_oversized_uploads_get_413(small_app):
     r = client.post(url, headers=tenant.auth(),
                     json={"records": [{"item_id": f"i{i}", "annotator_id": "a", "label": "a"} for i in range(100)]})
     assert r.status_code == 413
-    r = small_app.test_client().post("/api/score", json={"metrics": ["accuracy"], "labelCounts": [[1, 2]] * 500})
+    r = small_app.test_client().post("/api/score", json={"metrics": ["accuracy"], "labelCounts": [[1, 2]] * 500},
+                                     headers=tenant.auth())
     assert r.status_code == 413 and isinstance(r.get_json(), list)
     assert client.get(f"/api/v1/datasets/{ds['id']}", headers=tenant.auth()).get_json()["data_version"] == 0
 

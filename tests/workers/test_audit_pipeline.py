@@ -85,7 +85,8 @@ def test_one_running_audit_per_dataset_and_lease_takeover(factory):
         assert claim_audit(s, ds, task_id="b", lease=LEASE).state == "busy"
     with session_scope(factory) as s:  # the first run's worker died long ago
         s.execute(update(AuditRun).where(AuditRun.id == first.run_id)
-                  .values(started_at=datetime.now(UTC) - timedelta(minutes=5)))
+                  .values(started_at=datetime.now(UTC) - timedelta(minutes=5),
+                          heartbeat_at=datetime.now(UTC) - timedelta(minutes=5)))
     with session_scope(factory) as s:
         again = claim_audit(s, ds, task_id="b", lease=LEASE)
     assert again.state == "claimed" and again.run_id == first.run_id and again.took_over
@@ -99,6 +100,42 @@ def test_one_running_audit_per_dataset_and_lease_takeover(factory):
     assert not lost.written and done.written
     with session_scope(factory) as s:
         assert s.execute(select(func.count()).select_from(AuditRun).where(AuditRun.dataset_id == ds)).scalar_one() == 1
+
+
+def test_heartbeat_keeps_a_long_audit_live_and_a_silent_one_is_taken_over_after_the_lease(factory):
+    """The lease is short (here 1 s) and renewed by the worker's heartbeat: a run older
+    than the lease but beating is live (busy to others, not swept); once the beats stop
+    (its worker was killed), the next claim takes it over and the old owner's beats fail."""
+    import time
+
+    lease = timedelta(seconds=1)
+    ds, _, _, _ = _dataset(factory, "heartbeat")
+    with session_scope(factory) as s:
+        first = claim_audit(s, ds, task_id="a", lease=lease)
+    with runner.Heartbeat(factory, first.run_id, task_id="a", every=0.2) as hb:
+        time.sleep(1.6)
+        with session_scope(factory) as s:
+            assert claim_audit(s, ds, task_id="b", lease=lease).state == "busy"
+        with session_scope(factory) as s:
+            assert ds not in stale_datasets(s, lease=lease, retry_backoff=0)
+    assert hb.beats >= 4
+    time.sleep(1.2)  # the worker "died": no beats for longer than the lease
+    with session_scope(factory) as s:
+        assert ds in stale_datasets(s, lease=lease, retry_backoff=0)
+    with session_scope(factory) as s:
+        again = claim_audit(s, ds, task_id="b", lease=lease)
+    assert again.state == "claimed" and again.run_id == first.run_id and again.took_over
+    assert not runner.Heartbeat(factory, first.run_id, task_id="a", every=1).beat()
+    assert runner.Heartbeat(factory, first.run_id, task_id="b", every=1).beat()
+
+
+def test_lease_setting_is_read_and_checked():
+    assert load_worker_settings({}).lease == timedelta(seconds=60)
+    assert load_worker_settings({"AUDITOR_AUDIT_LEASE_SECONDS": "15"}).lease == timedelta(seconds=15)
+    with pytest.raises(ValueError, match="AUDITOR_AUDIT_LEASE_SECONDS"):
+        load_worker_settings({"AUDITOR_AUDIT_LEASE_SECONDS": "0.5"})
+    with pytest.raises(ValueError, match="AUDITOR_AUDIT_LEASE_SECONDS"):
+        load_worker_settings({"AUDITOR_AUDIT_LEASE_SECONDS": "4000"})
 
 
 def test_sweep_picks_stale_datasets_and_backs_off_after_failures(factory):
@@ -224,15 +261,15 @@ def test_alerts_are_stored_with_the_run(factory):
 def test_request_audit_never_raises_without_a_broker(tmp_path):
     from celery import Celery
 
-    from workers import celery_config
-    from workers.dispatch import request_audit
+    from auditor.worker import celery_config
+    from auditor.worker.dispatch import request_audit
 
     app = Celery("no-broker")
     conf = celery_config(worker=load_worker_settings({}))
     conf.update(broker_url="redis://127.0.0.1:1/0", result_backend="redis://127.0.0.1:1/0")
     app.config_from_object(conf)
     app.set_default()
-    import workers.tasks  # noqa: F401 - registers the shared tasks
+    import auditor.worker.tasks  # noqa: F401 - registers the shared tasks
 
     assert request_audit(1) is None
 

@@ -60,6 +60,9 @@ def _ingest_limit() -> str:
 
 def _source(body: dict | None, file_format: str | None) -> tuple[object, str | None, str]:
     """(bytes or stream, format, name) of the batch in this request."""
+    if request.is_json and (isinstance(body, list) or file_format == "label-studio"):
+        # A JSON list is a Label Studio export (a list of tasks), posted as it was exported.
+        return request.get_data(), "label-studio", "request.json"
     if request.is_json:
         # The JSON form is the JSONL form, one object per record: same fields, same checks.
         records = body["records"]
@@ -89,7 +92,8 @@ def _options(idempotency_key: str | None) -> dict:
     if request.mimetype == "multipart/form-data":
         key = key or request.form.get("idempotency_key") or None
     if request.is_json:
-        key = key or (request.get_json(silent=True) or {}).get("idempotency_key")
+        parsed = request.get_json(silent=True)
+        key = key or (parsed.get("idempotency_key") if isinstance(parsed, dict) else None)
     if key is not None and (len(key) > 200 or "\x00" in key):
         raise ApiError(400, "idempotency_key must be at most 200 characters.", field="idempotency_key")
     return {"idempotency_key": key}
@@ -145,7 +149,7 @@ def _accepted(db, principal, dataset, result) -> dict:
                    .values(submitted_by_id=principal.user_id))
     db.commit()
     if result.changed:
-        from workers.dispatch import request_audit
+        from auditor.worker.dispatch import request_audit
 
         request_audit(dataset.id)
     return {"batch_id": result.batch_id, "data_version": result.data_version, "dataset_id": dataset.id,
@@ -177,7 +181,7 @@ def submit_annotations(principal, db, dataset_id, file_format, idempotency_key, 
             raise ApiError(403, f"A vendor token submits as {principal.vendor!r} only.", field="vendor")
         vendor = principal.vendor
     data, fmt, name = _source(body, file_format)
-    if request.is_json and body is not None:
+    if request.is_json and isinstance(body, dict):
         vendor = vendor or body.get("vendor")
         tier = tier or body.get("tier")
     if principal.role == Role.VENDOR and tier is not None and tier != "crowd":
@@ -212,7 +216,7 @@ def submit_gold(principal, db, dataset_id, file_format, idempotency_key, field, 
     data, fmt, name = _source(body, file_format)
     if fmt in ("wide", "label-studio"):
         raise ApiError(400, "Gold labels come as csv, tsv or jsonl.", field="file_format")
-    if request.is_json and body is not None:
+    if request.is_json and isinstance(body, dict):
         source = source or body.get("source")
     result = _run(db, principal, ds, import_gold, _named(data, name), format=fmt, gold_source=source,
                   field_map=_field_map(), **_options(idempotency_key))
