@@ -3,12 +3,15 @@ FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /app
-COPY pyproject.toml README.md alembic.ini ./
+COPY requirements.lock ./
+# The locked dependencies first (a layer that changes only with the lock), then the
+# package itself, non-editable: the Alembic scripts ship inside it.
+RUN pip install -r requirements.lock
+COPY pyproject.toml setup.py MANIFEST.in README.md ./
 COPY auditor ./auditor
-COPY workers ./workers
 COPY migrations ./migrations
-# Editable: the Alembic scripts in ./migrations are found next to the package.
-RUN pip install -e . && useradd --create-home --uid 10001 auditor
+RUN pip install --no-deps . && rm -rf /app/auditor /app/migrations \
+    && useradd --create-home --uid 10001 auditor
 USER auditor
 ENV AUDITOR_INSTANCE_PATH=/home/auditor/instance
 EXPOSE 8000

@@ -247,8 +247,8 @@ def main() -> None:
                         "AUDITOR_CELERY_CONCURRENCY": str(args.concurrency),
                         "PYTHONPATH": str(ROOT)})
             os.environ.update({k: v for k, v in env.items() if k.startswith("AUDITOR_")})
-            from workers import celery_app
-            from workers.dispatch import request_audit
+            from auditor.worker import celery_app
+            from auditor.worker.dispatch import request_audit
 
             celery_app.conf.update({"broker_url": args.redis_url, "result_backend": args.redis_url})
             log = open(Path(tmp) / "worker.log", "wb")

@@ -286,7 +286,7 @@ class AuditLoop:
     def _run(self) -> None:
         from bench_snapshot import add_batch
 
-        from workers.dispatch import request_audit
+        from auditor.worker.dispatch import request_audit
 
         while not self.stop.is_set():
             version = add_batch(self.url, 1000)

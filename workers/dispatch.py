@@ -1,44 +1,5 @@
-"""Enqueueing audits from the write path (the web app, the CLI, ingestion).
+"""Re-export of :mod:`auditor.worker.dispatch` (see :mod:`workers`)."""
 
-The database already records that a dataset needs an audit (its bumped
-``data_version`` and an outbox row, written with the data); the message only makes
-it happen sooner. So publishing never raises: with the broker down the write still
-succeeds, and the periodic sweep enqueues the audit once the broker is back.
-"""
-
-from __future__ import annotations
-
-import logging
-
-from sqlalchemy import event
-from sqlalchemy.orm import Session
+from auditor.worker.dispatch import request_audit, request_audit_after_commit
 
 __all__ = ["request_audit", "request_audit_after_commit"]
-
-log = logging.getLogger(__name__)
-
-
-def request_audit(dataset_id: int) -> str | None:
-    """Enqueue an audit of ``dataset_id``; call after the write committed.
-
-    Returns the task id, or None when the broker could not be reached (logged).
-    """
-    from workers.tasks import audit_dataset
-
-    try:
-        # No publish retries: a web request must not hang on a dead broker.
-        result = audit_dataset.apply_async((int(dataset_id),), retry=False, ignore_result=True)
-    except Exception as exc:  # any broker failure: the sweep catches up
-        log.warning("could not enqueue the audit of dataset %s (%s: %s); the sweep will",
-                    dataset_id, exc.__class__.__name__, exc)
-        return None
-    return result.id
-
-
-def request_audit_after_commit(session: Session, dataset_id: int) -> None:
-    """Call :func:`request_audit` once ``session``'s current transaction commits."""
-
-    def _enqueue(_session: Session) -> None:
-        request_audit(dataset_id)
-
-    event.listen(session, "after_commit", _enqueue, once=True)

@@ -24,6 +24,7 @@ _COMMAND_MODULES = [
     "web",
     "equivalence",
     "demo",
+    "settings",
 ]
 
 

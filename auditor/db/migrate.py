@@ -11,14 +11,16 @@ from sqlalchemy import Engine
 
 __all__ = ["alembic_config", "downgrade", "heads", "upgrade"]
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+#: The Alembic scripts: inside the installed package (the build copies the top-level
+#: ``migrations/`` there), else, in a source checkout or an editable install, that folder.
+_PACKAGED = Path(__file__).resolve().parents[1] / "_migrations"
+SCRIPTS = _PACKAGED if (_PACKAGED / "env.py").is_file() else Path(__file__).resolve().parents[2] / "migrations"
 
 
 def alembic_config(engine: Engine | None = None, *, url: str | None = None) -> Config:
-    """The project's Alembic config, pointed at ``engine`` (or ``url``, or the settings)."""
-    ini = PROJECT_ROOT / "alembic.ini"
-    cfg = Config(str(ini) if ini.is_file() else None)
-    cfg.set_main_option("script_location", str(PROJECT_ROOT / "migrations"))
+    """Auditor's Alembic config, pointed at ``engine`` (or ``url``, or the settings)."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(SCRIPTS))
     # Library callers keep their own logging configuration.
     cfg.attributes["configure_logging"] = False
     if engine is not None:

@@ -534,16 +534,6 @@ def _fleiss_from_sums(sums: np.ndarray, n_rated: np.ndarray | float) -> tuple[np
     return kappa, p_a, p_e
 
 
-def _statsmodels_fleiss(counts: np.ndarray) -> float:
-    """statsmodels' Fleiss' kappa, called only where it is defined (constant K >= 2,
-    at least two classes used): it asserts on a varying K and divides 0/0 otherwise."""
-    # Imported here: statsmodels.stats pulls in most of statsmodels (about 2 s), which
-    # `import auditor.stats` should not pay for.
-    from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
-
-    return float(sm_fleiss_kappa(counts, method="fleiss"))
-
-
 def fleiss_kappa(counts, *, n_bootstrap: int = 1000, confidence: float = 0.95,
                  interval: str = "percentile", rng=None) -> AgreementCoefficient:
     r"""Fleiss' kappa from per-item label counts, for constant or varying raters per item.
@@ -562,7 +552,7 @@ def fleiss_kappa(counts, *, n_bootstrap: int = 1000, confidence: float = 0.95,
 
     with :math:`N_2` the items with at least 2 labels and :math:`N_1` those with at
     least one. With the same number of labels on every item this is exactly Fleiss'
-    kappa [F1971]_ (computed then by ``statsmodels.stats.inter_rater.fleiss_kappa``);
+    kappa [F1971]_ (the tests check it against ``statsmodels.stats.inter_rater.fleiss_kappa``);
     with a varying number it is the standard generalisation of Gwet [G2014]_ (also
     ``fleiss.kappa.raw`` of Gwet's irrCAC package): agreement averaged over items
     with 2+ labels, class prevalence averaged over per-item proportions.
@@ -637,8 +627,6 @@ def fleiss_kappa(counts, *, n_bootstrap: int = 1000, confidence: float = 0.95,
                       UndefinedAgreementWarning, stacklevel=2)
         n_undef = n_bootstrap
     else:
-        if k.min() == k.max():
-            value = _statsmodels_fleiss(rated)
         if n_bootstrap:
             unique, mult = _histogram(rated)
             boot = _bootstrap_sums(_fleiss_features(unique), mult,

@@ -255,6 +255,39 @@ def test_calibration_recovers_the_label_frequencies():
     np.testing.assert_allclose(cal.sum(axis=1), 1.0)
 
 
+@given(st.integers(0, 2**32 - 1), st.integers(2, 4), st.integers(1, 60))
+@settings(max_examples=60, deadline=None)
+def test_calibration_is_scikit_learns_isotonic_regression(seed, n_labels, n_items):
+    """The scipy fit (ties pooled, weighted, clipped interpolation) is scikit-learn's
+    ``IsotonicRegression(out_of_bounds="clip")``, ties and unseen scores included."""
+    from sklearn.isotonic import IsotonicRegression
+
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(0, 5, size=(n_items, n_labels))
+    counts[counts.sum(axis=1) == 0, 0] = 1
+    # Few distinct probabilities, so that scores tie.
+    probs = rng.dirichlet(np.ones(n_labels), size=n_items).round(1) + 1e-3
+    probs /= probs.sum(axis=1, keepdims=True)
+    target = rng.dirichlet(np.ones(n_labels), size=25)
+    got = calibrate_probabilities(LabelCounts(counts, tuple(range(n_labels)), tuple(range(n_items))), probs,
+                                  apply_to=target)
+    n = counts.sum(axis=1)
+    freq = counts / n[:, None]
+    want = np.zeros_like(target)
+    for lab in ([1] if n_labels == 2 else range(n_labels)):
+        iso = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip")
+        iso.fit(probs[:, lab], freq[:, lab], sample_weight=n)
+        want[:, lab] = iso.predict(target[:, lab])
+    if n_labels == 2:
+        want[:, 0] = 1.0 - want[:, 1]
+    else:
+        total = want.sum(axis=1, keepdims=True)
+        empty = total[:, 0] <= 0
+        want[empty], total[empty] = 1.0 / n_labels, 1.0
+        want /= total
+    np.testing.assert_allclose(got, want, atol=1e-12)
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"combiner": "median", "scorer": "agreement"}, "`combiner` must be one of"),
     ({"combiner": "majority", "scorer": "cross_entropy"}, "needs a soft combiner"),

@@ -40,7 +40,7 @@ def test_ingest_limit(pg_engine, monkeypatch):
 
 
 def test_score_limit(pg_engine, monkeypatch):
-    app = _app(pg_engine, monkeypatch, AUDITOR_SCORE_LIMIT="2 per minute")
+    app = _app(pg_engine, monkeypatch, AUDITOR_SCORE_LIMIT="2 per minute", AUDITOR_SCORE_ANONYMOUS="true")
     client = app.test_client()
     send = lambda: client.post("/api/score", json={"labelCounts": [[1, 3], [4, 0]], "metrics": ["accuracy"]})  # noqa: E731
     codes = _statuses(send, 3)  # the limiter may share counts with other apps of this test session
@@ -57,10 +57,25 @@ def test_login_limit(pg_engine, monkeypatch):
 
 
 def test_a_generous_limit_is_honoured(pg_engine, monkeypatch):
-    app = _app(pg_engine, monkeypatch, AUDITOR_SCORE_LIMIT="100000 per minute")
+    app = _app(pg_engine, monkeypatch, AUDITOR_SCORE_LIMIT="100000 per minute", AUDITOR_SCORE_ANONYMOUS="true")
     client = app.test_client()
     send = lambda: client.post("/api/score", json={"labelCounts": [[1, 3]], "metrics": ["accuracy"]})  # noqa: E731
     assert 429 not in _statuses(send, 70)
+
+
+def test_score_anonymous(pg_engine, monkeypatch):
+    body = {"labelCounts": [[1, 3], [4, 0]], "metrics": ["accuracy"]}
+    closed = _app(pg_engine, monkeypatch, AUDITOR_SCORE_ANONYMOUS="false")
+    r = closed.test_client().post("/api/score", json=body)
+    assert r.status_code == 401 and r.get_json()[0]["error"] == "Unauthorized"
+    assert "AUDITOR_SCORE_ANONYMOUS" in r.get_json()[0]["message"]
+    tenant = make_tenant(closed)
+    assert closed.test_client().post("/api/score", json=body, headers=tenant.auth()).status_code == 200
+    opened = _app(pg_engine, monkeypatch, AUDITOR_SCORE_ANONYMOUS="true")
+    assert opened.test_client().post("/api/score", json=body).status_code == 200
+    monkeypatch.setenv("AUDITOR_SCORE_ANONYMOUS", "maybe")
+    with pytest.raises(ValueError, match="AUDITOR_SCORE_ANONYMOUS"):
+        load_settings()
 
 
 def test_response_cache_settings(pg_engine, monkeypatch):
@@ -101,7 +116,7 @@ def test_session_cookie_secure_and_proxy(pg_engine, monkeypatch):
 
 
 def test_max_upload_bytes(pg_engine, monkeypatch):
-    app = _app(pg_engine, monkeypatch, AUDITOR_MAX_UPLOAD_BYTES="64")
+    app = _app(pg_engine, monkeypatch, AUDITOR_MAX_UPLOAD_BYTES="64", AUDITOR_SCORE_ANONYMOUS="true")
     client = app.test_client()
     r = client.post("/api/score", json={"labelCounts": [[1, 3]] * 40, "metrics": ["accuracy"]})
     assert r.status_code == 413

@@ -114,12 +114,12 @@ def start_worker(tmp_path) -> Iterator[Callable[..., Worker]]:
 
 def client_app(env: dict[str, str]) -> Celery:
     """The test process's Celery app (what the web app does), made the default app."""
-    from workers import celery_config
+    from auditor.worker import celery_config
 
     app = Celery("auditor-test-client")
     app.config_from_object(celery_config(load_settings(env), load_worker_settings(env)))
     app.set_default()
-    import workers.tasks  # noqa: F401 - registers the shared tasks
+    import auditor.worker.tasks  # noqa: F401 - registers the shared tasks
 
     return app
 

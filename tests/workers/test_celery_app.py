@@ -5,7 +5,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from auditor.config import load_settings, load_worker_settings
-from workers import celery_config, celery_init_app
+from auditor.worker import celery_config, celery_init_app
 
 
 class FakeApp:
@@ -27,7 +27,7 @@ def test_celery_init_app_binds_tasks_to_the_app_context(tmp_path):
     capp = celery_init_app(app)
     assert app.extensions["celery"] is capp
     assert capp.conf.broker_url == "memory://" and capp.conf.task_acks_late and capp.conf.task_reject_on_worker_lost
-    import workers.tasks  # noqa: F401 - registers the shared tasks
+    import auditor.worker.tasks  # noqa: F401 - registers the shared tasks
 
     # Without a webhook the task returns before touching the database; it ran inside the app context.
     assert capp.tasks["workers.tasks.deliver_alerts"]([]) == 0
@@ -50,7 +50,7 @@ def test_celery_config_from_settings(tmp_path):
 
 
 def test_finish_task_may_reschedule_itself_until_the_lease_ends():
-    from workers.tasks import finish_audit
+    from auditor.worker.tasks import finish_audit
 
     # It polls the release parts by retrying; a retry limit would strand the run as "running".
     assert finish_audit.max_retries is None

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from auditor.config import default_concurrency, load_worker_settings
-from workers import lower_priority
+from auditor.worker import lower_priority
 
 
 def _nice(pid: int) -> int:
@@ -44,7 +44,7 @@ def test_lower_priority_never_raises_it(tmp_path):
     import subprocess
     import sys
 
-    code = ("from workers import lower_priority; import os; "
+    code = ("from auditor.worker import lower_priority; import os; "
             "a = lower_priority(3); b = lower_priority(1); print(a, b, os.nice(0))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[2])

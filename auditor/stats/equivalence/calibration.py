@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from scipy import optimize
 
 from auditor.stats._validation import StatsInputError, as_probabilities
 from auditor.stats.equivalence._inputs import as_counts_input, counts_of, n_labels_of
@@ -10,12 +11,29 @@ from auditor.stats.equivalence._inputs import as_counts_input, counts_of, n_labe
 __all__ = ["calibrate_probabilities"]
 
 
+def _isotonic_fit(x: np.ndarray, y: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The increasing weighted least-squares fit of ``y`` on ``x`` at the distinct ``x``,
+    within [0, 1]. Scores closer than float64's resolution (1e-15) are one score, their
+    targets pooled to the weighted mean first (rows renormalised to sum to 1 tie only up
+    to rounding), as scikit-learn does."""
+    order = np.argsort(x, kind="stable")
+    xs = x[order]
+    starts = np.concatenate([[True], np.diff(xs) >= np.finfo(np.float64).resolution])
+    group = np.cumsum(starts) - 1
+    w = np.bincount(group, weights=weight[order])
+    wy = np.bincount(group, weights=weight[order] * y[order])
+    fitted = optimize.isotonic_regression(wy / w, weights=w, increasing=True).x
+    return xs[starts], np.clip(fitted, 0.0, 1.0)
+
+
 def calibrate_probabilities(ratings, predictions, *, n_labels: int | None = None,
                             apply_to=None) -> np.ndarray:
     """Isotonic calibration of class probabilities to the raters' label frequencies.
 
-    For each class l, an increasing isotonic regression (scikit-learn's
-    ``IsotonicRegression``) maps the predicted P(l) to the fraction of the item's
+    For each class l, an increasing isotonic regression (pool-adjacent-violators,
+    ``scipy.optimize.isotonic_regression``, interpolated linearly between the fitted
+    points and held constant beyond them, as scikit-learn's ``IsotonicRegression``
+    with ``out_of_bounds="clip"``) maps the predicted P(l) to the fraction of the item's
     ratings that are l, weighting each item by its number of ratings; the mapped rows
     are renormalised to sum to 1 (two classes: one regression on class 1,
     P(0) = 1 − P(1)). The paper calibrates its classifiers this way before scoring them
@@ -40,8 +58,6 @@ def calibrate_probabilities(ratings, predictions, *, n_labels: int | None = None
     ndarray, shape (M, L)
         Calibrated probabilities.
     """
-    from sklearn.isotonic import IsotonicRegression
-
     probs = as_probabilities(predictions, None, n_labels)
     matrix, counts = as_counts_input(ratings, name="ratings", n_labels=probs.shape[1])
     if counts is None:
@@ -60,9 +76,8 @@ def calibrate_probabilities(ratings, predictions, *, n_labels: int | None = None
     classes = [1] if probs.shape[1] == 2 else range(probs.shape[1])
     out = np.zeros_like(target)
     for lab in classes:
-        iso = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip")
-        iso.fit(probs[keep, lab], freq[:, lab], sample_weight=n[keep])
-        out[:, lab] = iso.predict(target[:, lab])
+        x, y = _isotonic_fit(probs[keep, lab], freq[:, lab], n[keep].astype(float))
+        out[:, lab] = np.interp(target[:, lab], x, y)
     if probs.shape[1] == 2:
         out[:, 0] = 1.0 - out[:, 1]
         return out

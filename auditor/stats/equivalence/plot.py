@@ -53,8 +53,11 @@ def plot_power_curve(curve: PowerCurve, *, equivalence: SurveyEquivalence | None
     -------
     matplotlib.figure.Figure
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ImportError("plotting needs matplotlib: pip install 'auditor[plot]'") from None
 
     if curve is None:
         if equivalence is None:

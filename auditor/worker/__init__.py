@@ -1,0 +1,110 @@
+"""Auditor's Celery application.
+
+``celery_app`` is the module-level app of the ``auditor worker`` / ``auditor beat``
+processes; it is configured from the environment (:mod:`auditor.config`) when first
+used, not at import. ``celery_init_app(app)`` is Flask's pattern (docs/patterns/celery)
+for a web application factory; it imports nothing from Flask. Tasks live in
+:mod:`auditor.worker.tasks` and take ids, never objects. Their names (``workers.tasks.*``)
+stay as they were, so messages queued before an upgrade still find their task.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from celery import Celery, Task
+from celery.signals import worker_init
+
+from auditor.config import Settings, WorkerSettings, load_settings, load_worker_settings
+
+__all__ = ["celery_app", "celery_config", "celery_init_app", "lower_priority"]
+
+
+def celery_config(settings: Settings | None = None, worker: WorkerSettings | None = None) -> dict[str, Any]:
+    """Celery configuration from Auditor's settings (environment by default)."""
+    s = settings or load_settings()
+    w = worker or load_worker_settings()
+    return {
+        "broker_url": s.broker_url,
+        "result_backend": s.result_backend,
+        "imports": ("auditor.worker.tasks",),
+        "task_default_queue": w.queue,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        # A task is acknowledged when it finishes, and requeued if its process dies:
+        # a killed worker delays an audit, it does not drop it.
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        "task_soft_time_limit": w.soft_time_limit,
+        "task_time_limit": w.time_limit,
+        "result_expires": 24 * 3600,
+        # Publishing from a web request must fail fast when the broker is down.
+        "broker_connection_timeout": 2.0,
+        "broker_connection_retry_on_startup": True,
+        "broker_transport_options": _transport_options(s.broker_url, w),
+        "worker_concurrency": w.concurrency,
+        "beat_schedule": {
+            "auditor-sweep": {"task": "workers.tasks.sweep", "schedule": w.sweep_seconds},
+        },
+        "beat_schedule_filename": str(s.instance_path / "celerybeat-schedule"),
+        "auditor_database_url": s.database_url,
+        "auditor_worker": w,
+    }
+
+
+def _transport_options(broker_url: str, w: WorkerSettings) -> dict[str, Any]:
+    if broker_url.startswith(("redis", "rediss")):
+        # Redis redelivers an unacknowledged message after this; it must outlive an audit.
+        return {"visibility_timeout": int(w.time_limit + 60)}
+    # The SQLAlchemy transport hands its options to create_engine: give it none.
+    return {}
+
+
+celery_app = Celery("auditor")
+
+
+@worker_init.connect
+def _lower_priority(sender=None, **_kwargs) -> None:
+    """The worker runs at ``AUDITOR_WORKER_NICE`` (its pool processes inherit it): a
+    dashboard request on the same machine gets the CPU ahead of an audit's computing."""
+    conf = getattr(getattr(sender, "app", None), "conf", None)
+    w = (conf.get("auditor_worker") if conf is not None else None) or load_worker_settings()
+    lower_priority(w.nice)
+
+
+def lower_priority(nice: int) -> int:
+    """Raise this process's niceness to at least ``nice`` (never lowers it); returns the new value."""
+    current = os.nice(0)
+    return os.nice(nice - current) if nice > current else current
+
+
+@celery_app.on_configure.connect
+def _configure(sender: Celery, **_kwargs) -> None:
+    # Read the environment when the app is first used, not when this module is imported.
+    defaults = celery_config()
+    for key, value in defaults.items():
+        sender.conf.setdefault(key, value)
+
+
+def celery_init_app(app) -> Celery:
+    """A Celery app bound to a Flask-like ``app``: tasks run inside its app context.
+
+    ``app.config["CELERY"]`` (a mapping, optional) overrides the environment's Celery
+    settings, e.g. ``{"broker_url": ..., "auditor_database_url": ...}``.
+    """
+
+    class AppTask(Task):
+        def __call__(self, *args: object, **kwargs: object) -> object:
+            with app.app_context():
+                return self.run(*args, **kwargs)
+
+    capp = Celery(getattr(app, "name", "auditor"), task_cls=AppTask)
+    config = celery_config()
+    config.update(dict(app.config.get("CELERY") or {}))
+    capp.config_from_object(config)
+    capp.set_default()
+    app.extensions["celery"] = capp
+    return capp

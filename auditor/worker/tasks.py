@@ -1,0 +1,271 @@
+"""Celery tasks: thin wrappers around :mod:`auditor.audit.runner`. They take ids, never objects.
+
+``audit_dataset(dataset_id)`` claims the dataset's one running audit (or returns at once
+when another run is live, or when the last audit is current), loads a snapshot,
+computes, and writes all results in one transaction. Large datasets fan the per-release
+work out as a Celery group, started before the dataset-wide part so both run at once;
+``finish_audit`` waits for the group by rescheduling itself and does the write. A run that
+saw data arrive while it computed enqueues exactly one follow-up. ``sweep`` (Celery
+beat) enqueues every dataset whose data is newer than its last succeeded audit.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import uuid
+from datetime import timedelta
+from functools import lru_cache
+from typing import Any
+
+from billiard.exceptions import WorkerLostError
+from celery import group, shared_task
+from celery.exceptions import SoftTimeLimitExceeded
+from celery.result import GroupResult
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.orm import Session, sessionmaker
+
+from auditor.audit import runner
+from auditor.audit.alerts import post_alerts
+from auditor.audit.pipeline import (
+    AuditOptions,
+    dataset_part,
+    merge_parts,
+    release_part,
+    release_payload,
+    upper_summary,
+)
+from auditor.config import WorkerSettings, load_worker_settings
+from auditor.db import make_engine, make_session_factory
+from auditor.db.queries_audit import SnapshotCache, alerts_by_id, heartbeat_audit, stale_datasets
+from auditor.db.session import session_scope
+from auditor.worker.dispatch import request_audit
+
+__all__ = ["audit_dataset", "audit_release", "deliver_alerts", "finish_audit", "sweep"]
+
+log = logging.getLogger(__name__)
+
+# Errors after which the same audit may well succeed: the database went away, a lock
+# timed out, a serialization conflict. Anything else is recorded and left to the sweep.
+TRANSIENT = (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError)
+
+
+def _worker_settings(task) -> WorkerSettings:
+    return task.app.conf.get("auditor_worker") or load_worker_settings()
+
+
+@lru_cache(maxsize=8)
+def _factory(url: str, lock_timeout_ms: int) -> sessionmaker[Session]:
+    # One engine per process and database (prefork children build their own after fork).
+    kwargs: dict[str, Any] = {}
+    if url.startswith("postgres"):
+        # Waiting forever on a lock would hold the audit's slot; fail, record, retry instead.
+        kwargs["connect_args"] = {"options": f"-c lock_timeout={int(lock_timeout_ms)}"}
+    return make_session_factory(make_engine(url, **kwargs))
+
+
+@lru_cache(maxsize=8)
+def _snapshot_cache(url: str) -> SnapshotCache:
+    # Per process: the next audit of a dataset reads only the rows written since.
+    return SnapshotCache()
+
+
+def _session_factory(task) -> sessionmaker[Session]:
+    w = _worker_settings(task)
+    return _factory(task.app.conf.get("auditor_database_url"), w.db_lock_timeout_ms)
+
+
+def _lease(w: WorkerSettings) -> timedelta:
+    # A running audit renews its lease every quarter of it (runner.Heartbeat); a run whose
+    # heartbeat is older is dead (its worker was killed) and the next claim takes it over.
+    return w.lease
+
+
+def _heartbeat(task, run_id: int, task_id: str) -> runner.Heartbeat:
+    w = _worker_settings(task)
+    return runner.Heartbeat(_session_factory(task), run_id, task_id=task_id, every=w.lease_seconds / 4)
+
+
+# finish_audit polls its group many times a second; it renews the run's lease at most
+# this often (per process; a missed renewal only shortens the margin of one lease).
+_last_beat: dict[int, float] = {}
+
+
+def _after_run(task, outcome: runner.Outcome) -> None:
+    w = _worker_settings(task)
+    if outcome.alert_ids and w.alert_webhook_url:
+        deliver_alerts.delay(list(outcome.alert_ids))
+    if outcome.needs_follow_up:
+        request_audit(_dataset_of(task, outcome.run_id))
+
+
+def _dataset_of(task, run_id: int) -> int:
+    from auditor.db.models import AuditRun
+
+    with session_scope(_session_factory(task)) as session:
+        return session.get(AuditRun, run_id).dataset_id
+
+
+def _retry_or_raise(task, exc: BaseException):
+    w = _worker_settings(task)
+    if runner.is_transient(exc) and task.request.retries < w.max_retries:
+        countdown = w.retry_backoff * 2 ** task.request.retries
+        log.warning("audit attempt failed (%s); retrying in %.1fs", exc.__class__.__name__, countdown)
+        raise task.retry(exc=exc, countdown=countdown, max_retries=w.max_retries)
+    raise exc
+
+
+@shared_task(bind=True, name="workers.tasks.audit_dataset")
+def audit_dataset(self, dataset_id: int) -> dict[str, Any]:
+    """Audit one dataset if it needs it; returns the outcome (state, run id, versions)."""
+    w = _worker_settings(self)
+    options = AuditOptions.from_settings(w)
+    factory = _session_factory(self)
+    task_id = self.request.id or uuid.uuid4().hex
+    try:
+        c = runner.claim(factory, dataset_id, task_id=task_id, lease=_lease(w), options=options)
+    except TRANSIENT as exc:
+        _retry_or_raise(self, exc)
+    if c.state != "claimed":
+        return {"state": c.state, "run_id": c.run_id, "data_version": c.data_version}
+    t0 = time.perf_counter()
+    try:
+        with _heartbeat(self, c.run_id, task_id):
+            snap = runner.snapshot(factory, dataset_id,
+                                   cache=_snapshot_cache(self.app.conf.get("auditor_database_url")))
+            t1 = time.perf_counter()
+            if snap.releases and snap.counts.shape[0] >= w.fanout_min_items:
+                return _fan_out(self, c.run_id, task_id, snap, options, {"snapshot": t1 - t0})
+            merged = runner.compute_inline(snap, options)
+            t2 = time.perf_counter()
+            timings = {"snapshot": t1 - t0, "compute": t2 - t1}
+            done = runner.finish(factory, c.run_id, task_id=task_id, data_version=snap.data_version,
+                                 merged=merged, previous=snap.previous, options=options, timings=timings)
+    except SoftTimeLimitExceeded as exc:
+        runner.fail(factory, c.run_id, task_id=task_id, exc=exc)
+        return {"state": "failed", "run_id": c.run_id, "error": "soft time limit exceeded"}
+    except BaseException as exc:
+        runner.fail(factory, c.run_id, task_id=task_id, exc=exc)
+        if not runner.is_transient(exc):
+            # Recorded once with its cause; the same data would fail the same way, so it is
+            # not retried (a later data version gets a run of its own).
+            log.error("audit of dataset %s failed: %s", dataset_id, exc.__class__.__name__, exc_info=exc)
+            return {"state": "failed", "run_id": c.run_id, "error": str(exc)[:500]}
+        _retry_or_raise(self, exc)
+    outcome = runner.Outcome("succeeded" if done.written else "lost", c.run_id, snap.data_version,
+                             done.current_version, done.alert_ids)
+    _after_run(self, outcome)
+    return {"state": outcome.state, "run_id": c.run_id, "data_version": snap.data_version,
+            "follow_up": outcome.needs_follow_up}
+
+
+def _fan_out(task, run_id: int, task_id: str, snap, options: AuditOptions, timings: dict) -> dict[str, Any]:
+    """Per-release parts as a Celery group started first; the dataset part runs here meanwhile;
+    ``finish_audit`` writes once the group is done."""
+    opts = options.__dict__
+    upper = upper_summary(snap)
+    parts = group(audit_release.s(release_payload(snap, r), upper, opts, run_id, task_id)
+                  for r in snap.releases).apply_async()
+    parts.save()
+    t0 = time.perf_counter()
+    ds = runner.plain(dataset_part(snap, options))
+    timings = {**timings, "dataset_part": time.perf_counter() - t0}
+    finish_audit.delay(parts.id, run_id, task_id, snap.data_version, ds, runner.previous_dict(snap.previous), opts,
+                       timings, time.time())
+    return {"state": "fanned_out", "run_id": run_id, "data_version": snap.data_version, "parts": len(parts)}
+
+
+def _options_from(opts: dict[str, Any]) -> AuditOptions:
+    opts = dict(opts)
+    opts["vendor_deltas"] = tuple(tuple(x) for x in opts.get("vendor_deltas", ()))
+    return AuditOptions(**opts)
+
+
+@shared_task(bind=True, name="workers.tasks.audit_release")
+def audit_release(self, payload: dict[str, Any], upper: dict[str, Any], opts: dict[str, Any],
+                  run_id: int | None = None, task_id: str | None = None) -> dict[str, Any]:
+    """One release's certification and survey equivalence (a part of a fanned-out audit);
+    it renews the run's lease while it computes."""
+    if run_id is None or task_id is None:
+        return runner.plain(release_part(payload, upper, _options_from(opts)))
+    with _heartbeat(self, run_id, task_id):
+        return runner.plain(release_part(payload, upper, _options_from(opts)))
+
+
+# Unlimited retries: it reschedules itself while the parts run; the run's lease bounds the wait.
+@shared_task(bind=True, name="workers.tasks.finish_audit", max_retries=None)
+def finish_audit(self, group_id: str, run_id: int, task_id: str, data_version: int, ds: dict[str, Any],
+                 previous: dict[str, Any], opts: dict[str, Any], timings: dict[str, float],
+                 started: float) -> dict[str, Any]:
+    """Wait for the release parts (by rescheduling itself, holding no worker slot), merge, write once."""
+    w = _worker_settings(self)
+    factory = _session_factory(self)
+    parts = GroupResult.restore(group_id, app=self.app)
+    expired = time.time() - started > w.time_limit
+    if time.monotonic() - _last_beat.get(run_id, -math.inf) > w.lease_seconds / 4:
+        _last_beat[run_id] = time.monotonic()
+        try:
+            with session_scope(factory) as session:
+                heartbeat_audit(session, run_id, task_id=task_id)
+        except TRANSIENT:
+            log.warning("heartbeat of audit run %s failed", run_id)
+    if parts is None or expired or parts.failed():
+        # Lost or late parts (a worker died, the results expired) may well succeed next
+        # time; a part's own exception is judged as any audit error is.
+        if parts is None or expired:
+            why, retryable = ("release parts lost" if parts is None else "release parts timed out"), True
+        else:
+            cause = next(r.result for r in parts.results if r.failed())
+            why = f"a release part failed: {cause!r}"
+            # The parts compute on their payload and touch no database: their own errors
+            # recur with the same data; a worker that died under one may not.
+            retryable = isinstance(cause, WorkerLostError | MemoryError) or (
+                isinstance(cause, BaseException) and runner.is_transient(cause))
+            parts.forget()
+        runner.fail(factory, run_id, task_id=task_id, exc=RuntimeError(why), retryable=retryable)
+        _last_beat.pop(run_id, None)
+        return {"state": "failed", "run_id": run_id, "error": why, "retryable": retryable}
+    if not parts.ready():
+        # Poll soon, then less often (at most once a second); the time limit bounds the wait.
+        raise self.retry(countdown=min(1.0, 0.05 * 2 ** min(self.request.retries, 5)))
+    try:
+        results = parts.get(disable_sync_subtasks=False)
+        done = runner.finish(factory, run_id, task_id=task_id, data_version=data_version,
+                             merged=merge_parts(ds, results), previous=previous, options=_options_from(opts),
+                             timings=timings)
+    except BaseException as exc:  # recorded; the sweep retries the audit with backoff
+        runner.fail(factory, run_id, task_id=task_id, exc=exc)
+        raise
+    parts.forget()
+    _last_beat.pop(run_id, None)
+    outcome = runner.Outcome("succeeded" if done.written else "lost", run_id, data_version, done.current_version,
+                             done.alert_ids)
+    _after_run(self, outcome)
+    return {"state": outcome.state, "run_id": run_id, "data_version": data_version,
+            "follow_up": outcome.needs_follow_up}
+
+
+@shared_task(bind=True, name="workers.tasks.sweep")
+def sweep(self) -> list[int]:
+    """Enqueue an audit of every dataset whose data is newer than its last succeeded audit."""
+    w = _worker_settings(self)
+    with session_scope(_session_factory(self)) as session:
+        ids = stale_datasets(session, lease=_lease(w), retry_backoff=w.retry_backoff)
+    for dataset_id in ids:
+        audit_dataset.delay(dataset_id)
+    return ids
+
+
+@shared_task(bind=True, name="workers.tasks.deliver_alerts", max_retries=8)
+def deliver_alerts(self, alert_ids: list[int]) -> int:
+    """POST stored alerts to the configured webhook, retrying with backoff."""
+    w = _worker_settings(self)
+    if not w.alert_webhook_url:
+        return 0
+    with session_scope(_session_factory(self)) as session:
+        alerts = alerts_by_id(session, alert_ids)
+    try:
+        return post_alerts(w.alert_webhook_url, alerts)
+    except OSError as exc:
+        raise self.retry(exc=exc, countdown=min(600, 5 * 2 ** self.request.retries)) from exc
