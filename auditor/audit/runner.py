@@ -41,7 +41,7 @@ from auditor.db.queries_audit import (
 )
 from auditor.db.session import session_scope
 
-__all__ = ["Heartbeat", "Outcome", "claim", "compute_inline", "fail", "finish", "is_transient", "plain", "run_audit",
+__all__ = ["FanOut", "Heartbeat", "Outcome", "claim", "compute_inline", "fail", "finish", "is_transient", "plain", "run_audit",
            "snapshot"]
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,8 @@ class Outcome:
     current_version: int | None = None
     alert_ids: tuple[int, ...] = ()
     timings: Mapping[str, float] = field(default_factory=dict)
+    #: More to report (e.g. how many parts a fanned-out run started).
+    details: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def needs_follow_up(self) -> bool:
@@ -211,10 +213,23 @@ def previous_dict(previous: PreviousResults) -> dict[str, Any]:
                   "vendors": dict(previous.vendors)})
 
 
+#: ``fan_out(run_id, snapshot, timings)`` of :func:`run_audit`: starts the audit's parts
+#: elsewhere and returns the outcome ``"fanned_out"`` (whoever joins the parts writes the
+#: results), or returns None to compute in this process.
+FanOut = Callable[[int, AuditSnapshot, dict], "Outcome | None"]
+
+
 def run_audit(factory: sessionmaker[Session], dataset_id: int, *, task_id: str, options: AuditOptions,
-              lease: timedelta, cache: SnapshotCache | None = None,
+              lease: timedelta, cache: SnapshotCache | None = None, fan_out: FanOut | None = None,
               clock: Callable[[], float] = time.perf_counter) -> Outcome:
-    """Claim, snapshot, compute and write one audit in this process."""
+    """Claim, snapshot, compute and write one audit: the one orchestration of an audit,
+    called by the Celery task (with its snapshot cache and its fan-out), the CLI and the tests.
+
+    The claimed run's lease is renewed by a :class:`Heartbeat` while it works. Any
+    exception after the claim (a time limit included) is recorded on the run, with
+    whether a retry may help (:func:`is_transient`), and raised again for the caller to
+    retry or report.
+    """
     t0 = clock()
     c = claim(factory, dataset_id, task_id=task_id, lease=lease, options=options)
     if c.state != "claimed":
@@ -224,9 +239,14 @@ def run_audit(factory: sessionmaker[Session], dataset_id: int, *, task_id: str, 
             t1 = clock()
             snap = snapshot(factory, dataset_id, cache=cache)
             t2 = clock()
+            timings = {"claim": t1 - t0, "snapshot": t2 - t1}
+            if fan_out is not None:
+                started = fan_out(c.run_id, snap, timings)
+                if started is not None:
+                    return started
             merged = compute_inline(snap, options)
             t3 = clock()
-        timings = {"claim": t1 - t0, "snapshot": t2 - t1, "compute": t3 - t2}
+        timings["compute"] = t3 - t2
         done = finish(factory, c.run_id, task_id=task_id, data_version=snap.data_version, merged=merged,
                       previous=snap.previous, options=options, timings=timings)
     except BaseException as exc:

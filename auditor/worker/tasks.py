@@ -83,8 +83,8 @@ def _lease(w: WorkerSettings) -> timedelta:
 
 
 def _heartbeat(task, run_id: int, task_id: str) -> runner.Heartbeat:
-    w = _worker_settings(task)
-    return runner.Heartbeat(_session_factory(task), run_id, task_id=task_id, every=w.lease_seconds / 4)
+    return runner.Heartbeat(_session_factory(task), run_id, task_id=task_id, every=_lease(_worker_settings(task))
+                            .total_seconds() / 4)
 
 
 # finish_audit polls its group many times a second; it renews the run's lease at most
@@ -118,49 +118,38 @@ def _retry_or_raise(task, exc: BaseException):
 
 @shared_task(bind=True, name="workers.tasks.audit_dataset")
 def audit_dataset(self, dataset_id: int) -> dict[str, Any]:
-    """Audit one dataset if it needs it; returns the outcome (state, run id, versions)."""
+    """Audit one dataset if it needs it (:func:`auditor.audit.runner.run_audit`, with this
+    process's snapshot cache and, for large datasets, the per-release fan-out); returns the
+    outcome (state, run id, versions)."""
     w = _worker_settings(self)
     options = AuditOptions.from_settings(w)
     factory = _session_factory(self)
     task_id = self.request.id or uuid.uuid4().hex
+
+    def fan_out(run_id: int, snap, timings: dict) -> runner.Outcome | None:
+        if not snap.releases or snap.counts.shape[0] < w.fanout_min_items:
+            return None
+        return _fan_out(self, run_id, task_id, snap, options, timings)
+
     try:
-        c = runner.claim(factory, dataset_id, task_id=task_id, lease=_lease(w), options=options)
-    except TRANSIENT as exc:
-        _retry_or_raise(self, exc)
-    if c.state != "claimed":
-        return {"state": c.state, "run_id": c.run_id, "data_version": c.data_version}
-    t0 = time.perf_counter()
-    try:
-        with _heartbeat(self, c.run_id, task_id):
-            snap = runner.snapshot(factory, dataset_id,
-                                   cache=_snapshot_cache(self.app.conf.get("auditor_database_url")))
-            t1 = time.perf_counter()
-            if snap.releases and snap.counts.shape[0] >= w.fanout_min_items:
-                return _fan_out(self, c.run_id, task_id, snap, options, {"snapshot": t1 - t0})
-            merged = runner.compute_inline(snap, options)
-            t2 = time.perf_counter()
-            timings = {"snapshot": t1 - t0, "compute": t2 - t1}
-            done = runner.finish(factory, c.run_id, task_id=task_id, data_version=snap.data_version,
-                                 merged=merged, previous=snap.previous, options=options, timings=timings)
-    except SoftTimeLimitExceeded as exc:
-        runner.fail(factory, c.run_id, task_id=task_id, exc=exc)
-        return {"state": "failed", "run_id": c.run_id, "error": "soft time limit exceeded"}
-    except BaseException as exc:
-        runner.fail(factory, c.run_id, task_id=task_id, exc=exc)
+        outcome = runner.run_audit(factory, dataset_id, task_id=task_id, options=options, lease=_lease(w),
+                                   cache=_snapshot_cache(self.app.conf.get("auditor_database_url")),
+                                   fan_out=fan_out)
+    except SoftTimeLimitExceeded:  # recorded on the run by run_audit, not retried
+        return {"state": "failed", "dataset_id": dataset_id, "error": "soft time limit exceeded"}
+    except BaseException as exc:  # recorded on the run by run_audit (when it had claimed one)
         if not runner.is_transient(exc):
-            # Recorded once with its cause; the same data would fail the same way, so it is
-            # not retried (a later data version gets a run of its own).
+            # The same data would fail the same way, so it is not retried (a later data
+            # version gets a run of its own).
             log.error("audit of dataset %s failed: %s", dataset_id, exc.__class__.__name__, exc_info=exc)
-            return {"state": "failed", "run_id": c.run_id, "error": str(exc)[:500]}
+            return {"state": "failed", "dataset_id": dataset_id, "error": str(exc)[:500]}
         _retry_or_raise(self, exc)
-    outcome = runner.Outcome("succeeded" if done.written else "lost", c.run_id, snap.data_version,
-                             done.current_version, done.alert_ids)
     _after_run(self, outcome)
-    return {"state": outcome.state, "run_id": c.run_id, "data_version": snap.data_version,
-            "follow_up": outcome.needs_follow_up}
+    return {"state": outcome.state, "run_id": outcome.run_id, "data_version": outcome.data_version,
+            "follow_up": outcome.needs_follow_up, **outcome.details}
 
 
-def _fan_out(task, run_id: int, task_id: str, snap, options: AuditOptions, timings: dict) -> dict[str, Any]:
+def _fan_out(task, run_id: int, task_id: str, snap, options: AuditOptions, timings: dict) -> runner.Outcome:
     """Per-release parts as a Celery group started first; the dataset part runs here meanwhile;
     ``finish_audit`` writes once the group is done."""
     opts = options.__dict__
@@ -173,7 +162,8 @@ def _fan_out(task, run_id: int, task_id: str, snap, options: AuditOptions, timin
     timings = {**timings, "dataset_part": time.perf_counter() - t0}
     finish_audit.delay(parts.id, run_id, task_id, snap.data_version, ds, runner.previous_dict(snap.previous), opts,
                        timings, time.time())
-    return {"state": "fanned_out", "run_id": run_id, "data_version": snap.data_version, "parts": len(parts)}
+    return runner.Outcome("fanned_out", run_id, snap.data_version, timings=timings,
+                          details={"parts": len(parts)})
 
 
 def _options_from(opts: dict[str, Any]) -> AuditOptions:
