@@ -156,7 +156,7 @@ def audit_command(dataset_name: str, workspace: str | None, wait: bool, timeout:
     while True:
         with session_scope(factory) as session:
             run = latest_run(session, dataset_id, status=AuditStatus.SUCCEEDED)
-            last = latest_run(session, dataset_id)
+            last = latest_run(session, dataset_id, status=None)
         if not wait or (run is not None and run.data_version >= version):
             break
         if time.monotonic() > deadline:

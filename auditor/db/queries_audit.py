@@ -54,6 +54,7 @@ __all__ = [
     "finish_audit",
     "heartbeat_audit",
     "latest_run",
+    "latest_runs",
     "load_snapshot",
     "run_results",
     "stale_datasets",
@@ -633,12 +634,28 @@ def finish_audit(session: Session, run_id: int, *, task_id: str, data_version: i
     return Finished(True, int(dataset.data_version), tuple(a.id for a in new_alerts))
 
 
-def latest_run(session: Session, dataset_id: int, *, status: AuditStatus | None = None) -> AuditRun | None:
-    """The most recent run of the dataset (optionally with ``status``)."""
-    q = select(AuditRun).where(AuditRun.dataset_id == dataset_id)
+def latest_runs(session: Session, dataset_ids: Iterable[int], *, status: AuditStatus = AuditStatus.SUCCEEDED
+                ) -> dict[int, AuditRun]:
+    """The latest run with ``status`` (by default the latest successful audit) of each
+    dataset, by data version then id, in one query."""
+    ids = list(dataset_ids)
+    if not ids:
+        return {}
+    ranked = (select(AuditRun.id, func.row_number().over(
+        partition_by=AuditRun.dataset_id, order_by=(AuditRun.data_version.desc(), AuditRun.id.desc())).label("rn"))
+        .where(AuditRun.dataset_id.in_(ids), AuditRun.status == status).subquery())
+    runs = session.scalars(select(AuditRun).join(ranked, ranked.c.id == AuditRun.id).where(ranked.c.rn == 1))
+    return {r.dataset_id: r for r in runs}
+
+
+def latest_run(session: Session, dataset_id: int, *, status: AuditStatus | None = AuditStatus.SUCCEEDED
+               ) -> AuditRun | None:
+    """The dataset's latest run with ``status`` (as :func:`latest_runs`), or with
+    ``status=None`` its most recent run of any state."""
     if status is not None:
-        q = q.where(AuditRun.status == status)
-    return session.execute(q.order_by(AuditRun.id.desc()).limit(1)).scalar_one_or_none()
+        return latest_runs(session, [dataset_id], status=status).get(dataset_id)
+    return session.execute(select(AuditRun).where(AuditRun.dataset_id == dataset_id)
+                           .order_by(AuditRun.id.desc()).limit(1)).scalar_one_or_none()
 
 
 def run_results(session: Session, run_id: int) -> dict[str, Any]:

@@ -23,19 +23,9 @@ from auditor.db import (
     Release,
     VendorReport,
 )
+from auditor.db.queries_audit import latest_runs
 
 __all__ = ["audit_runs", "dataset_page", "model_page", "overview", "vendor_page"]
-
-
-def _latest_runs(db: Session, dataset_ids) -> dict[int, AuditRun]:
-    """The latest successful run of each dataset (one query)."""
-    if not dataset_ids:
-        return {}
-    ranked = (select(AuditRun.id, func.row_number().over(
-        partition_by=AuditRun.dataset_id, order_by=(AuditRun.data_version.desc(), AuditRun.id.desc())).label("rn"))
-        .where(AuditRun.dataset_id.in_(list(dataset_ids)), AuditRun.status == AuditStatus.SUCCEEDED).subquery())
-    runs = db.scalars(select(AuditRun).join(ranked, ranked.c.id == AuditRun.id).where(ranked.c.rn == 1))
-    return {r.dataset_id: r for r in runs}
 
 
 def _upper(run: AuditRun | None) -> dict:
@@ -48,7 +38,7 @@ def overview(db: Session, workspace_id: int, *, now: datetime | None = None) -> 
     since = now - timedelta(days=1)
     datasets = list(db.scalars(select(Dataset).where(Dataset.workspace_id == workspace_id).order_by(Dataset.name)))
     ids = [d.id for d in datasets]
-    latest = _latest_runs(db, ids)
+    latest = latest_runs(db, ids)
     n_items = dict(db.execute(select(Item.dataset_id, func.count()).where(Item.dataset_id.in_(ids or [-1]))
                               .group_by(Item.dataset_id)).all())
     pending = dict(db.execute(select(AuditRun.dataset_id, func.count()).where(
@@ -100,7 +90,7 @@ def overview(db: Session, workspace_id: int, *, now: datetime | None = None) -> 
 
 
 def dataset_page(db: Session, ds: Dataset) -> dict:
-    run = _latest_runs(db, [ds.id]).get(ds.id)
+    run = latest_runs(db, [ds.id]).get(ds.id)
     # The newest failed audit, when no audit has succeeded since: the page says why it failed.
     failed = db.scalars(select(AuditRun).where(AuditRun.dataset_id == ds.id, AuditRun.status == AuditStatus.FAILED,
                                                AuditRun.id > (run.id if run is not None else 0))

@@ -31,6 +31,7 @@ from auditor.db import (
     User,
     VendorReport,
 )
+from auditor.db.queries_audit import latest_run
 from auditor.ingest import IngestError
 from auditor.web.api import serializers as s
 from auditor.web.api.framework import Listing, Param, endpoint
@@ -93,12 +94,6 @@ def _vendor_scope(principal, vendor: str | None) -> str | None:
     if principal.vendor is None or (vendor is not None and vendor != principal.vendor):
         raise ApiError(404, "No such vendor.", field="vendor")
     return principal.vendor
-
-
-def latest_run(db, dataset_id: int) -> AuditRun | None:
-    return db.scalar(select(AuditRun).where(AuditRun.dataset_id == dataset_id,
-                                            AuditRun.status == AuditStatus.SUCCEEDED)
-                     .order_by(AuditRun.data_version.desc(), AuditRun.id.desc()).limit(1))
 
 
 # --- who am I ---------------------------------------------------------------------------------
