@@ -11,12 +11,12 @@ import numpy as np
 import pandas as pd
 
 from auditor.cli import main
+from auditor.scoracle import parse_score_request
 from auditor.stats import (
     BEST_METRICS,
     BestPerformanceWarning,
     StatsInputError,
     best_performance,
-    parse_score_request,
 )
 
 

@@ -93,11 +93,8 @@ from auditor.stats.best import (
     BestPerformance,
     BestPerformanceWarning,
     DirichletMultinomialFit,
-    ScoreRequestError,
     best_performance,
     fit_dirichlet_multinomial,
-    parse_score_request,
-    scoracle_score,
 )
 
 __all__ = sorted(

@@ -18,7 +18,8 @@ import json
 
 from flask import Blueprint, current_app, jsonify, request
 
-from auditor.stats.best import BEST_METRICS, ScoreRequestError, scoracle_score
+from auditor.scoracle import ScoreRequestError, scoracle_score
+from auditor.stats.best import BEST_METRICS
 from auditor.web.security import csrf, limiter, load_principal
 
 __all__ = ["MAX_BODY_BYTES", "MAX_CLASSES", "MAX_COUNT", "MAX_METRICS", "MAX_ROWS", "bp", "score_operation"]

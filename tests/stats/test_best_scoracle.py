@@ -6,13 +6,11 @@ import json
 
 import pytest
 
+from auditor.scoracle import ScoreRequestError, parse_score_request, scoracle_score
 from auditor.stats import (
     BEST_METRICS,
-    ScoreRequestError,
     StatsInputError,
     best_performance,
-    parse_score_request,
-    scoracle_score,
 )
 
 
