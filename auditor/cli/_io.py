@@ -1,14 +1,18 @@
-"""Reading annotation and prediction files for the statistics commands.
+"""Reading annotation, prediction and gold files for the statistics commands.
 
-Long format (CSV, TSV, JSONL or a JSON list of records): ``item_id, annotator_id,
-label``. Wide format (CSV/TSV): the first column is the item id, every other column
-is one rater. Predictions: ``item_id`` and either ``label`` (a hard prediction) or one
-probability column per label.
+The service's readers (:mod:`auditor.ingest.formats`) do the reading, so ``auditor
+certify`` and ``auditor equivalence`` accept exactly the files an import accepts — long
+CSV/TSV/JSONL (``item_id, annotator_id, label``), wide CSV/TSV (the first column the
+item, one column per annotator), JSONL with a ``labels`` list, Label Studio exports,
+predictions as ``label`` and/or probabilities, gzip — and refuse the others with the
+same errors naming the row and the field. One difference: an import has its dataset's
+label set; here it is the ``--labels`` given, else learnt from the annotations (in
+natural order, as :func:`auditor.stats.annotations_from_records` infers it).
 """
 
 from __future__ import annotations
 
-import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,60 +20,59 @@ import click
 import numpy as np
 import pandas as pd
 
-from auditor.stats import (
-    Annotations,
-    StatsInputError,
-    annotations_from_records,
-    annotations_from_wide,
-)
+from auditor.ingest import formats
+from auditor.ingest.errors import ImportRejected, IngestError
+from auditor.stats import Annotations, StatsInputError, annotations_from_records
 
-LONG_FIELDS = ("item_id", "annotator_id", "label")
+__all__ = ["Predictions", "read_annotations", "read_annotator_groups", "read_gold", "read_predictions"]
 
 
-def read_table(path: str | Path) -> pd.DataFrame:
-    """A CSV/TSV/JSONL/JSON file as a DataFrame of strings (ids are never parsed as numbers)."""
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix == ".gz":
-        suffix = Path(path.stem).suffix.lower()
+def _usage(path: str | Path, exc: Exception) -> click.UsageError:
+    if isinstance(exc, ImportRejected):
+        lines = "\n".join(f"  {e}" for e in exc.errors)
+        more = f" ({exc.bad_rows} bad rows in all; the first are shown)" if exc.bad_rows > len(exc.errors) else ""
+        return click.UsageError(f"{path}: cannot be read{more}:\n{lines}")
+    return click.UsageError(f"{path}: {exc}")
+
+
+def _rows(path: str | Path, kind: str, read, *args, **kwargs) -> list[tuple]:
+    """Every row a reader of :mod:`auditor.ingest.formats` gives, or a usage error."""
     try:
-        if suffix in (".jsonl", ".ndjson"):
-            return pd.read_json(path, lines=True, dtype=False)
-        if suffix == ".json":
-            with open(path, encoding="utf-8") as fh:
-                data = json.load(fh)
-            if not isinstance(data, list):
-                raise click.UsageError(f"{path}: a JSON file must hold a list of records.")
-            return pd.DataFrame.from_records(data)
-        sep = "\t" if suffix in (".tsv", ".tab") else ","
-        return pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, na_values=[""])
-    except UnicodeDecodeError as exc:
-        raise click.UsageError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}).") from None
-    except (ValueError, pd.errors.ParserError) as exc:
-        raise click.UsageError(f"{path}: cannot be read: {exc}") from None
+        source = formats.open_source(path)
+        return list(read(source, formats.detect_format(source, kind), *args, **kwargs))
+    except (FileNotFoundError, IngestError) as exc:
+        raise _usage(path, exc) from None
 
 
-def read_annotations(path: str | Path, *, labels: list[str] | None = None) -> Annotations:
-    """Annotations from a long or wide file (detected from the columns)."""
-    frame = read_table(path)
-    if frame.empty:
-        raise click.UsageError(f"{path}: no rows.")
+def _annotation_rows(path: str | Path, labels: Sequence[str] | None) -> tuple[list[tuple], list[str]]:
+    """The rows ``(row, item, annotator, code, vendor, tier, timestamp)`` and the label names by code."""
+    known = formats.LearnedLabels() if labels is None else [str(x) for x in labels]
+    rows = _rows(path, "annotations", formats.read_annotations, known)
+    return rows, list(known)
+
+
+def read_annotations(path: str | Path, *, labels: Sequence[str] | None = None) -> Annotations:
+    """Annotations from any annotation file an import accepts (the format detected as an import does)."""
+    rows, names = _annotation_rows(path, labels)
+    if not rows:
+        raise click.UsageError(f"{path}: holds no annotations.")
+    frame = pd.DataFrame([r[:4] for r in rows], columns=["row", "item_id", "annotator_id", "code"])
+    twice = frame.duplicated(["item_id", "annotator_id"], keep=False)
+    if twice.any():
+        first = frame[twice].iloc[0]
+        again = frame[twice & (frame.item_id == first.item_id) & (frame.annotator_id == first.annotator_id)]
+        raise click.UsageError(f"{path}: row {int(again.row.iloc[1])}: annotator {first.annotator_id!r} labels item "
+                               f"{first.item_id!r} again (first at row {int(first.row)}).")
+    frame["label"] = np.asarray(names, dtype=object)[frame["code"].to_numpy()]
     try:
-        if all(f in frame.columns for f in LONG_FIELDS):
-            frame = frame.copy()
-            frame["label"] = frame["label"].astype(str)
-            return annotations_from_records(frame, labels=labels)
-        wide = frame.set_index(frame.columns[0])
-        wide = wide.astype(object).where(wide.notna(), None)
-        return annotations_from_wide(wide.map(lambda v: None if v is None else str(v)),
-                                     labels=labels, missing=("",))
+        return annotations_from_records(frame[["item_id", "annotator_id", "label"]], labels=labels)
     except StatsInputError as exc:
         raise click.UsageError(f"{path}: {exc}") from None
 
 
 @dataclass(frozen=True)
 class Predictions:
-    """Predictions on some of the items of an order: hard class indices or (n, L) probabilities.
+    """Predictions on some of the items of an order: hard class indices and/or (n, L) probabilities.
 
     ``positions`` are the indices (into the item order asked for) of the items predicted,
     in that order; ``n_ignored`` counts predictions for items the annotations do not have.
@@ -87,77 +90,61 @@ class Predictions:
 
 
 def read_predictions(path: str | Path, *, items: tuple, labels: tuple, partial: bool = False) -> Predictions:
-    """Predictions for ``items`` in the label order ``labels``.
+    """Predictions for ``items`` in the label order ``labels``, from any prediction file an import accepts.
 
     Without ``partial`` every item must have one. With it (``auditor certify``, the
     service's rule) a model need not predict every item: L rests on the items it
     predicts, the upper bounds on all items; predictions for items the annotations lack
     are counted and ignored, and a file covering none of the items is an error.
     """
-    frame = read_table(path)
-    if "item_id" not in frame.columns:
-        raise click.UsageError(f"{path}: needs an `item_id` column (columns: {list(frame.columns)}).")
-    frame = frame.astype({"item_id": str})
-    dup = frame["item_id"].duplicated()
-    if dup.any():
-        row = int(np.flatnonzero(dup.to_numpy())[0])
-        raise click.UsageError(f"{path}: row {row + 1}: item_id {frame['item_id'].iloc[row]!r} appears twice.")
-    frame = frame.set_index("item_id")
+    rows = _rows(path, "predictions", formats.read_predictions, [str(x) for x in labels])
+    if not rows:
+        raise click.UsageError(f"{path}: holds no predictions.")
+    by_item: dict[str, tuple] = {}
+    for row, item, code, probs in rows:
+        if item in by_item:
+            raise click.UsageError(f"{path}: row {row}: item_id {item!r} appears twice "
+                                   f"(first at row {by_item[item][0]}).")
+        by_item[item] = (row, code, probs)
     all_items = [str(i) for i in items]
-    positions = np.flatnonzero(pd.Index(all_items).isin(frame.index))
+    positions = np.array([k for k, i in enumerate(all_items) if i in by_item], dtype=np.int64)
     if not partial and positions.size < len(all_items):
-        missing = [i for i in all_items if i not in frame.index]
+        missing = [i for i in all_items if i not in by_item]
         raise click.UsageError(f"{path}: no prediction for item {missing[0]!r} ({len(missing)} item(s) missing).")
     if positions.size == 0:
         raise click.UsageError(f"{path}: predicts none of the {len(all_items)} annotated items "
-                               f"(first item_id in the file: {frame.index[0]!r}).")
-    wanted = [all_items[k] for k in positions]
-    n_ignored = int(len(frame) - positions.size)
-    frame = frame.loc[wanted]
-    str_labels = [str(x) for x in labels]
-    if "label" in frame.columns:
-        values = frame["label"].astype(str)
-        index = pd.Index(str_labels)
-        codes = index.get_indexer(values)
-        if (codes < 0).any():
-            k = int(np.flatnonzero(codes < 0)[0])
-            raise click.UsageError(f"{path}: item {wanted[k]!r}: label {values.iloc[k]!r} is not one of {str_labels}.")
-        return Predictions(hard=codes.astype(np.int64), probabilities=None, positions=positions, n_ignored=n_ignored)
-    if all(lab in frame.columns for lab in str_labels):
-        probs = frame[str_labels].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
-        bad = ~np.isfinite(probs)
-        if bad.any():
-            r, c = np.argwhere(bad)[0]
-            raise click.UsageError(f"{path}: item {wanted[r]!r}: probability of {str_labels[c]!r} is not a number.")
-        sums = probs.sum(axis=1)
-        off = (np.abs(sums - 1) > 1e-6) | (probs < 0).any(axis=1)
-        if off.any():
-            r = int(np.flatnonzero(off)[0])
-            raise click.UsageError(f"{path}: item {wanted[r]!r}: probabilities must be ≥ 0 and sum to 1 (sum {sums[r]:.6g}).")
-        return Predictions(hard=None, probabilities=probs, positions=positions, n_ignored=n_ignored)
-    raise click.UsageError(
-        f"{path}: needs a `label` column or one probability column per label {str_labels}."
-    )
+                               f"(first item_id in the file: {rows[0][1]!r}).")
+    chosen = [by_item[all_items[k]] for k in positions]
+    n_ignored = len(by_item) - int(positions.size)
+    hard = probabilities = None
+    if all(code is not None for _, code, _ in chosen):
+        hard = np.array([code for _, code, _ in chosen], dtype=np.int64)
+    if all(probs is not None for _, _, probs in chosen):
+        probabilities = np.array([probs for _, _, probs in chosen], dtype=float)
+    if hard is None and probabilities is None:
+        row = next(r for r, code, probs in chosen if code is None)
+        raise click.UsageError(f"{path}: row {row}: every prediction needs a label, or every one probabilities "
+                               f"(this row lacks the label the others give).")
+    return Predictions(hard=hard, probabilities=probabilities, positions=positions, n_ignored=n_ignored)
 
 
 def read_annotator_groups(path: str | Path, column: str = "vendor") -> dict:
-    """``annotator_id → vendor`` from a long annotations file that has that column."""
-    frame = read_table(path)
-    if column not in frame.columns or "annotator_id" not in frame.columns:
-        return {}
-    pairs = frame[["annotator_id", column]].dropna().astype(str).drop_duplicates()
-    clash = pairs["annotator_id"].duplicated()
-    if clash.any():
-        who = pairs["annotator_id"][clash].iloc[0]
-        raise click.UsageError(f"{path}: annotator {who!r} is listed under more than one {column}.")
-    return dict(zip(pairs["annotator_id"], pairs[column], strict=True))
+    """``annotator_id → vendor`` from an annotations file whose rows name a vendor."""
+    if column != "vendor":
+        raise ValueError("annotators are grouped by their vendor")
+    rows, _ = _annotation_rows(path, None)
+    groups: dict[str, str] = {}
+    for row, _item, annotator, _code, vendor, _tier, _ts in rows:
+        if vendor is None:
+            continue
+        if groups.setdefault(annotator, vendor) != vendor:
+            raise click.UsageError(f"{path}: row {row}: annotator {annotator!r} is listed under more than one "
+                                   f"vendor ({groups[annotator]!r} and {vendor!r}).")
+    return groups
 
 
-def read_gold(path: str | Path) -> dict:
-    """``item_id → label`` from a file with ``item_id`` and ``label`` (or ``gold``) columns."""
-    frame = read_table(path)
-    col = "label" if "label" in frame.columns else "gold" if "gold" in frame.columns else None
-    if "item_id" not in frame.columns or col is None:
-        raise click.UsageError(f"{path}: gold labels need `item_id` and `label` columns.")
-    frame = frame.dropna(subset=[col]).astype({"item_id": str, col: str})
-    return dict(zip(frame["item_id"], frame[col], strict=True))
+def read_gold(path: str | Path, labels: Sequence[str]) -> dict:
+    """``item_id → label`` from any gold file an import accepts (``item_id, label``)."""
+    names = [str(x) for x in labels]
+    rows = _rows(path, "gold", formats.read_gold, names)
+    return {item: names[code] for _row, item, code, _source in rows}

@@ -129,7 +129,7 @@ def certify_command(annotations, predictions, labels, tau, threshold, bound, met
         per_annotator = annotator_lower_bounds(ann) if (show_annotators or as_json) else None
         assumptions = None
         if gold_path is not None:
-            gold = read_gold(gold_path)
+            gold = read_gold(gold_path, [str(x) for x in ann.labels])
             gold = {item: gold[str(item)] for item in ann.items if str(item) in gold}
             assumptions = check_assumptions(ann, gold, predictions=hard)
     except StatsInputError as exc:

@@ -49,6 +49,7 @@ from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, RowError,
 __all__ = [
     "ANNOTATION_FORMATS",
     "LabelStudioReport",
+    "LearnedLabels",
     "Source",
     "detect_format",
     "open_source",
@@ -456,7 +457,18 @@ def _annotation_row(row: int, rec: Mapping[str, Any], codes: Mapping[str, int], 
     return (row, values["item_id"], values["annotator_id"], code, vendor, tier, ts)
 
 
-def read_annotations(source: Source, fmt: str, labels: Sequence[str], *, field_map: Mapping[str, str] | None = None,
+class LearnedLabels(dict):
+    """Label codes learnt from the file, in order of first appearance: passed as the
+    ``labels`` of :func:`read_annotations` by a reader that has no label set (the
+    statistics commands), every label is accepted and given the next code."""
+
+    def get(self, label, default=None):
+        if label not in self:
+            self[label] = len(self)
+        return self[label]
+
+
+def read_annotations(source: Source, fmt: str, labels: Sequence[str] | LearnedLabels, *, field_map: Mapping[str, str] | None = None,
                      defaults: AnnotationDefaults = AnnotationDefaults(),
                      progress: Callable[[int], None] | None = None,
                      report: LabelStudioReport | None = None) -> Iterator[tuple]:
@@ -469,7 +481,7 @@ def read_annotations(source: Source, fmt: str, labels: Sequence[str], *, field_m
     ``MAX_REPORTED_ERRORS``) when any row is invalid.
     """
     errors = _Errors(source, progress)
-    codes = {str(lab): i for i, lab in enumerate(labels)}
+    codes = labels if isinstance(labels, LearnedLabels) else {str(lab): i for i, lab in enumerate(labels)}
     rename = _renamer(field_map)
     if fmt in ("csv", "tsv", "wide"):
         delimiter = "\t" if fmt == "tsv" or source.name.lower().removesuffix(".gz").endswith((".tsv", ".tab")) else ","
@@ -539,10 +551,11 @@ def read_annotations(source: Source, fmt: str, labels: Sequence[str], *, field_m
                     continue
                 if ann.get("ground_truth") is True:
                     # Label Studio's ground truth is the item's gold label, not one more vote.
-                    if choice not in codes:
+                    code = codes.get(choice)
+                    if code is None:
                         errors.add(row, "choices", f"{choice!r} is not one of the dataset's labels {list(codes)}")
                     else:
-                        report.gold.append((row, item, codes[choice], "label-studio ground truth"))
+                        report.gold.append((row, item, code, "label-studio ground truth"))
                     continue
                 out = _annotation_row(row, {"item_id": item, "annotator_id": _label_studio_user(ann, row, errors),
                                             "label": choice, "timestamp": ann.get("created_at")},
@@ -639,7 +652,8 @@ def _probabilities(value: Any, labels: Sequence[str], row: int, errors: _Errors)
             errors.add(row, f"probabilities[{lab}]", f"{p!r} is not a number")
             return None
         if math.isnan(x) or math.isinf(x):
-            errors.add(row, f"probabilities[{lab}]", f"{p!r} is not a finite number")
+            errors.add(row, f"probabilities[{lab}]", f"{p!r} is not a number" if math.isnan(x)
+                       else f"{p!r} is not a finite number")
             return None
         if x < 0:
             errors.add(row, f"probabilities[{lab}]", f"{x!r} is negative")
@@ -705,7 +719,11 @@ def read_predictions(source: Source, fmt: str, labels: Sequence[str], *, field_m
                 yield out
     elif fmt == "jsonl":
         for row, raw in _jsonl_records(source, errors):
-            out = _prediction_row(row, {rename(k): v for k, v in raw.items()}, labels, codes, errors)
+            fields = {rename(k): v for k, v in raw.items()}
+            if "probabilities" not in fields and all(lab in fields for lab in labels):
+                # One key per label, as the CSV's one column per label.
+                fields["probabilities"] = {lab: fields[lab] for lab in labels}
+            out = _prediction_row(row, fields, labels, codes, errors)
             if out is not None:
                 yield out
     elif fmt == "label-studio":

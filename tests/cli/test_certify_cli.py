@@ -57,7 +57,7 @@ def test_certify_table(files):
 @pytest.mark.parametrize(
     ("content", "match"),
     [
-        ("item_id,label\n1,pos\n2,maybe\n3,pos\n", "label 'maybe' is not one of"),
+        ("item_id,label\n1,pos\n2,maybe\n3,pos\n", "field 'label': 'maybe' is not one of"),
         ("item_id,label\n7,pos\n8,neg\n", "predicts none of the 3 annotated items"),
         ("item_id,label\n1,pos\n1,neg\n2,neg\n3,pos\n", "appears twice"),
         ("item_id,neg,pos\n1,0.5,0.6\n2,1,0\n3,0,1\n", "sum to 1"),
@@ -75,7 +75,8 @@ def test_certify_rejects_unknown_label_with_row(files):
     (files / "bad_ann.csv").write_text(ANNOTATIONS + "4,a,meh,acme\n")
     res = CliRunner().invoke(main, ["certify", str(files / "bad_ann.csv"), "--labels", "neg,pos"])
     assert res.exit_code == 2
-    assert "row 9" in res.output and "'meh'" in res.output
+    # Rows count from 1 after the header, as an import of the same file says (the tenth row).
+    assert "row 10" in res.output and "'meh'" in res.output
 
 
 @pytest.mark.parametrize("method", ["bernstein", "anytime"])
@@ -156,3 +157,34 @@ def test_certify_takes_predictions_on_part_of_the_items_by_the_services_rule(tmp
     assert table.exit_code == 0, table.output
     assert "predicts 50 of the 80 annotated items; L rests on 50 of them, U_t on all 80" in table.output
     assert "2 prediction(s) for items without annotations ignored" in table.output
+
+
+def test_certify_reads_every_format_an_import_reads(files):
+    """The statistics commands read files with the service's readers: the same
+    annotations as gzip, a JSONL ``labels`` list, a wide CSV and a Label Studio export
+    give the bounds of the long CSV."""
+    import gzip
+
+    rows = [line.split(",") for line in ANNOTATIONS.strip().splitlines()[1:]]
+    by_item: dict[str, dict[str, str]] = {}
+    for item, annotator, label, _vendor in rows:
+        by_item.setdefault(item, {})[annotator] = label
+    (files / "ann.csv.gz").write_bytes(gzip.compress(ANNOTATIONS.encode()))
+    (files / "wide.csv").write_text("item,a,b,c\n" + "".join(
+        f"{i},{v.get('a', '')},{v.get('b', '')},{v.get('c', '')}\n" for i, v in by_item.items()))
+    (files / "studio.json").write_text(json.dumps([
+        {"id": int(i), "data": {"item_id": i}, "annotations": [
+            {"completed_by": a, "result": [{"type": "choices", "value": {"choices": [lab]}}]} for a, lab in v.items()]}
+        for i, v in by_item.items()]))
+
+    def u_t(path):
+        res = CliRunner().invoke(main, ["certify", str(path), str(files / "hard.csv"), "--json"])
+        assert res.exit_code == 0, res.output
+        return json.loads(res.output)["upper"]["u_t"]
+
+    want = u_t(files / "ann.csv")
+    assert [u_t(files / name) for name in ("ann.csv.gz", "wide.csv", "studio.json")] == [want] * 3
+    # The same file an import refuses is refused here, naming the row and the field.
+    (files / "bad.csv").write_text("item_id,annotator_id,label\n1,a,pos\n,b,neg\n")
+    res = CliRunner().invoke(main, ["certify", str(files / "bad.csv")])
+    assert res.exit_code == 2 and "row 2, field 'item_id': missing" in res.output
