@@ -17,8 +17,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from auditor.audit.inputs import PreviousResults
 from auditor.audit.pipeline import anytime_update
-from auditor.db.queries_audit import PreviousResults
 from auditor.simulate import simulate_streams
 from auditor.stats import AnytimeState, certify
 

@@ -52,7 +52,7 @@ from auditor.db.models import (
     Item,
 )
 from auditor.db.partitions import ensure_annotation_partition
-from auditor.db.queries_audit import SnapshotCache
+from auditor.db.snapshot import SnapshotCache
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout: the workers package sits beside auditor

@@ -33,9 +33,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from auditor.audit.inputs import AuditSnapshot, PreviousResults, ReleaseSnapshot  # noqa: E402
 from auditor.audit.pipeline import AuditOptions  # noqa: E402
 from auditor.audit.runner import compute_inline  # noqa: E402
-from auditor.db.queries_audit import AuditSnapshot, PreviousResults, ReleaseSnapshot  # noqa: E402
 
 
 def datasets_dir() -> Path | None:

@@ -1,6 +1,7 @@
 """The audit pipeline: a dataset's snapshot → :mod:`auditor.stats` → one atomic write.
 
+:mod:`auditor.audit.inputs` holds what an audit takes (plain arrays, no database);
 :mod:`auditor.audit.pipeline` says what an audit computes; :mod:`auditor.audit.runner`
-claims, runs and records audits (the Celery tasks in ``workers/`` are thin wrappers);
-:mod:`auditor.audit.alerts` delivers alerts to a webhook.
+claims, runs and records audits (the one orchestration: the Celery tasks of
+:mod:`auditor.worker` call it); :mod:`auditor.audit.alerts` delivers alerts to a webhook.
 """

@@ -15,7 +15,7 @@ tables) and the anytime one (valid however often the audit re-checks it). The ba
 and the ``certification_changed`` alert use ``AuditOptions.method`` (``anytime`` by
 default). The anytime verdict needs state across audits, kept per dataset × release
 in the certification row's ``details["anytime"]`` and carried to the next audit
-through :class:`~auditor.db.queries_audit.PreviousResults` (:func:`anytime_update`).
+through :class:`~auditor.audit.inputs.PreviousResults` (:func:`anytime_update`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from auditor.db.queries_audit import AuditSnapshot, PreviousResults, ReleaseSnapshot
+from auditor.audit.inputs import AuditSnapshot, PreviousResults, ReleaseSnapshot
 from auditor.stats import (
     Annotations,
     AnytimeState,

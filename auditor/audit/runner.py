@@ -20,6 +20,7 @@ import numpy as np
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
+from auditor.audit.inputs import AuditSnapshot, PreviousResults
 from auditor.audit.pipeline import (
     AuditOptions,
     alerts_for,
@@ -28,18 +29,15 @@ from auditor.audit.pipeline import (
     release_inline,
 )
 from auditor.db.queries_audit import (
-    AuditSnapshot,
     Claim,
     Finished,
-    PreviousResults,
-    SnapshotCache,
     claim_audit,
     fail_audit,
     finish_audit,
     heartbeat_audit,
-    load_snapshot,
 )
 from auditor.db.session import session_scope
+from auditor.db.snapshot import SnapshotCache, load_audit_snapshot
 
 __all__ = ["FanOut", "Heartbeat", "Outcome", "claim", "compute_inline", "fail", "finish", "is_transient", "plain", "run_audit",
            "snapshot"]
@@ -135,7 +133,7 @@ class Heartbeat:
 def snapshot(factory: sessionmaker[Session], dataset_id: int, *, cache: SnapshotCache | None = None
              ) -> AuditSnapshot:
     with session_scope(factory) as session:
-        return load_snapshot(session, dataset_id, cache=cache)
+        return load_audit_snapshot(session, dataset_id, cache=cache)
 
 
 def compute_inline(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:

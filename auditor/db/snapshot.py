@@ -1,51 +1,71 @@
-"""Reading one dataset at one ``data_version`` into the arrays the statistics take.
+"""The snapshot repository: one dataset read at one ``data_version`` into the arrays the
+statistics take. One reader (:func:`_read`) serves both entry points:
 
-The snapshot is read inside one transaction (REPEATABLE READ on PostgreSQL, one read
-transaction on SQLite in WAL mode), so imports that commit meanwhile are not half
-seen. Label counts come from ``item.label_counts`` (one row per item); annotations
-(item × annotator, per-vendor subsets) only when asked for, and then the counts are
-taken from those very rows. On PostgreSQL the reads go in item-id blocks, each packed
-by the server into one ``bytea`` and read with numpy, by two connections sharing one
-exported snapshot (:mod:`auditor.db.pgread`).
+* :func:`load_audit_snapshot` — what an audit reads (:class:`AuditSnapshot`): the current
+  version, with an incremental :class:`SnapshotCache` (only rows written since the
+  cached version are read) and the previous audit's results (for alerts);
+* :func:`load_snapshot` — the public reader (:class:`Snapshot`, ``auditor.db.load_snapshot``):
+  counts only or annotations too, any past ``data_version`` (rebuilt from the history
+  table), a chosen set of releases, external item ids.
+
+A snapshot is read inside one transaction (REPEATABLE READ READ ONLY on PostgreSQL, one
+read transaction on SQLite), so imports that commit meanwhile are not half seen. On
+PostgreSQL the reads go in item-id blocks, each packed by the server into one ``bytea``
+and read with numpy, by two connections sharing one exported snapshot
+(:mod:`auditor.db.pgread`). No query grows with the data: annotators are read by
+workspace, never by a list of ids.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine, func, select, text
+from sqlalchemy.orm import Session
 
+from auditor.audit.inputs import AuditSnapshot, PreviousResults, ReleaseSnapshot
 from auditor.db import pgread
-from auditor.db.pgread import (
-    IdIndex,
-    annotation_block,
-    estimated_rows,
-    id_blocks,
-    item_block,
-    item_range,
-    positions,
-    prediction_block,
-    raw_connection,
-    read_parallel,
+from auditor.db.models import (
+    Annotator,
+    AuditRun,
+    AuditStatus,
+    Certification,
+    Dataset,
+    Model,
+    Prediction,
+    Release,
+    VendorReport,
 )
 
 if TYPE_CHECKING:
     from auditor.stats import Annotations, LabelCounts
 
-__all__ = ["ReleaseInfo", "ReleasePredictions", "Snapshot", "SnapshotError", "load_snapshot"]
-
+__all__ = [
+    "AuditSnapshot",
+    "PreviousResults",
+    "ReleaseInfo",
+    "ReleasePredictions",
+    "ReleaseSnapshot",
+    "Snapshot",
+    "SnapshotCache",
+    "SnapshotError",
+    "load_audit_snapshot",
+    "load_snapshot",
+]
 
 
 class SnapshotError(LookupError):
     """The dataset or the requested version does not exist."""
+
+
+# --------------------------------------------------------------------------- types
 
 
 @dataclass(frozen=True)
@@ -111,22 +131,386 @@ class Snapshot:
         return self.annotations.subset(names)
 
 
-# --- reading helpers ---------------------------------------------------------------
+# --------------------------------------------------------------------------- the reader
+
+#: One release as read: item ids (ascending), hard labels (-1 for none), probabilities
+#: (n, L; NaN where none) and whether each row has probabilities.
+RawRelease = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+@dataclass
+class _Read:
+    items: np.ndarray | None          # (N, 2 + L): item id, gold code (-1 for none), label counts
+    names: tuple[str, ...]            # external item ids (when asked for)
+    rows: np.ndarray | None           # (M, 3): item id, annotator id, label (when asked for)
+    releases: dict[int, RawRelease]
+
+
+def _begin_snapshot(session: Session) -> None:
+    conn = session.connection()
+    if conn.dialect.name == "postgresql":
+        # One REPEATABLE READ transaction: every query below sees the same committed state.
+        conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+
+
+def _row_filters(since: int | None, as_of: int | None) -> list[tuple[str, str, tuple]]:
+    """(table, extra condition with %s placeholders, its parameters) of the annotation rows to read:
+    the current rows (written after ``since``), or the rows in force at version ``as_of``."""
+    if as_of is None:
+        return [("annotation", "AND data_version > %s", (since,)) if since is not None else ("annotation", "", ())]
+    return [("annotation", "AND data_version <= %s", (as_of,)),
+            ("annotation_history", "AND data_version <= %s AND superseded_version > %s", (as_of, as_of))]
+
+
+def _read(session: Session, dataset_id: int, n_labels: int, *, rows: bool, since: int | None = None,
+          as_of: int | None = None, releases: Iterable[int] = (), items: bool = True, names: bool = False) -> _Read:
+    """The dataset's items, annotation rows (``rows``) and releases' predictions, in this
+    session's transaction."""
+    releases = list(releases)
+    if session.connection().dialect.name == "postgresql":
+        return _read_postgresql(session, dataset_id, n_labels, rows=rows, since=since, as_of=as_of,
+                                releases=releases, items=items, names=names)
+    return _read_sqlite(session, dataset_id, n_labels, rows=rows, since=since, as_of=as_of, releases=releases,
+                        items=items, names=names)
+
+
+def _read_postgresql(session: Session, d: int, n_labels: int, *, rows: bool, since: int | None, as_of: int | None,
+                     releases: list[int], items: bool, names: bool) -> _Read:
+    """Item-id blocks read by parallel connections that share this transaction's snapshot."""
+    conn = session.connection()
+    raw = pgread.raw_connection(conn)
+    lo, hi, n_items = pgread.item_range(raw, d)
+    item_blocks = pgread.id_blocks(lo, hi, max(pgread.READERS, -(-n_items // max(1, pgread.BLOCK_ROWS // 2))))
+    jobs: list = []
+    kinds: list[tuple] = []
+    if rows:
+        max_annotator = session.execute(select(func.coalesce(func.max(Annotator.id), 0))).scalar_one()
+        for table, where, params in _row_filters(since, as_of):
+            estimate = pgread.estimated_rows(raw, f"{table} WHERE dataset_id = %s {where}", (d, *params))
+            for a, b in pgread.id_blocks(lo, hi, max(pgread.READERS, -(-estimate // pgread.BLOCK_ROWS))):
+                jobs.append(partial(pgread.annotation_block, table=table, dataset_id=d, lo=a, hi=b,
+                                    max_annotator=max_annotator, where=where, params=params))
+                kinds.append(("rows",))
+    for a, b in item_blocks if items else []:
+        jobs.append(partial(pgread.item_block, dataset_id=d, lo=a, hi=b, n_labels=n_labels, names=names))
+        kinds.append(("items",))
+    for rid in releases:
+        for a, b in item_blocks:
+            jobs.append(partial(pgread.prediction_block, dataset_id=d, release_id=rid, n_labels=n_labels, lo=a, hi=b))
+            kinds.append(("predictions", rid))
+    bind = session.get_bind()
+    results = pgread.read_parallel(bind if isinstance(bind, Engine) else None, conn, jobs)
+    del jobs
+    blocks = [r for k, r in zip(kinds, results, strict=True) if k[0] == "items"]
+    table = None
+    item_names: list[str] = []
+    if items:
+        table = np.zeros((sum(len(b["id"]) for b in blocks), 2 + n_labels), dtype=np.int64)
+        at = 0
+        for b in blocks:
+            end = at + len(b["id"])
+            table[at:end, 0], table[at:end, 1], table[at:end, 2:] = b["id"], b["gold"], b["counts"]
+            item_names.extend(b["names"])
+            at = end
+    del blocks
+    raw_releases = {}
+    for rid in releases:
+        parts = [r for k, r in zip(kinds, results, strict=True) if k == ("predictions", rid)]
+        raw_releases[rid] = tuple(np.concatenate(col) for col in zip(*parts, strict=True))
+        results = [None if k == ("predictions", rid) else r for k, r in zip(kinds, results, strict=True)]
+        del parts
+    row_blocks = [r for k, r in zip(kinds, results, strict=True) if k[0] == "rows"]
+    del results  # stack_rows releases each block once copied
+    return _Read(table, tuple(item_names), pgread.stack_rows(row_blocks) if rows else None, raw_releases)
+
+
+def _vector(value: Any) -> list:
+    return (json.loads(value) if isinstance(value, str) else value) or []
+
+
+def _read_sqlite(session: Session, d: int, n_labels: int, *, rows: bool, since: int | None, as_of: int | None,
+                 releases: list[int], items: bool, names: bool) -> _Read:
+    table = None
+    item_names: tuple[str, ...] = ()
+    if items:
+        found = session.execute(text("SELECT id, gold_label, label_counts, external_id FROM item "
+                                     "WHERE dataset_id = :d ORDER BY id"), {"d": d}).all()
+        table = np.zeros((len(found), 2 + n_labels), dtype=np.int64)
+        for n, r in enumerate(found):
+            table[n, 0], table[n, 1] = r[0], -1 if r[1] is None else r[1]
+            vec = _vector(r[2])[:n_labels]
+            table[n, 2:2 + len(vec)] = vec
+        if names:
+            item_names = tuple(r[3] for r in found)
+    row_array = None
+    if rows:
+        parts = []
+        for tbl, where, params in _row_filters(since, as_of):
+            where = where.replace("%s", ":v0", 1).replace("%s", ":v1", 1)
+            parts.extend(session.execute(
+                text(f"SELECT item_id, annotator_id, label FROM {tbl} WHERE dataset_id = :d {where}"),
+                {"d": d, **{f"v{k}": v for k, v in enumerate(params)}}).all())
+        row_array = np.array(parts, dtype=np.int64).reshape(-1, 3)
+    raw_releases = {}
+    for rid in releases:
+        found = session.execute(text("SELECT item_id, label, probabilities FROM prediction "
+                                     "WHERE dataset_id = :d AND release_id = :r ORDER BY item_id"),
+                                {"d": d, "r": rid}).all()
+        probs = np.full((len(found), n_labels), np.nan)
+        soft = np.zeros(len(found), dtype=bool)
+        for k, r in enumerate(found):
+            if r[2] is not None:
+                vec = _vector(r[2])[:n_labels]
+                probs[k, :len(vec)] = vec
+                soft[k] = True
+        raw_releases[rid] = (np.array([r[0] for r in found], dtype=np.int64),
+                             np.array([-1 if r[1] is None else r[1] for r in found], dtype=np.int64), probs, soft)
+    return _Read(table, item_names, row_array, raw_releases)
+
+
+def _check_labels(codes: np.ndarray, n_labels: int) -> None:
+    if len(codes) and (codes.min() < 0 or codes.max() >= n_labels):
+        raise SnapshotError(f"an annotation's label code is outside 0..{n_labels - 1}")
+
+
+def _annotators(session: Session, workspace_id: int, ids: np.ndarray) -> dict[int, Any]:
+    """(external id, vendor, tier) rows by annotator id, for the annotator ids ``ids``.
+
+    One query over the dataset's workspace, whatever the number of annotators: a list of
+    ids in the query would grow with the data (and PostgreSQL takes at most 65,535
+    parameters a statement).
+    """
+    if not ids.size:
+        return {}
+    present = np.zeros(int(ids.max()) + 1, dtype=bool)
+    present[ids] = True
+    return {a.id: a for a in session.execute(
+        select(Annotator.id, Annotator.external_id, Annotator.vendor, Annotator.tier)
+        .where(Annotator.workspace_id == workspace_id))
+        if a.id < present.size and present[a.id]}
+
+
+def _codes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The annotator ids present, ascending, and each row's annotator as a position among them.
+
+    Annotator ids are small integers: codes by a lookup table rather than by sorting."""
+    if not rows.size:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    present = np.bincount(rows[:, 1]) > 0
+    return np.flatnonzero(present), (np.cumsum(present) - 1)[rows[:, 1]]
+
+
+def _release_rows(session: Session, dataset_id: int, releases: Iterable[int] | None = None
+                  ) -> dict[int, ReleaseInfo]:
+    """The releases with predictions on the dataset (those of ``releases`` when given), by id."""
+    q = (select(Release.id, Model.name, Release.version, Release.released_at)
+         .join(Model, Model.id == Release.model_id)
+         .where(select(Prediction.release_id).where(Prediction.dataset_id == dataset_id,
+                                                    Prediction.release_id == Release.id).exists())
+         .order_by(Release.id))
+    infos = {int(r.id): ReleaseInfo(int(r.id), r.name, r.version, r.released_at) for r in session.execute(q)}
+    wanted = list(infos) if releases is None else [int(r) for r in releases if int(r) in infos]
+    return {rid: infos[rid] for rid in wanted}
+
+
+# --------------------------------------------------------------------------- the audit's snapshot
+
+
+@dataclass
+class _Cached:
+    version: int
+    annotations: np.ndarray  # (M, 3) item id, annotator id, label; sorted by (item, annotator)
+    releases: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray | None]]
+
+
+class SnapshotCache:
+    """The annotation and prediction rows of the last snapshot of a few datasets, in memory.
+
+    Writes to a dataset are serialised by its row lock and tag every row with the
+    ``data_version`` they create, so the next snapshot only reads rows newer than the
+    cached version and merges them (a re-label replaces its (item, annotator) row).
+    The merge is checked against the per-item counts and per-release row counts of the
+    snapshot; on any mismatch the dataset is read in full.
+    """
+
+    def __init__(self, max_datasets: int = 4):
+        self.max_datasets = max_datasets
+        self._entries: dict[int, _Cached] = {}
+
+    def get(self, dataset_id: int) -> _Cached | None:
+        return self._entries.get(dataset_id)
+
+    def put(self, dataset_id: int, entry: _Cached) -> None:
+        self._entries.pop(dataset_id, None)
+        self._entries[dataset_id] = entry
+        while len(self._entries) > self.max_datasets:
+            self._entries.pop(next(iter(self._entries)))
+
+
+def _keys(rows: np.ndarray) -> np.ndarray:
+    return (rows[:, 0] << 32) | rows[:, 1]
+
+
+def _merge_annotations(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """``old`` (sorted by key) with ``new`` merged in, sorted: a re-label replaces its row in
+    place (``old`` is the cache's own array), other rows are inserted at their place."""
+    if new.shape[0] == 0:
+        return old
+    new = new[np.argsort(_keys(new), kind="stable")]
+    old_keys, new_keys = _keys(old), _keys(new)
+    pos = np.searchsorted(old_keys, new_keys)
+    hit = pos < old_keys.size
+    hit[hit] = old_keys[pos[hit]] == new_keys[hit]
+    del old_keys
+    old[pos[hit]] = new[hit]
+    if hit.all():
+        return old
+    return np.insert(old, pos[~hit], new[~hit], axis=0)
+
+
+def _sorted_rows(rows: np.ndarray) -> np.ndarray:
+    if rows.shape[0] > 1:
+        keys = _keys(rows)
+        if not bool((keys[1:] > keys[:-1]).all()):  # blocks in item order, each in index order: usually sorted
+            rows = rows[np.argsort(keys, kind="stable")]
+    return rows
+
+
+def _current_annotations(session: Session, dataset_id: int, counts: np.ndarray, index: pgread.IdIndex,
+                         cached: _Cached | None, new_rows: np.ndarray) -> np.ndarray:
+    """The current annotation rows sorted by (item, annotator): the cached rows merged with
+    ``new_rows`` (those written since) when that agrees with the per-item counts, else all
+    rows read again; without a cache, ``new_rows`` are all rows."""
+    if cached is not None:
+        rows = _merge_annotations(cached.annotations, new_rows)
+        per_item = np.bincount(index(rows[:, 0]), minlength=index.ids.size) if rows.size else \
+            np.zeros(index.ids.size, dtype=np.int64)
+        if per_item.shape[0] == counts.shape[0] and np.array_equal(per_item, counts.sum(axis=1)):
+            return rows
+        new_rows = _read(session, dataset_id, counts.shape[1], rows=True, items=False).rows
+    return _sorted_rows(new_rows)
+
+
+def _prediction_sizes(session: Session, dataset_id: int, since: int) -> tuple[dict[int, int], set[int]]:
+    """Rows per release, and the releases with rows newer than ``since`` (one scan)."""
+    rows = session.execute(select(Prediction.release_id, func.count(), func.max(Prediction.data_version))
+                           .where(Prediction.dataset_id == dataset_id).group_by(Prediction.release_id)).all()
+    return {r[0]: r[1] for r in rows}, {r[0] for r in rows if r[2] > since}
+
+
+def _audit_release(raw: RawRelease) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """A release as the audit takes it: item ids, hard labels (the argmax where only
+    probabilities were given), probabilities only when every row has them (elements a row
+    lacks count as 0), else None."""
+    items, labels, probs, soft = raw
+    if len(soft) and soft.all():
+        probs = np.nan_to_num(probs, nan=0.0)
+        labels = labels.copy()
+        missing = labels < 0
+        labels[missing] = probs[missing].argmax(axis=1)
+    else:
+        probs = None
+    return items, labels, probs
+
+
+def load_audit_snapshot(session: Session, dataset_id: int, *, cache: SnapshotCache | None = None) -> AuditSnapshot:
+    """Read the dataset, its items, annotations, annotators and releases in one snapshot.
+
+    Call first thing in a fresh transaction; the caller owns it (read-only). With a
+    ``cache``, only rows written since the cached version are read.
+    """
+    _begin_snapshot(session)
+    ds = session.execute(select(Dataset).where(Dataset.id == dataset_id)).scalar_one()
+    labels = tuple(ds.labels)
+    cached = cache.get(dataset_id) if cache is not None else None
+    if cached is not None and cached.version > ds.data_version:
+        cached = None
+    infos = _release_rows(session, dataset_id)
+    release_rows: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}
+    if cached is not None:
+        sizes, changed = _prediction_sizes(session, dataset_id, cached.version)
+        for rid in infos:
+            got = cached.releases.get(rid) if rid not in changed else None
+            if got is not None and got[0].shape[0] == sizes.get(rid):
+                release_rows[rid] = got
+    read = _read(session, dataset_id, len(labels), rows=True, since=cached.version if cached is not None else None,
+                 releases=[rid for rid in infos if rid not in release_rows])
+    release_rows.update({rid: _audit_release(raw) for rid, raw in read.releases.items()})
+    item_ids, gold, counts = read.items[:, 0], read.items[:, 1], read.items[:, 2:]
+    index = pgread.IdIndex(item_ids)
+    rows = _current_annotations(session, dataset_id, counts, index, cached, read.rows)
+    del read
+    ann_ids, ann_codes = _codes(rows)
+    annotators = _annotators(session, ds.workspace_id, ann_ids)
+    releases = []
+    for rid, info in infos.items():
+        pred_items, hard, probs = release_rows[rid]
+        releases.append(ReleaseSnapshot(rid, info.model, info.version, index(pred_items), hard, probs))
+    if cache is not None:
+        cache.put(dataset_id, _Cached(int(ds.data_version), rows, release_rows))
+    return AuditSnapshot(
+        dataset_id=ds.id, workspace_id=ds.workspace_id, name=ds.name, labels=labels,
+        data_version=int(ds.data_version), item_ids=item_ids, counts=counts, gold=gold,
+        ann_item=index(rows[:, 0]), ann_annotator=ann_codes, ann_label=rows[:, 2].astype(np.int64),
+        annotator_ids=ann_ids,
+        annotator_names=tuple(annotators[i].external_id for i in ann_ids.tolist()),
+        annotator_vendors=tuple(annotators[i].vendor for i in ann_ids.tolist()),
+        annotator_tiers=tuple(str(annotators[i].tier) for i in ann_ids.tolist()),
+        releases=tuple(releases),
+        previous=_previous(session, dataset_id),
+    )
+
+
+def _previous(session: Session, dataset_id: int) -> PreviousResults:
+    run_id = session.execute(
+        select(AuditRun.id).where(AuditRun.dataset_id == dataset_id, AuditRun.status == AuditStatus.SUCCEEDED)
+        .order_by(AuditRun.data_version.desc(), AuditRun.id.desc()).limit(1)
+    ).scalar_one_or_none()
+    if run_id is None:
+        return PreviousResults()
+    certs = {c.release_id: {"certified": c.certified, "verdict": c.verdict, "l": c.l, "u_t": c.u_t,
+                            "method": c.method, "anytime": (c.details or {}).get("anytime")}
+             for c in session.execute(select(Certification).where(Certification.audit_run_id == run_id)).scalars()}
+    vendors = {v.vendor: {"u_t": v.u_t, "u_e": v.u_e, "agreement": v.agreement}
+               for v in session.execute(select(VendorReport).where(VendorReport.audit_run_id == run_id)).scalars()}
+    return PreviousResults(run_id, certs, vendors)
+
+
+# --------------------------------------------------------------------------- the public snapshot
 
 
 @contextmanager
-def _reading(bind: Engine | Connection) -> Iterator[Connection]:
+def _reading(bind: Engine | Connection) -> Iterator[Session]:
+    """A session on the caller's connection (its transaction), or a read-only snapshot
+    transaction of its own on an engine."""
     if isinstance(bind, Connection):
-        yield bind
+        with Session(bind=bind) as session:
+            yield session
         return
-    options = {"isolation_level": "REPEATABLE READ"} if bind.dialect.name == "postgresql" else {}
-    with bind.connect().execution_options(**options) as conn, conn.begin():
-        if bind.dialect.name == "postgresql":
-            conn.execute(text("SET TRANSACTION READ ONLY"))
-        yield conn
+    with Session(bind) as session:
+        _begin_snapshot(session)
+        try:
+            yield session
+        finally:
+            session.rollback()
 
 
-# --- the loader ----------------------------------------------------------------------
+def _aligned_predictions(index: pgread.IdIndex, n_labels: int, raw: RawRelease
+                         ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    """One release as per-item arrays: hard label or -1, probabilities (NaN where none;
+    None when no row has any), has a prediction."""
+    n = len(index.ids)
+    p_items, p_hard, p_probs, p_soft = raw
+    idx = index(p_items)
+    hard = np.full(n, -1, dtype=np.int64)
+    hard[idx] = p_hard
+    has = np.zeros(n, dtype=bool)
+    has[idx] = True
+    probs = None
+    if p_soft.any():
+        probs = np.full((n, n_labels), np.nan)
+        probs[idx[p_soft]] = p_probs[p_soft]
+    return hard, probs, has
 
 
 def load_snapshot(bind: Engine | Connection, dataset_id: int, *, annotations: bool = False,
@@ -151,237 +535,47 @@ def load_snapshot(bind: Engine | Connection, dataset_id: int, *, annotations: bo
     # Imported here so that importing the persistence layer stays cheap for the web process.
     from auditor.stats import Annotations, LabelCounts
 
-    with _reading(bind) as conn:
-        row = conn.execute(text("SELECT name, labels, data_version FROM dataset WHERE id = :d"),
-                           {"d": dataset_id}).one_or_none()
-        if row is None:
+    with _reading(bind) as session:
+        ds = session.execute(select(Dataset.name, Dataset.labels, Dataset.data_version, Dataset.workspace_id)
+                             .where(Dataset.id == dataset_id)).one_or_none()
+        if ds is None:
             raise SnapshotError(f"no dataset with id {dataset_id}")
-        name, labels, current = row
-        labels = tuple(json.loads(labels) if isinstance(labels, str) else labels)
-        if data_version is not None and not 0 <= data_version <= current:
-            raise SnapshotError(f"dataset {name!r} is at data_version {current}; {data_version} does not exist")
-        as_of = data_version is not None and data_version < current
-        version = current if data_version is None else data_version
-        infos = _release_infos(conn, dataset_id, releases)
-        read = _read_postgresql if conn.dialect.name == "postgresql" else _read_sqlite
-        engine = bind if isinstance(bind, Engine) else None
-        data = read(engine, conn, int(dataset_id), len(labels), rows=annotations or as_of,
-                    as_of=int(version) if as_of else None, releases=list(infos))
-        item_ids, items, gold, counts = data["item_ids"], data["items"], data["gold"], data["counts"]
-        release_rows = data.pop("predictions")
-
-        ann = None
-        ann_ids = None
+        labels = tuple(ds.labels)
+        n_labels = len(labels)
+        if data_version is not None and not 0 <= data_version <= ds.data_version:
+            raise SnapshotError(f"dataset {ds.name!r} is at data_version {ds.data_version}; {data_version} "
+                                f"does not exist")
+        as_of = data_version is not None and data_version < ds.data_version
+        version = int(ds.data_version if data_version is None else data_version)
+        infos = _release_rows(session, dataset_id, releases)
+        read = _read(session, int(dataset_id), n_labels, rows=annotations or as_of,
+                     as_of=version if as_of else None, releases=list(infos), names=True)
+        item_ids, gold, counts = read.items[:, 0], read.items[:, 1], read.items[:, 2:]
+        items = read.names
+        index = pgread.IdIndex(item_ids)
+        ann = ann_ids = None
         vendors: tuple[str | None, ...] = ()
         tiers: tuple[str, ...] = ()
-        if annotations:
-            ann_ids, ann_code = data.pop("annotator_ids"), data.pop("ann_annotator")
-            meta = _annotators(conn, ann_ids, int(dataset_id))
-            names = tuple(meta[int(a)][0] for a in ann_ids)
-            vendors = tuple(meta[int(a)][1] for a in ann_ids)
-            tiers = tuple(meta[int(a)][2] for a in ann_ids)
-            ann = Annotations(data.pop("ann_item"), ann_code, data.pop("ann_label"), items, names, labels)
-        del data
-
-        predictions = {rid: ReleasePredictions(infos[rid], hard, probs, has)
-                       for rid, (hard, probs, has) in release_rows.items()}
-
+        if read.rows is not None:
+            rows = _sorted_rows(read.rows)
+            ann_item, ann_label = index(rows[:, 0]), rows[:, 2].astype(np.int64)
+            _check_labels(ann_label, n_labels)
+            # The counts follow from the very rows read (at a past version, from them alone).
+            counts = np.bincount(ann_item * n_labels + ann_label, minlength=len(item_ids) * n_labels
+                                 ).reshape(-1, n_labels)
+            if annotations:
+                ann_ids, ann_code = _codes(rows)
+                meta = _annotators(session, ds.workspace_id, ann_ids)
+                vendors = tuple(meta[i].vendor for i in ann_ids.tolist())
+                tiers = tuple(str(meta[i].tier) for i in ann_ids.tolist())
+                ann = Annotations(ann_item, ann_code, ann_label, items,
+                                  tuple(meta[i].external_id for i in ann_ids.tolist()), labels)
+            del rows
+        predictions = {rid: ReleasePredictions(infos[rid], *_aligned_predictions(index, n_labels, raw))
+                       for rid, raw in read.releases.items()}
     return Snapshot(
-        dataset_id=dataset_id, dataset=name, data_version=version, labels=labels, item_ids=item_ids, items=items,
-        counts=LabelCounts(counts.astype(np.int64, copy=False), labels, items), gold=gold, annotations=ann,
-        annotator_ids=ann_ids, annotator_vendor=vendors, annotator_tier=tiers, predictions=predictions,
+        dataset_id=dataset_id, dataset=ds.name, data_version=version, labels=labels, item_ids=item_ids, items=items,
+        counts=LabelCounts(np.ascontiguousarray(counts, dtype=np.int64), labels, items), gold=gold,
+        annotations=ann, annotator_ids=ann_ids, annotator_vendor=vendors, annotator_tier=tiers,
+        predictions=predictions,
     )
-
-
-def _release_infos(conn: Connection, dataset_id: int, releases: Iterable[int] | None) -> dict[int, ReleaseInfo]:
-    infos = {
-        int(rid): ReleaseInfo(int(rid), model, version, released_at)
-        for rid, model, version, released_at in conn.execute(text(
-            "SELECT r.id, m.name, r.version, r.released_at FROM release r JOIN model m ON m.id = r.model_id "
-            "WHERE EXISTS (SELECT 1 FROM prediction p WHERE p.dataset_id = :d AND p.release_id = r.id) "
-            "ORDER BY r.id"),
-            {"d": dataset_id})
-    }
-    wanted = list(infos) if releases is None else [int(r) for r in releases if int(r) in infos]
-    return {rid: infos[rid] for rid in wanted}
-
-
-def _annotators(conn: Connection, ids: np.ndarray, dataset_id: int) -> dict[int, tuple[str, str | None, str]]:
-    """(external id, vendor, tier) by annotator id, for the annotator ids ``ids`` of the dataset.
-
-    One query over the dataset's workspace, whatever the number of annotators: a list of
-    ids in the query would grow with the data (and PostgreSQL takes at most 65,535
-    parameters a statement).
-    """
-    wanted = set(map(int, ids))
-    meta = {}
-    for aid, ext, vendor, tier in conn.execute(text(
-            "SELECT a.id, a.external_id, a.vendor, a.tier FROM annotator a "
-            "JOIN dataset d ON d.workspace_id = a.workspace_id WHERE d.id = :d"), {"d": int(dataset_id)}):
-        if int(aid) in wanted:
-            meta[int(aid)] = (ext, vendor, tier)
-    return meta
-
-
-def _read_postgresql(engine: Engine | None, conn: Connection, d: int, L: int, *, rows: bool, as_of: int | None,
-                     releases: list[int]) -> dict:
-    """Items (and annotation rows, and predictions) in item-id blocks, read by parallel connections."""
-    raw = raw_connection(conn)
-    lo, hi, n_items = item_range(raw, d)
-    jobs: list = []
-    kinds: list[tuple] = []
-    if rows:
-        max_annotator = int(conn.execute(text("SELECT coalesce(max(id), 0) FROM annotator")).scalar())
-        if as_of is None:
-            tables = [("annotation", "", ())]
-        else:
-            tables = [("annotation", "AND data_version <= %s", (as_of,)),
-                      ("annotation_history", "AND data_version <= %s AND superseded_version > %s", (as_of, as_of))]
-        for table, where, params in tables:
-            estimate = estimated_rows(raw, f"{table} WHERE dataset_id = %s", (d,))
-            for a, b in id_blocks(lo, hi, max(pgread.READERS, -(-estimate // pgread.BLOCK_ROWS))):
-                jobs.append(partial(annotation_block, table=table, dataset_id=d, lo=a, hi=b,
-                                    max_annotator=max_annotator, where=where, params=params))
-                kinds.append(("rows",))
-    # Per-item counts are read only when no rows are (the rows give them otherwise).
-    item_blocks = id_blocks(lo, hi, max(pgread.READERS, -(-n_items // max(1, pgread.BLOCK_ROWS // 2))))
-    for a, b in item_blocks:
-        jobs.append(partial(item_block, dataset_id=d, lo=a, hi=b, n_labels=L, counts=not rows))
-        kinds.append(("items",))
-    for rid in releases:
-        for a, b in item_blocks:
-            jobs.append(partial(prediction_block, dataset_id=d, release_id=rid, n_labels=L, lo=a, hi=b))
-            kinds.append(("predictions", rid))
-    results = read_parallel(engine, conn, jobs)
-    del jobs
-
-    items = [r for k, r in zip(kinds, results, strict=True) if k[0] == "items"]
-    item_ids = np.concatenate([b["id"] for b in items]) if items else np.zeros(0, dtype=np.int64)
-    out = {
-        "item_ids": item_ids,
-        "gold": np.concatenate([b["gold"] for b in items]) if items else np.zeros(0, dtype=np.int64),
-        "counts": np.concatenate([b["counts"] for b in items]) if items and not rows else
-        np.zeros((0, L), dtype=np.int64),
-        "items": tuple(itertools.chain.from_iterable(b["names"] for b in items)),
-    }
-    del items
-    index = IdIndex(item_ids)
-    predictions: dict[int, tuple] = {}
-    for rid in releases:
-        parts = [r for k, r in zip(kinds, results, strict=True) if k == ("predictions", rid)]
-        predictions[rid] = _aligned_predictions(index, L, parts)
-        del parts
-        results = [None if k == ("predictions", rid) else r for k, r in zip(kinds, results, strict=True)]
-    out["predictions"] = predictions
-    if rows:
-        blocks = [r for k, r in zip(kinds, results, strict=True) if k[0] == "rows"]
-        del results
-        # Unpacked block by block into the final arrays; the counts follow from the rows.
-        total = sum(len(b) for b in blocks)
-        # Annotators as codes 0..A-1 in id order straight away: ids are small integers, so
-        # a lookup table (from a first pass over the packed blocks) beats sorting 10M values.
-        present = np.zeros(1, dtype=bool)
-        for block in blocks:
-            seen = np.bincount(block.annotator_ids()) > 0
-            present = np.pad(present, (0, max(0, len(seen) - len(present))))
-            present[:len(seen)] |= seen
-        annotator_ids = np.flatnonzero(present)
-        lookup = np.cumsum(present) - 1
-        ann_item, ann_annotator, ann_label = (np.empty(total, dtype=np.int64) for _ in range(3))
-        counts = np.zeros(len(item_ids) * L, dtype=np.int64)
-        at = 0
-        while blocks:
-            block = blocks.pop(0)
-            end = at + len(block)
-            ids = block.item_ids()
-            index(ids, out=ann_item[at:end])
-            np.take(lookup, block.annotator_ids(), out=ann_annotator[at:end])
-            block.labels(out=ann_label[at:end])
-            _check_labels(ann_label[at:end], L)
-            if end > at:
-                # The block's items are consecutive positions: count them in a short vector.
-                first = int(ann_item[at:end].min())
-                np.subtract(ann_item[at:end], first, out=ids)
-                ids *= L
-                ids += ann_label[at:end]
-                part = np.bincount(ids)
-                counts[first * L:first * L + len(part)] += part
-            at = end
-            del block, ids
-        out.update(ann_item=ann_item, ann_annotator=ann_annotator, ann_label=ann_label,
-                   annotator_ids=annotator_ids, counts=counts.reshape(-1, L))
-    return out
-
-
-def _aligned_predictions(index: IdIndex, n_labels: int, parts: list[tuple]
-                         ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
-    """One release's (item ids, hard, probabilities, has probabilities) parts as per-item arrays:
-    hard label or -1, probabilities (NaN where none; None when no row has any), has a prediction."""
-    n = len(index.ids)
-    hard = np.full(n, -1, dtype=np.int64)
-    has = np.zeros(n, dtype=bool)
-    probs = None
-    while parts:
-        p_items, p_hard, p_probs, p_soft = parts.pop(0)
-        idx = index(p_items)
-        hard[idx] = p_hard
-        has[idx] = True
-        if p_soft.any():
-            if probs is None:
-                probs = np.full((n, n_labels), np.nan)
-            probs[idx[p_soft]] = p_probs[p_soft]
-        del p_items, p_hard, p_probs, p_soft, idx
-    return hard, probs, has
-
-
-def _check_labels(codes: np.ndarray, n_labels: int) -> None:
-    if len(codes) and (codes.min() < 0 or codes.max() >= n_labels):
-        raise SnapshotError(f"an annotation's label code is outside 0..{n_labels - 1}")
-
-
-def _read_sqlite(engine: Engine | None, conn: Connection, d: int, L: int, *, rows: bool, as_of: int | None,
-                 releases: list[int]) -> dict:
-    items = conn.execute(text("SELECT id, gold_label, label_counts, external_id FROM item "
-                              "WHERE dataset_id = :d ORDER BY id"), {"d": d}).all()
-    item_ids = np.array([r[0] for r in items], dtype=np.int64)
-    counts = np.zeros((len(items), L), dtype=np.int64)
-    for n, r in enumerate(items):
-        if r[2] is not None:
-            vec = json.loads(r[2]) if isinstance(r[2], str) else r[2]
-            counts[n, : len(vec)] = vec[:L]
-    out = {
-        "item_ids": item_ids, "counts": counts, "items": tuple(r[3] for r in items),
-        "gold": np.array([-1 if r[1] is None else r[1] for r in items], dtype=np.int64),
-    }
-    if rows:
-        queries = ["SELECT item_id, annotator_id, label FROM annotation WHERE dataset_id = :d"]
-        if as_of is not None:
-            queries = [queries[0] + " AND data_version <= :v",
-                       "SELECT item_id, annotator_id, label FROM annotation_history WHERE dataset_id = :d "
-                       "AND data_version <= :v AND superseded_version > :v"]
-        found = np.array([r for q in queries for r in conn.execute(text(q), {"d": d, "v": as_of}).all()],
-                         dtype=np.int64).reshape(-1, 3)
-        out["ann_item"] = positions(item_ids, found[:, 0])
-        out["annotator_ids"], out["ann_annotator"] = np.unique(found[:, 1], return_inverse=True)
-        out["ann_label"] = found[:, 2].copy()
-        _check_labels(out["ann_label"], L)
-        out["counts"] = np.bincount(out["ann_item"] * L + out["ann_label"],
-                                    minlength=len(item_ids) * L).reshape(-1, L)
-    predictions = {}
-    index = IdIndex(item_ids)
-    for rid in releases:
-        found = conn.execute(text("SELECT item_id, label, probabilities FROM prediction "
-                                  "WHERE dataset_id = :d AND release_id = :r ORDER BY item_id"),
-                             {"d": d, "r": rid}).all()
-        probs = np.full((len(found), L), np.nan)
-        soft = np.zeros(len(found), dtype=bool)
-        for k, r in enumerate(found):
-            if r[2] is not None:
-                vec = json.loads(r[2]) if isinstance(r[2], str) else r[2]
-                probs[k, : len(vec)] = vec[:L]
-                soft[k] = True
-        predictions[rid] = _aligned_predictions(index, L, [(
-            np.array([r[0] for r in found], dtype=np.int64),
-            np.array([-1 if r[1] is None else r[1] for r in found], dtype=np.int64), probs, soft)])
-    out["predictions"] = predictions
-    return out

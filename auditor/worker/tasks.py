@@ -38,8 +38,9 @@ from auditor.audit.pipeline import (
 )
 from auditor.config import WorkerSettings, load_worker_settings
 from auditor.db import make_engine, make_session_factory
-from auditor.db.queries_audit import SnapshotCache, alerts_by_id, heartbeat_audit, stale_datasets
+from auditor.db.queries_audit import alerts_by_id, heartbeat_audit, stale_datasets
 from auditor.db.session import session_scope
+from auditor.db.snapshot import SnapshotCache
 from auditor.worker.dispatch import request_audit
 
 __all__ = ["audit_dataset", "audit_release", "deliver_alerts", "finish_audit", "sweep"]

@@ -65,7 +65,7 @@ def test_snapshots_taken_while_imports_commit_equal_their_version(db_engine, mon
     """Both loaders, read in many small blocks (on parallel connections on PostgreSQL) while
     another thread keeps importing, give exactly the rows and counts of one data_version."""
     from auditor.db import Annotator, Item, session_scope
-    from auditor.db.queries_audit import load_snapshot as worker_snapshot
+    from auditor.db.snapshot import load_audit_snapshot as worker_snapshot
 
     monkeypatch.setattr(pgread, "BLOCK_ROWS", 8)
     factory = make_session_factory(db_engine)

@@ -10,11 +10,11 @@ import pytest
 from sqlalchemy import select
 
 from auditor.audit import runner
+from auditor.audit.inputs import PreviousResults
 from auditor.audit.pipeline import AuditOptions, _in_ranges, _merged_ranges, _to_ranges, alerts_for
 from auditor.config import load_worker_settings
 from auditor.db import session_scope
 from auditor.db.models import Alert, Certification
-from auditor.db.queries_audit import PreviousResults
 from auditor.stats import AnytimeState
 from tests.workers._data import import_annotations, import_predictions, make_dataset
 

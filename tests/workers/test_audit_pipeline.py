@@ -11,6 +11,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import func, select, update
 
 from auditor.audit import runner
+from auditor.audit.inputs import PreviousResults
 from auditor.audit.pipeline import (
     AuditOptions,
     _distinct_rows,
@@ -21,13 +22,9 @@ from auditor.audit.pipeline import (
 from auditor.config import load_worker_settings
 from auditor.db import session_scope
 from auditor.db.models import Alert, AuditOutbox, AuditRun, AuditStatus, Certification
-from auditor.db.queries_audit import (
-    PreviousResults,
-    SnapshotCache,
-    claim_audit,
-    load_snapshot,
-    stale_datasets,
-)
+from auditor.db.queries_audit import claim_audit, stale_datasets
+from auditor.db.snapshot import SnapshotCache
+from auditor.db.snapshot import load_audit_snapshot as load_snapshot
 from auditor.stats import confidence, lower_bound, upper_bounds
 from tests.workers._data import import_annotations, import_predictions, make_dataset, synthetic
 
