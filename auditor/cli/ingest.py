@@ -36,9 +36,9 @@ def _session(url: str | None):
 
 
 def _field_map(pairs: tuple[str, ...]) -> dict[str, str]:
-    """The same mapping as the API's ``field`` query parameter (``auditor.ingest.usecases.parse_field_map``)."""
+    """The same mapping as the API's ``field`` query parameter (``auditor.ingest.batch.parse_field_map``)."""
     from auditor.ingest import IngestError
-    from auditor.ingest.usecases import parse_field_map
+    from auditor.ingest.batch import parse_field_map
 
     try:
         return parse_field_map(pairs)

@@ -16,10 +16,11 @@ from auditor.ingest import (
     ImportRejected,
     bulk,
     create_dataset,
+    csv_load,
     get_dataset,
     import_annotations,
-    usecases,
 )
+from auditor.ingest import annotations as annotation_import
 from tests.ingest.conftest import fingerprint
 
 FILE = (b"item_id,annotator_id,label,vendor,tier,timestamp,note\n"
@@ -40,7 +41,7 @@ def pg_factory(pg_engine):
 def load_mode(request, monkeypatch):
     """Small batches copy their rows in their own transaction; big ones on a second connection."""
     if request.param == "side":
-        monkeypatch.setattr(usecases._PartitionLoad, "INLINE_BYTES", 0)
+        monkeypatch.setattr(csv_load._PartitionLoad, "INLINE_BYTES", 0)
     return request.param
 
 
@@ -71,14 +72,14 @@ def _rows(engine, ws, name):
 
 
 def _general_path_only(monkeypatch):
-    monkeypatch.setattr(usecases, "_try_bulk_first_load", lambda *a, **k: None)
+    monkeypatch.setattr(annotation_import, "_try_bulk_first_load", lambda *a, **k: None)
 
 
 def _bulk_path_only(monkeypatch):
     def refuse(*a, **k):
         raise AssertionError("the general path ran")
 
-    monkeypatch.setattr(usecases, "_stage_raw_csv", refuse)
+    monkeypatch.setattr(annotation_import, "_stage_raw_csv", refuse)
 
 
 def test_bulk_load_stores_the_same_rows_as_the_general_path(pg_engine, pg_factory, monkeypatch, load_mode):
@@ -301,14 +302,14 @@ def test_bulk_loads_and_item_inserts_elsewhere_at_once_never_share_an_id(pg_engi
 
     monkeypatch.setattr(bulk, "BLOCK_BYTES", 400)
     bulk_loaded: list[str] = []
-    real = usecases._bulk_first_load
+    real = csv_load._bulk_first_load
 
     def spy(b, *args, **kwargs):
         result = real(b, *args, **kwargs)
         bulk_loaded.append(b.dataset.name)  # reached only if no fallback was needed
         return result
 
-    monkeypatch.setattr(usecases, "_bulk_first_load", spy)
+    monkeypatch.setattr(csv_load, "_bulk_first_load", spy)
     targets = [_fresh(pg_factory) for _ in range(4)]
     big = b"item_id,annotator_id,label\n" + b"".join(f"b{i},w{i % 3},a\n".encode() for i in range(400))
     errors: list[BaseException] = []
@@ -352,13 +353,13 @@ def test_a_bulk_load_does_not_wait_for_other_transactions_holding_the_item_seque
 
     monkeypatch.setattr(bulk, "BLOCK_BYTES", 400)
     used: list[tuple[int, int]] = []
-    real_close = usecases._IdRanges.close
+    real_close = csv_load._IdRanges.close
 
     def close(self):
         used.append((self.ranges, self.one_by_one))
         real_close(self)
 
-    monkeypatch.setattr(usecases._IdRanges, "close", close)
+    monkeypatch.setattr(csv_load._IdRanges, "close", close)
     ws, name = _fresh(pg_factory)
     data = b"item_id,annotator_id,label\n" + b"".join(f"x{i},w{i % 3},a\n".encode() for i in range(200))
     with pg_engine.connect() as other:
@@ -391,7 +392,7 @@ def test_a_load_failing_after_the_attach_leaves_no_table(pg_engine, pg_factory, 
     def fail(*a, **k):
         raise RuntimeError("the outbox is gone")
 
-    monkeypatch.setattr(usecases, "_finish", fail)
+    monkeypatch.setattr(csv_load, "_finish", fail)
     ws, name = _fresh(pg_factory)
     before = fingerprint(pg_engine)
     with pytest.raises(RuntimeError, match="outbox"), session_scope(pg_factory) as s:
@@ -410,7 +411,7 @@ def test_bulk_loads_need_no_second_connection_from_the_pool(pg_engine, monkeypat
 
     from auditor.db import make_engine
 
-    monkeypatch.setattr(usecases._PartitionLoad, "INLINE_BYTES", 0)
+    monkeypatch.setattr(csv_load._PartitionLoad, "INLINE_BYTES", 0)
     engine = make_engine(pg_engine.url, pool_size=1, max_overflow=0, pool_timeout=20)
     factory = make_session_factory(engine)
     targets = [_fresh(factory) for _ in range(3)]

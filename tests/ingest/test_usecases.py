@@ -356,7 +356,7 @@ def test_the_existing_items_probe_cannot_degrade_without_statistics(pg_database)
     ten minutes). The probe is driven from the batch: an index probe per batch row,
     never a scan of ``item``, whatever the statistics say."""
     from auditor.db import make_engine, migrate
-    from auditor.ingest.usecases import existing_items_probe
+    from auditor.ingest.annotations import existing_items_probe
 
     engine = make_engine(pg_database())
     migrate.upgrade(engine)

@@ -101,7 +101,7 @@ def _options(idempotency_key: str | None) -> dict:
 
 def _field_map() -> dict[str, str]:
     """The ``field`` query parameters (each may hold comma-separated pairs) as a field map."""
-    from auditor.ingest.usecases import parse_field_map
+    from auditor.ingest.batch import parse_field_map
 
     pairs = [p for raw in request.args.getlist("field") for p in raw.split(",") if p.strip()]
     try:

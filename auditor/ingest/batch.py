@@ -1,0 +1,294 @@
+"""The import batch protocol shared by every kind of import: validate a whole batch, then
+write it in one step, or write nothing.
+
+Every import runs the same way on SQLite and PostgreSQL:
+
+1. the batch's checksum (content + options) and idempotency key are looked up: a batch
+   seen before is a no-op;
+2. the file is streamed into a temporary staging table (PostgreSQL: ``COPY`` via
+   psycopg 3, a long CSV straight from its bytes); per-row checks run while reading
+   (or, for the raw ``COPY``, as one SQL pass), cross-row checks as SQL on the staging
+   table;
+3. under a lock on the dataset row (``data_version`` + 1), set-wise ``INSERT ... SELECT``
+   statements create the missing annotators and items, move re-labelled annotations
+   to the history table, upsert the rows, keep ``item.label_counts`` current and
+   write the batch record and an outbox row in the same transaction.
+
+Any invalid row raises :class:`ImportRejected` and the batch's savepoint is rolled
+back, so nothing of it is written even if the caller commits. The caller owns the
+session and the transaction (and commits). The kinds of import are in
+:mod:`auditor.ingest.annotations`, :mod:`~auditor.ingest.predictions` and
+:mod:`~auditor.ingest.gold`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, select, text
+from sqlalchemy.orm import Session
+
+from auditor.db.models import Dataset, ImportBatch, ImportKind
+from auditor.ingest import formats
+from auditor.ingest.datasets import _write_connection, get_dataset
+from auditor.ingest.errors import IngestError
+from auditor.ingest.formats import (
+    Source,
+    open_source,
+)
+
+__all__ = ['FIELD_NAMES', 'ImportResult', 'parse_field_map']
+FIELD_NAMES = ("item_id", "annotator_id", "label", "labels", "probabilities", "vendor", "tier", "timestamp",
+               "source")
+"""Fields a batch's columns may be mapped to (``field_map``): the CLI's ``--field``, the API's ``field``."""
+
+
+def parse_field_map(pairs: Iterable[str]) -> dict[str, str]:
+    """``FIELD=COLUMN`` or ``FIELD:COLUMN`` pairs (e.g. ``item_id=uid``) as a ``field_map``.
+
+    A field name holds neither ``=`` nor ``:``, so the first of them separates the pair
+    and a column name may contain either. Raises :class:`IngestError` naming the bad pair.
+    """
+    out: dict[str, str] = {}
+    for pair in pairs:
+        cut = min((i for i in (pair.find("="), pair.find(":")) if i >= 0), default=-1)
+        name, column = (pair[:cut].strip(), pair[cut + 1:].strip()) if cut >= 0 else ("", "")
+        if not name or not column:
+            raise IngestError(f"{pair!r}: expected FIELD=COLUMN or FIELD:COLUMN, e.g. item_id=uid")
+        if name not in FIELD_NAMES:
+            raise IngestError(f"{pair!r}: {name!r} is not a field; fields are {', '.join(FIELD_NAMES)}")
+        if name in out and out[name] != column:
+            raise IngestError(f"{pair!r}: field {name!r} is mapped twice")
+        out[name] = column
+    return out
+_COPY_CHUNK_ROWS = 5000
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """What an import did. ``status``: ``imported``, ``duplicate`` (seen before) or ``unchanged``."""
+
+    status: str
+    kind: str
+    dataset: str
+    rows: int
+    data_version: int
+    batch_id: int | None = None
+    inserted: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    new_items: int = 0
+    new_annotators: int = 0
+    message: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> bool:
+        return self.status == "imported"
+
+
+# --- SQL dialect pieces ------------------------------------------------------------
+
+
+class _Sql:
+    """The few places where SQLite and PostgreSQL spell things differently."""
+
+    def __init__(self, conn: Connection):
+        self.conn = conn
+        self.pg = conn.dialect.name == "postgresql"
+
+    def vec(self, parts: Sequence[str]) -> str:
+        if self.pg:
+            return "ARRAY[" + ", ".join(f"CAST({p} AS INTEGER)" for p in parts) + "]"
+        return "json_array(" + ", ".join(parts) + ")"
+
+    def elem(self, column: str, index: int) -> str:
+        if self.pg:
+            return f"coalesce({column}[{index + 1}], 0)"
+        return f"coalesce(json_extract({column}, '$[{index}]'), 0)"
+
+    @property
+    def distinct(self) -> str:
+        return "IS DISTINCT FROM" if self.pg else "IS NOT"
+
+    def run(self, sql: str, params: Mapping[str, Any] | None = None):
+        return self.conn.execute(text(sql), dict(params or {}))
+
+    def scalar(self, sql: str, params: Mapping[str, Any] | None = None):
+        return self.run(sql, params).scalar()
+
+    def temp_table(self, columns: str) -> str:
+        name = f"stg_{uuid.uuid4().hex[:12]}"
+        suffix = " ON COMMIT DROP" if self.pg else ""
+        self.run(f"CREATE TEMPORARY TABLE {name} ({columns}){suffix}")
+        return name
+
+    def drop(self, *names: str) -> None:
+        for name in names:
+            self.run(f"DROP TABLE IF EXISTS {name}")
+
+    def load_rows(self, table: str, columns: Sequence[str], rows: Iterable[tuple]) -> int:
+        """Stream tuples into ``table`` (COPY on PostgreSQL, batched inserts on SQLite)."""
+        n = 0
+        if self.pg:
+            raw = self.conn.connection.driver_connection
+            with raw.cursor() as cur, cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+                    n += 1
+            return n
+        sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+        chunk: list[tuple] = []
+        for row in rows:
+            chunk.append(row)
+            if len(chunk) >= _COPY_CHUNK_ROWS:
+                self.conn.exec_driver_sql(sql, chunk)
+                n += len(chunk)
+                chunk = []
+        if chunk:
+            self.conn.exec_driver_sql(sql, chunk)
+            n += len(chunk)
+        return n
+
+
+def _sqlite_time(ts: datetime | None) -> str | None:
+    # SQLAlchemy's SQLite DATETIME storage format (UTC, no offset), so the ORM reads it back.
+    return None if ts is None else ts.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+# --- the shared batch protocol ------------------------------------------------------
+
+
+@dataclass
+class _Batch:
+    session: Session
+    sql: _Sql
+    dataset: Dataset
+    kind: ImportKind
+    fmt: str
+    source: Source
+    checksum: str
+    idempotency_key: str | None
+    submitted_by: str | None
+    release_id: int | None = None
+    version: int = 0
+    batch_id: int = 0
+    may_set_tier: bool = True
+
+
+def _checksum(source: Source, kind: ImportKind, fmt: str, options: Mapping[str, Any]) -> str:
+    digest = hashlib.sha256()
+    digest.update(json.dumps([kind.value, fmt, dict(options)], sort_keys=True, default=str).encode())
+    digest.update(b"\0")
+    for chunk in source.chunks():
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _seen_before(session: Session, dataset: Dataset, checksum: str, key: str | None) -> ImportBatch | None:
+    if key is not None:
+        prior = session.scalar(select(ImportBatch).where(ImportBatch.dataset_id == dataset.id,
+                                                         ImportBatch.idempotency_key == key))
+        if prior is not None:
+            if prior.checksum != checksum:
+                raise IngestError(f"idempotency key {key!r} was already used for a different batch "
+                                  f"(batch {prior.id}); use a new key for new content")
+            return prior
+    return session.scalar(select(ImportBatch).where(ImportBatch.dataset_id == dataset.id,
+                                                    ImportBatch.checksum == checksum))
+
+
+def _duplicate_result(prior: ImportBatch, dataset: Dataset) -> ImportResult:
+    return ImportResult(
+        status="duplicate", kind=prior.kind.value, dataset=dataset.name, rows=prior.row_count,
+        data_version=dataset.data_version, batch_id=prior.id,
+        message=f"already imported as batch {prior.id} at data_version {prior.data_version}; nothing changed",
+    )
+
+
+def _lock_and_bump(b: _Batch) -> None:
+    # The row lock serialises writers of one dataset until commit; the new version names this batch.
+    b.version = int(b.sql.scalar(
+        "UPDATE dataset SET data_version = data_version + 1, updated_at = CURRENT_TIMESTAMP "
+        "WHERE id = :d RETURNING data_version", {"d": b.dataset.id}))
+
+
+def _record_batch(b: _Batch, rows: int) -> None:
+    batch = ImportBatch(
+        workspace_id=b.dataset.workspace_id, dataset_id=b.dataset.id, kind=b.kind, format=b.fmt,
+        source_name=b.source.name[-1024:], release_id=b.release_id, submitted_by=b.submitted_by,
+        row_count=rows, checksum=b.checksum, idempotency_key=b.idempotency_key, data_version=b.version,
+    )
+    b.session.add(batch)
+    b.session.flush()
+    b.batch_id = batch.id
+
+
+def _finish(b: _Batch, stats: dict[str, int]) -> None:
+    b.sql.run("UPDATE import_batch SET stats = :s WHERE id = :b",
+              {"s": json.dumps(stats), "b": b.batch_id})
+    b.sql.run("INSERT INTO audit_outbox (dataset_id, data_version, batch_id, reason) VALUES (:d, :v, :b, :r)",
+              {"d": b.dataset.id, "v": b.version, "b": b.batch_id, "r": b.kind.value})
+    b.session.expire(b.dataset, ["data_version", "updated_at"])
+
+
+@contextmanager
+def _savepoint(session: Session):
+    """A savepoint; rolled back (and the error passed on) when the block raises."""
+    nested = session.begin_nested()
+    # The ORM emits SAVEPOINT lazily, on its next use of the connection; our statements go
+    # through the Connection directly, so make it emit the savepoint now.
+    session.connection()
+    try:
+        yield nested
+    except BaseException:
+        if nested.is_active:
+            nested.rollback()
+        raise
+    else:
+        nested.commit()
+
+
+def _prepare(session: Session, dataset: str | Dataset, source, kind: ImportKind, fmt: str | None,
+             options: Mapping[str, Any], *, workspace: str, idempotency_key: str | None,
+             submitted_by: str | None, allowed: Sequence[str]) -> tuple[_Batch, ImportResult | None]:
+    conn = _write_connection(session)
+    sql = _Sql(conn)
+    if sql.pg:
+        # Naive timestamps in files mean UTC, as in the Python reader. The batch's
+        # GROUP BYs and hash joins run in memory up to this size instead of spilling.
+        sql.run("SET LOCAL TimeZone = 'UTC'")
+        sql.run("SET LOCAL work_mem = '256MB'")
+    ds = dataset if isinstance(dataset, Dataset) else get_dataset(session, dataset, workspace=workspace)
+    src = open_source(source)
+    fmt = fmt or formats.detect_format(src, kind.value)
+    if fmt not in allowed:
+        raise IngestError(f"format {fmt!r} cannot hold {kind.value}; use one of {list(allowed)}")
+    checksum = _checksum(src, kind, fmt, options)
+    batch = _Batch(session, sql, ds, kind, fmt, src, checksum, idempotency_key, submitted_by)
+    prior = _seen_before(session, ds, checksum, idempotency_key)
+    return batch, (_duplicate_result(prior, ds) if prior is not None else None)
+
+
+def _recheck_under_lock(b: _Batch) -> ImportResult | None:
+    prior = _seen_before(b.session, b.dataset, b.checksum, b.idempotency_key)
+    return None if prior is None else _duplicate_result(prior, b.dataset)
+
+
+class _NoChange(Exception):
+    """Raised inside the merge savepoint when the batch would change nothing (or was seen meanwhile)."""
+
+    def __init__(self, message: str, result: ImportResult | None = None):
+        super().__init__(message)
+        self.result = result

@@ -1,0 +1,103 @@
+"""Importing gold labels (the truth of some items)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import IO
+
+from sqlalchemy.orm import Session
+
+from auditor.db.models import Dataset, ImportKind
+from auditor.ingest import formats
+from auditor.ingest.batch import (
+    ImportResult,
+    _Batch,
+    _finish,
+    _lock_and_bump,
+    _NoChange,
+    _prepare,
+    _recheck_under_lock,
+    _record_batch,
+    _savepoint,
+)
+from auditor.ingest.datasets import DEFAULT_WORKSPACE
+from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, RowError
+
+__all__ = ['import_gold']
+
+
+# --- gold --------------------------------------------------------------------------
+
+
+def import_gold(session: Session, dataset: str | Dataset, source: str | bytes | IO[bytes], *,
+                workspace: str = DEFAULT_WORKSPACE, format: str | None = None,
+                field_map: Mapping[str, str] | None = None, gold_source: str | None = None,
+                idempotency_key: str | None = None, submitted_by: str | None = None,
+                progress: Callable[[int], None] | None = None) -> ImportResult:
+    """Import gold labels (all or nothing). Repeated rows for one item must agree."""
+    options = {"field_map": dict(field_map or {}), "gold_source": gold_source}
+    b, prior = _prepare(session, dataset, source, ImportKind.GOLD, format, options, workspace=workspace,
+                        idempotency_key=idempotency_key, submitted_by=submitted_by, allowed=("csv", "tsv", "jsonl"))
+    if prior is not None:
+        return prior
+    labels = [str(lab) for lab in b.dataset.labels]
+    sql = b.sql
+    tables: list[str] = []
+    try:
+        with _savepoint(session):
+            rows = formats.read_gold(b.source, b.fmt, labels, field_map=field_map, default_source=gold_source,
+                                     progress=progress)
+            table = sql.temp_table("row_no BIGINT, item_ext TEXT, label SMALLINT, source TEXT")
+            tables.append(table)
+            n_rows = sql.load_rows(table, ["row_no", "item_ext", "label", "source"], rows)
+            if n_rows == 0:
+                raise ImportRejected([RowError(0, None, "the file holds no gold labels")], source=b.source.name)
+            conflicts = sql.run(
+                f"SELECT item_ext, min(row_no), max(row_no) FROM {table} GROUP BY item_ext "
+                f"HAVING min(label) <> max(label) OR min(coalesce(source, '')) <> max(coalesce(source, '')) "
+                f"ORDER BY 2 LIMIT {MAX_REPORTED_ERRORS}").all()
+            if conflicts:
+                raise ImportRejected([RowError(int(last), "label", f"item {item!r} was given another gold label "
+                                                                   f"(or source) at row {first}")
+                                      for item, first, last in conflicts], source=b.source.name)
+            try:
+                with _savepoint(session):
+                    return _merge_gold(b, table, n_rows)
+            except _NoChange as nc:
+                return nc.result or ImportResult(
+                    status="unchanged", kind="gold", dataset=b.dataset.name, rows=n_rows,
+                    data_version=b.dataset.data_version, unchanged=n_rows, message=str(nc))
+    finally:
+        if sql.conn.in_transaction() and not sql.pg:
+            sql.drop(*tables)
+
+
+def _merge_gold(b: _Batch, table: str, n_rows: int) -> ImportResult:
+    sql = b.sql
+    d = b.dataset.id
+    _lock_and_bump(b)
+    prior = _recheck_under_lock(b)
+    if prior is not None:
+        raise _NoChange(prior.message, prior)
+    new_items = sql.run(f"INSERT INTO item (dataset_id, external_id) SELECT DISTINCT :d, item_ext FROM {table} s "
+                        f"WHERE true ON CONFLICT (dataset_id, external_id) DO NOTHING", {"d": d}).rowcount
+    changed = sql.run(
+        f"UPDATE item SET gold_label = g.label, gold_source = g.source FROM "
+        f"(SELECT item_ext, min(label) AS label, min(source) AS source FROM {table} GROUP BY item_ext) g "
+        f"WHERE item.dataset_id = :d AND item.external_id = g.item_ext "
+        f"AND (item.gold_label {sql.distinct} g.label OR item.gold_source {sql.distinct} g.source)",
+        {"d": d}).rowcount
+    if changed == 0:
+        raise _NoChange(f"all {n_rows} gold labels are already present; nothing changed")
+    _record_batch(b, n_rows)
+    n_items = int(sql.scalar(f"SELECT count(DISTINCT item_ext) FROM {table}"))
+    stats = {"rows": n_rows, "items": n_items, "updated": changed, "unchanged": n_items - changed,
+             "new_items": new_items}
+    _finish(b, stats)
+    return ImportResult(
+        status="imported", kind="gold", dataset=b.dataset.name, rows=n_rows, data_version=b.version,
+        batch_id=b.batch_id, updated=changed, unchanged=n_items - changed, new_items=new_items,
+        message=(f"batch {b.batch_id}: gold labels set on {changed} item(s), {n_items - changed} unchanged; "
+                 f"{new_items} new item(s); data_version {b.version}"),
+        details=stats,
+    )
