@@ -213,16 +213,22 @@ def stack_rows(blocks: list[RowBlock]) -> np.ndarray:
     """(M, 3) int64 rows of the blocks, one under the other; each block is released once copied.
 
     The result is allocated untouched and filled block by block, so memory holds about
-    the result plus one block rather than the result plus every block unpacked.
+    the result plus one block rather than the result plus every block unpacked. It is
+    column-major (the transpose of a (3, M) array): each column — item ids, annotator
+    ids, labels — is one contiguous array, which a caller can transform in place and
+    hand on without a copy.
     """
-    out = np.empty((sum(len(b) for b in blocks), 3), dtype=np.int64)
+    out = np.empty((3, sum(len(b) for b in blocks)), dtype=np.int64)
     at = 0
     while blocks:
         block = blocks.pop(0)
-        out[at:at + len(block)] = block.rows()
-        at += len(block)
+        end = at + len(block)
+        out[0, at:end] = block.item_ids()
+        out[1, at:end] = block.annotator_ids()
+        block.labels(out=out[2, at:end])
+        at = end
         del block
-    return out
+    return out.T
 
 
 class IdIndex:

@@ -250,7 +250,7 @@ def _read_sqlite(session: Session, d: int, n_labels: int, *, rows: bool, since: 
             parts.extend(session.execute(
                 text(f"SELECT item_id, annotator_id, label FROM {tbl} WHERE dataset_id = :d {where}"),
                 {"d": d, **{f"v{k}": v for k, v in enumerate(params)}}).all())
-        row_array = np.array(parts, dtype=np.int64).reshape(-1, 3)
+        row_array = np.array(parts, dtype=np.int64).reshape(-1, 3).T.copy().T  # column-major, as on PostgreSQL
     raw_releases = {}
     for rid in releases:
         found = session.execute(text("SELECT item_id, label, probabilities FROM prediction "
@@ -551,28 +551,34 @@ def load_snapshot(bind: Engine | Connection, dataset_id: int, *, annotations: bo
         read = _read(session, int(dataset_id), n_labels, rows=annotations or as_of,
                      as_of=version if as_of else None, releases=list(infos), names=True)
         item_ids, gold, counts = read.items[:, 0], read.items[:, 1], read.items[:, 2:]
-        items = read.names
+        items, releases_read = read.names, read.releases
         index = pgread.IdIndex(item_ids)
         ann = ann_ids = None
         vendors: tuple[str | None, ...] = ()
         tiers: tuple[str, ...] = ()
         if read.rows is not None:
-            rows = _sorted_rows(read.rows)
-            ann_item, ann_label = index(rows[:, 0]), rows[:, 2].astype(np.int64)
+            rows = read.rows  # column-major: each column is contiguous, transformed in place below
+            del read
+            rows[:, 0] = index(rows[:, 0])
+            ann_item, ann_label = rows[:, 0], rows[:, 2]
             _check_labels(ann_label, n_labels)
-            # The counts follow from the very rows read (at a past version, from them alone).
-            counts = np.bincount(ann_item * n_labels + ann_label, minlength=len(item_ids) * n_labels
-                                 ).reshape(-1, n_labels)
+            if as_of:
+                # A past version's counts follow from its rows (the items keep only today's).
+                counts = np.zeros(len(item_ids) * n_labels, dtype=np.int64)
+                for at in range(0, len(ann_item), 1 << 22):  # bounded temporaries
+                    counts += np.bincount(ann_item[at:at + (1 << 22)] * n_labels + ann_label[at:at + (1 << 22)],
+                                          minlength=counts.size)
+                counts = counts.reshape(-1, n_labels)
             if annotations:
-                ann_ids, ann_code = _codes(rows)
+                ann_ids, rows[:, 1] = _codes(rows)
                 meta = _annotators(session, ds.workspace_id, ann_ids)
                 vendors = tuple(meta[i].vendor for i in ann_ids.tolist())
                 tiers = tuple(str(meta[i].tier) for i in ann_ids.tolist())
-                ann = Annotations(ann_item, ann_code, ann_label, items,
+                ann = Annotations(ann_item, rows[:, 1], ann_label, items,
                                   tuple(meta[i].external_id for i in ann_ids.tolist()), labels)
             del rows
         predictions = {rid: ReleasePredictions(infos[rid], *_aligned_predictions(index, n_labels, raw))
-                       for rid, raw in read.releases.items()}
+                       for rid, raw in releases_read.items()}
     return Snapshot(
         dataset_id=dataset_id, dataset=ds.name, data_version=version, labels=labels, item_ids=item_ids, items=items,
         counts=LabelCounts(np.ascontiguousarray(counts, dtype=np.int64), labels, items), gold=gold,
