@@ -34,7 +34,7 @@ from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, RowError
 from auditor.ingest.formats import (
     AnnotationDefaults,
 )
-from auditor.ingest.gold import _merge_gold
+from auditor.ingest.gold import _merge_gold, apply_gold, stage_gold
 
 __all__ = ['existing_items_probe', 'import_annotations']
 
@@ -102,8 +102,8 @@ def import_annotations(session: Session, dataset: str | Dataset, source: str | b
                 table, src, n_rows, ann = _stage_rows(b, rows)
             tables.extend([table, ann])
             if report.gold:
-                gold_table = _stage_gold(b, report.gold)
-                tables.append(gold_table)
+                gold_table, _ = stage_gold(b, report.gold, tables, field="ground_truth",
+                                           what="ground-truth label")
                 if n_rows == 0:  # an export of ground truth only: a gold batch
                     return _with_skipped(_merge_gold(b, gold_table, len(report.gold)), report)
             if n_rows == 0:
@@ -161,33 +161,10 @@ def _with_skipped(result: ImportResult, report: formats.LabelStudioReport) -> Im
     return dataclasses.replace(result, message=result.message + _skipped_note(report), details=details)
 
 
-def _stage_gold(b: _Batch, rows: Sequence[tuple]) -> str:
-    """Gold rows in a temporary table; two rows giving one item different labels reject the batch."""
-    sql = b.sql
-    table = sql.temp_table("row_no BIGINT, item_ext TEXT, label SMALLINT, source TEXT")
-    sql.load_rows(table, ["row_no", "item_ext", "label", "source"], rows)
-    conflicts = sql.run(
-        f"SELECT item_ext, min(row_no), max(row_no) FROM {table} GROUP BY item_ext "
-        f"HAVING min(label) <> max(label) ORDER BY 2 LIMIT {MAX_REPORTED_ERRORS}").all()
-    if conflicts:
-        raise ImportRejected([RowError(int(last), "ground_truth", f"item {item!r} has another ground-truth label "
-                                                                  f"at row {first}")
-                              for item, first, last in conflicts], source=b.source.name)
-    return table
-
-
 def _with_gold(b: _Batch, result: ImportResult, table: str) -> ImportResult:
     """The batch's ground truth as its items' gold labels, in the same batch and version."""
     sql = b.sql
-    # A task with ground truth and no vote still names an item.
-    gold_only = sql.run(f"INSERT INTO item (dataset_id, external_id) SELECT DISTINCT :d, item_ext FROM {table} s "
-                        f"WHERE true ON CONFLICT (dataset_id, external_id) DO NOTHING", {"d": b.dataset.id}).rowcount
-    changed = sql.run(
-        f"UPDATE item SET gold_label = g.label, gold_source = g.source FROM "
-        f"(SELECT item_ext, min(label) AS label, min(source) AS source FROM {table} GROUP BY item_ext) g "
-        f"WHERE item.dataset_id = :d AND item.external_id = g.item_ext "
-        f"AND (item.gold_label {sql.distinct} g.label OR item.gold_source {sql.distinct} g.source)",
-        {"d": b.dataset.id}).rowcount
+    gold_only, changed = apply_gold(b, table)  # a task with ground truth and no vote still names an item
     details = {**result.details, "gold": changed, "new_items": result.new_items + gold_only}
     sql.run("UPDATE import_batch SET stats = :s WHERE id = :b", {"s": json.dumps(details), "b": b.batch_id})
     return dataclasses.replace(result, details=details, new_items=details["new_items"],

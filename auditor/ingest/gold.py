@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import IO
 
 from sqlalchemy.orm import Session
@@ -23,7 +23,7 @@ from auditor.ingest.batch import (
 from auditor.ingest.datasets import DEFAULT_WORKSPACE
 from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, RowError
 
-__all__ = ['import_gold']
+__all__ = ["apply_gold", "import_gold", "stage_gold"]
 
 
 # --- gold --------------------------------------------------------------------------
@@ -47,19 +47,9 @@ def import_gold(session: Session, dataset: str | Dataset, source: str | bytes | 
         with _savepoint(session):
             rows = formats.read_gold(b.source, b.fmt, labels, field_map=field_map, default_source=gold_source,
                                      progress=progress)
-            table = sql.temp_table("row_no BIGINT, item_ext TEXT, label SMALLINT, source TEXT")
-            tables.append(table)
-            n_rows = sql.load_rows(table, ["row_no", "item_ext", "label", "source"], rows)
+            table, n_rows = stage_gold(b, rows, tables)
             if n_rows == 0:
                 raise ImportRejected([RowError(0, None, "the file holds no gold labels")], source=b.source.name)
-            conflicts = sql.run(
-                f"SELECT item_ext, min(row_no), max(row_no) FROM {table} GROUP BY item_ext "
-                f"HAVING min(label) <> max(label) OR min(coalesce(source, '')) <> max(coalesce(source, '')) "
-                f"ORDER BY 2 LIMIT {MAX_REPORTED_ERRORS}").all()
-            if conflicts:
-                raise ImportRejected([RowError(int(last), "label", f"item {item!r} was given another gold label "
-                                                                   f"(or source) at row {first}")
-                                      for item, first, last in conflicts], source=b.source.name)
             try:
                 with _savepoint(session):
                     return _merge_gold(b, table, n_rows)
@@ -72,13 +62,30 @@ def import_gold(session: Session, dataset: str | Dataset, source: str | bytes | 
             sql.drop(*tables)
 
 
-def _merge_gold(b: _Batch, table: str, n_rows: int) -> ImportResult:
+def stage_gold(b: _Batch, rows: Iterable[tuple], tables: list[str], *, field: str = "label",
+               what: str = "gold label (or source)") -> tuple[str, int]:
+    """Gold rows ``(row, item id, label code, source)`` in a temporary table (added to
+    ``tables``), and how many; two rows giving one item different labels (or sources)
+    reject the batch, the later row named with ``field``."""
+    sql = b.sql
+    table = sql.temp_table("row_no BIGINT, item_ext TEXT, label SMALLINT, source TEXT")
+    tables.append(table)
+    n_rows = sql.load_rows(table, ["row_no", "item_ext", "label", "source"], rows)
+    conflicts = sql.run(
+        f"SELECT item_ext, min(row_no), max(row_no) FROM {table} GROUP BY item_ext "
+        f"HAVING min(label) <> max(label) OR min(coalesce(source, '')) <> max(coalesce(source, '')) "
+        f"ORDER BY 2 LIMIT {MAX_REPORTED_ERRORS}").all()
+    if conflicts:
+        raise ImportRejected([RowError(int(last), field, f"item {item!r} was given another {what} at row {first}")
+                              for item, first, last in conflicts], source=b.source.name)
+    return table, n_rows
+
+
+def apply_gold(b: _Batch, table: str) -> tuple[int, int]:
+    """Set the staged gold labels on the dataset's items (creating items not seen yet);
+    returns (new items, items whose gold changed)."""
     sql = b.sql
     d = b.dataset.id
-    _lock_and_bump(b)
-    prior = _recheck_under_lock(b)
-    if prior is not None:
-        raise _NoChange(prior.message, prior)
     new_items = sql.run(f"INSERT INTO item (dataset_id, external_id) SELECT DISTINCT :d, item_ext FROM {table} s "
                         f"WHERE true ON CONFLICT (dataset_id, external_id) DO NOTHING", {"d": d}).rowcount
     changed = sql.run(
@@ -87,6 +94,16 @@ def _merge_gold(b: _Batch, table: str, n_rows: int) -> ImportResult:
         f"WHERE item.dataset_id = :d AND item.external_id = g.item_ext "
         f"AND (item.gold_label {sql.distinct} g.label OR item.gold_source {sql.distinct} g.source)",
         {"d": d}).rowcount
+    return new_items, changed
+
+
+def _merge_gold(b: _Batch, table: str, n_rows: int) -> ImportResult:
+    sql = b.sql
+    _lock_and_bump(b)
+    prior = _recheck_under_lock(b)
+    if prior is not None:
+        raise _NoChange(prior.message, prior)
+    new_items, changed = apply_gold(b, table)
     if changed == 0:
         raise _NoChange(f"all {n_rows} gold labels are already present; nothing changed")
     _record_batch(b, n_rows)
