@@ -72,7 +72,7 @@ def bench_counts(args) -> None:
     import numpy as np
 
     from auditor.stats import fleiss_kappa, krippendorff_alpha
-    from auditor.stats.agreement import _histogram
+    from auditor.stats.agreement.bootstrap import _histogram
 
     for n_classes in args.classes:
         rng = np.random.default_rng(args.seed)

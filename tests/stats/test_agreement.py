@@ -391,7 +391,7 @@ def test_bootstrap_is_reproducible_and_narrows_with_confidence():
 
 def _force_draw(monkeypatch, draw):
     """Make the histogram bootstrap draw multiplicities by ``"index"`` or ``"multinomial"``."""
-    mod = importlib.import_module("auditor.stats.agreement")
+    mod = importlib.import_module("auditor.stats.agreement.bootstrap")
 
     monkeypatch.setattr(mod, "_INDEX_NS_PER_ITEM", 0.0 if draw == "index" else 1e12)
 
@@ -401,7 +401,7 @@ def test_resampled_multiplicities_are_the_item_bootstrap(monkeypatch, draw):
     # Both ways of drawing give Multinomial(N, m / N) multiplicities: each resample sums
     # to N, with mean m and variance N p (1 - p) per distinct row; blocks of resamples
     # stay within the cell budget, and a seed reproduces every draw.
-    mod = importlib.import_module("auditor.stats.agreement")
+    mod = importlib.import_module("auditor.stats.agreement.bootstrap")
 
     _force_draw(monkeypatch, draw)
     monkeypatch.setattr(mod, "_BLOCK_CELLS", 1000)
@@ -450,7 +450,7 @@ def test_basic_interval_reflects_the_percentile_interval(func):
 def test_histogram_of_many_classes_matches_numpy_unique():
     # 60 classes with counts up to 40 do not fit one 62-bit key: the grouped keys must
     # still give exactly the distinct rows and their multiplicities.
-    from auditor.stats.agreement import _histogram
+    from auditor.stats.agreement.bootstrap import _histogram
 
     rng = np.random.default_rng(0)
     base = rng.multinomial(40, rng.dirichlet(np.full(60, 0.3), size=300))
@@ -507,7 +507,7 @@ def test_pairwise_items_and_overlaps_by_enumeration(min_overlap):
 def test_pairwise_bootstrap_paths_agree(monkeypatch, n_classes):
     # Listing the label pairs once, or one sparse product per resample, are two ways
     # of computing the same resamples: same seed, same intervals.
-    mod = importlib.import_module("auditor.stats.agreement")
+    mod = importlib.import_module("auditor.stats.agreement.pairwise")
 
     ann = _sparse_crowd(2, n_classes=n_classes)
     listed = pairwise_cohen_kappa(ann, min_overlap=8, n_bootstrap=60, rng=5)
