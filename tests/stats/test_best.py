@@ -14,7 +14,11 @@ from hypothesis import strategies as st
 from scipy import optimize, special
 from sklearn.metrics import f1_score
 
-import auditor.stats.best as best_module
+import auditor.stats.best as best_package
+import auditor.stats.best.f1 as f1_module
+import auditor.stats.best.fit as fit_module
+import auditor.stats.best.quadrature as quadrature_module
+import auditor.stats.best.scores as scores_module
 from auditor.stats import (
     BEST_METRICS,
     BestPerformanceWarning,
@@ -70,8 +74,9 @@ def test_exact_metrics_identical_across_runs_and_seeds():
 
 
 def test_docstring_examples():
-    failures, tried = doctest.testmod(best_module, optionflags=doctest.ELLIPSIS)
-    assert tried >= 3 and failures == 0
+    results = [doctest.testmod(m, optionflags=doctest.ELLIPSIS)
+               for m in (best_package, fit_module, quadrature_module, f1_module, scores_module)]
+    assert sum(r.attempted for r in results) >= 3 and sum(r.failed for r in results) == 0
 
 
 # ------------------------------------------- exact formulas vs Monte Carlo draws
@@ -139,7 +144,7 @@ def test_argmax_probabilities_match_posterior_frequencies(seed, n_items, n_class
     counts = _dataset(seed, n_items, n_classes, n_min, n_max)[:25]
     alpha = fit_dirichlet_multinomial(_dataset(seed, n_items, n_classes, n_min, n_max)).alpha
     beta = alpha[None, :] + counts
-    probs = best_module._argmax_probabilities(beta)
+    probs = quadrature_module._argmax_probabilities(beta)
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-12)
     rng = np.random.default_rng(seed)
     n_draws = 100_000
@@ -152,7 +157,7 @@ def test_argmax_probabilities_match_posterior_frequencies(seed, n_items, n_class
 
 def test_two_class_argmax_probability_is_a_beta_tail():
     # P(p_0 > 1/2) for p_0 ~ Beta(a, b); by symmetry 1/2 when a = b.
-    probs = best_module._argmax_probabilities(np.array([[2.5, 2.5], [3.0, 1.0], [0.0, 4.0]]))
+    probs = quadrature_module._argmax_probabilities(np.array([[2.5, 2.5], [3.0, 1.0], [0.0, 4.0]]))
     np.testing.assert_allclose(probs[0], [0.5, 0.5], atol=1e-15)
     # Beta(3, 1): P(X > 1/2) = 1 − (1/2)^3 = 7/8
     np.testing.assert_allclose(probs[1], [7 / 8, 1 / 8], atol=1e-15)
@@ -162,7 +167,7 @@ def test_two_class_argmax_probability_is_a_beta_tail():
 def test_symmetric_classes_split_the_argmax_evenly():
     for k in (3, 5, 10):
         for b in (0.05, 1.0, 40.0, 3000.0):
-            probs = best_module._argmax_probabilities(np.full((1, k), b))
+            probs = quadrature_module._argmax_probabilities(np.full((1, k), b))
             np.testing.assert_allclose(probs[0], 1.0 / k, atol=1e-11)
 
 
@@ -210,7 +215,7 @@ def test_f1_convolution_equals_enumeration_with_sklearn(counts):
     counts = np.array(counts)
     res = quiet(counts, rng=0)
     assert res.fit.regime == "finite"
-    probs = best_module._argmax_probabilities(res.alpha[None, :] + counts)
+    probs = quadrature_module._argmax_probabilities(res.alpha[None, :] + counts)
     assert res.methods[F1].startswith("exact (Poisson-binomial convolution")
     assert res.scores[F1] == pytest.approx(_enumerated_f1(counts, probs), abs=1e-12)
 
@@ -222,7 +227,7 @@ def test_f1_with_a_never_gold_class_is_exact_by_inclusion_exclusion():
     # Class 2 is used but is nobody's plurality: scikit-learn's macro average counts it
     # (with F1 0) in the draws where the oracle predicts it, so the label set is random.
     res = best_performance(NEVER_GOLD, rng=3)
-    probs = best_module._argmax_probabilities(res.alpha[None, :] + NEVER_GOLD)
+    probs = quadrature_module._argmax_probabilities(res.alpha[None, :] + NEVER_GOLD)
     assert probs[:, 2].max() > 0.01
     assert "inclusion-exclusion" in res.methods[F1] and res.standard_errors[F1] == 0.0
     assert res.scores[F1] == pytest.approx(_enumerated_f1(NEVER_GOLD, probs), abs=1e-12)
@@ -230,13 +235,13 @@ def test_f1_with_a_never_gold_class_is_exact_by_inclusion_exclusion():
 
 def test_f1_monte_carlo_correction_is_seeded_and_unbiased(monkeypatch):
     # Beyond a few never-gold classes the correction is estimated by Monte Carlo.
-    monkeypatch.setattr(best_module, "_MAX_EXACT_NEVER_GOLD", 0)
+    monkeypatch.setattr(f1_module, "_MAX_EXACT_NEVER_GOLD", 0)
     a = best_performance(NEVER_GOLD, rng=3, f1_standard_error=1e-3)
     b = best_performance(NEVER_GOLD, rng=3, f1_standard_error=1e-3)
     assert a.scores[F1] == b.scores[F1]
     assert "Monte Carlo" in a.methods[F1]
     assert 0 < a.standard_errors[F1] <= 1e-3
-    probs = best_module._argmax_probabilities(a.alpha[None, :] + NEVER_GOLD)
+    probs = quadrature_module._argmax_probabilities(a.alpha[None, :] + NEVER_GOLD)
     assert abs(a.scores[F1] - _enumerated_f1(NEVER_GOLD, probs)) <= 5 * a.standard_errors[F1]
 
 
@@ -246,7 +251,7 @@ def test_f1_monte_carlo_reaches_the_default_precision(monkeypatch):
     counts[counts.sum(axis=1) == counts[:, 3]] += np.array([1, 0, 0, 0])
     exact = quiet(counts, rng=0)
     assert "inclusion-exclusion" in exact.methods[F1]
-    monkeypatch.setattr(best_module, "_MAX_EXACT_NEVER_GOLD", 0)
+    monkeypatch.setattr(f1_module, "_MAX_EXACT_NEVER_GOLD", 0)
     res = quiet(counts, rng=0)
     assert "Monte Carlo" in res.methods[F1]
     assert res.standard_errors[F1] <= 1e-4
@@ -256,7 +261,7 @@ def test_f1_monte_carlo_reaches_the_default_precision(monkeypatch):
 def test_poisson_binomial_matches_direct_convolution():
     w = np.array([3.0, 1.0, 7.0, 1.0, 2.0])
     p = np.array([0.2, 0.9, 0.5, 1.0, 0.0])
-    offset, pmf = best_module._poisson_binomial(w, p)
+    offset, pmf = f1_module._poisson_binomial(w, p)
     direct = np.ones(1)
     for wr, pr in zip(w, p, strict=True):
         direct = np.convolve(direct, [special.comb(wr, j) * pr**j * (1 - pr) ** (wr - j)
@@ -296,14 +301,14 @@ def test_fit_agrees_with_a_brute_force_optimiser(seed, n_items, n_classes, n_min
 
 def test_gradient_and_hessian_are_analytic_derivatives():
     counts = _dataset(3, 150, 4, 1, 3)
-    for rising_max in (best_module._RISING_FORM_MAX_COUNT, 0):  # both summation forms
-        rows, w, _ = best_module._histogram(counts)
-        original = best_module._RISING_FORM_MAX_COUNT
-        best_module._RISING_FORM_MAX_COUNT = rising_max
+    for rising_max in (fit_module._RISING_FORM_MAX_COUNT, 0):  # both summation forms
+        rows, w, _ = fit_module._histogram(counts)
+        original = fit_module._RISING_FORM_MAX_COUNT
+        fit_module._RISING_FORM_MAX_COUNT = rising_max
         try:
-            obj = best_module._Objective(rows, w)
+            obj = fit_module._Objective(rows, w)
         finally:
-            best_module._RISING_FORM_MAX_COUNT = original
+            fit_module._RISING_FORM_MAX_COUNT = original
         theta = np.log([0.7, 1.3, 0.4, 2.0])
         assert obj.theta_value(theta) == pytest.approx(-_brute_log_likelihood(np.exp(theta), counts),
                                                       rel=1e-12)
@@ -337,7 +342,7 @@ def test_under_dispersed_data_use_the_infinite_limit():
     assert res.scores[XENT] == pytest.approx(np.mean(-(q @ np.log(fit.prior_mean))))
     assert gold.tolist() == counts.argmax(axis=1).tolist()
     # ... which is where the exact finite-α formulas tend as α grows.
-    probs = best_module._argmax_probabilities(1e9 * fit.prior_mean + counts)
+    probs = quadrature_module._argmax_probabilities(1e9 * fit.prior_mean + counts)
     assert probs[:, 1].min() > 1 - 1e-6
 
 
