@@ -241,32 +241,27 @@ class _Problem:
 
 def _prepare(ratings, *, combiner, scorer, reference, n_labels, max_k, min_labels, method,
              rng, raters: str = "labels") -> _Problem:
+    """Check every argument and bring the ratings (and reference raters) to the one
+    problem the curve's paths take: counts (and matrices where given), the largest k,
+    and the path (exact or rater subsets)."""
     scorer = check_scorer(scorer)
     if combiner is not None:
         check_combiner(combiner)
+    if raters not in ("labels", "columns"):
+        raise StatsInputError(f"`raters` must be 'labels' or 'columns'; got {raters!r}.")
     pool, pool_counts = as_counts_input(ratings, name="ratings", n_labels=n_labels)
     ref, ref_counts = (None, None) if reference is None else as_counts_input(
         reference, name="reference", n_labels=n_labels)
-    mats = [m for m in (pool, ref) if m is not None]
-    cnts = [c for c in (pool_counts, ref_counts) if c is not None]
-    if cnts:
-        n_lab = cnts[0].shape[1]
-        if any(c.shape[1] != n_lab for c in cnts) or (n_labels is not None and n_lab != n_labels):
-            raise StatsInputError("count matrices must all have the same number of label columns.")
-        if mats and int(max(m.max() for m in mats)) >= n_lab:
-            raise StatsInputError("a rating matrix uses a class index beyond the count columns.")
-    else:
-        n_lab = n_labels_of(*mats, n_labels=n_labels)
+    n_lab = _n_labels(pool, pool_counts, ref, ref_counts, n_labels)
     if combiner is not None:
         check_pair(combiner, scorer, n_lab)
     elif scorer == "auc" and n_lab != 2:
         raise StatsInputError(f"`scorer` 'auc' needs two classes; there are {n_lab}.")
-    n_items = (pool if pool is not None else pool_counts).shape[0]
+    n_total = (pool if pool is not None else pool_counts).shape[0]
     if reference is not None:
         n_ref = (ref if ref is not None else ref_counts).shape[0]
-        if n_ref != n_items:
-            raise StatsInputError(f"`reference` has {n_ref} items but `ratings` has {n_items}.")
-    n_total = n_items
+        if n_ref != n_total:
+            raise StatsInputError(f"`reference` has {n_ref} items but `ratings` has {n_total}.")
     rows = None
     if min_labels is not None:
         if pool is None:
@@ -276,24 +271,50 @@ def _prepare(ratings, *, combiner, scorer, reference, n_labels, max_k, min_label
             ref = ref[rows]
         elif ref_counts is not None:
             ref_counts = ref_counts[rows]
-    if pool is not None:
-        pool_counts = counts_of(pool, n_lab)
-    if ref is not None:
-        ref_counts = counts_of(ref, n_lab)
-    if raters not in ("labels", "columns"):
-        raise StatsInputError(f"`raters` must be 'labels' or 'columns'; got {raters!r}.")
-    slots = None
-    if raters == "columns":
-        if pool is None:
-            raise StatsInputError("`raters='columns'` needs a rating matrix, not counts.")
-        if reference is not None:
-            raise StatsInputError("`raters='columns'` is not available with `reference` raters.")
-        slots = pool.shape[1]
-    n_per_item = pool_counts.sum(axis=1)
-    top = (slots if slots is not None else int(n_per_item.max())) - (1 if reference is None else 0)
-    if top < 0 or (reference is None and top < 1):
+    pool_counts = counts_of(pool, n_lab) if pool is not None else pool_counts
+    ref_counts = counts_of(ref, n_lab) if ref is not None else ref_counts
+    slots = _slots(raters, pool, reference)
+    k_max = _k_max(pool_counts, slots, reference is not None, max_k)
+    method = _path(method, scorer, pool, ref, reference is not None, slots)
+    return _Problem(pool, pool_counts, ref, ref_counts, rows, n_lab, k_max, method, combiner, scorer, slots,
+                    n_total)
+
+
+def _n_labels(pool, pool_counts, ref, ref_counts, n_labels) -> int:
+    """The number of classes, checked across every matrix and count matrix given."""
+    mats = [m for m in (pool, ref) if m is not None]
+    cnts = [c for c in (pool_counts, ref_counts) if c is not None]
+    if not cnts:
+        return n_labels_of(*mats, n_labels=n_labels)
+    n_lab = cnts[0].shape[1]
+    if any(c.shape[1] != n_lab for c in cnts) or (n_labels is not None and n_lab != n_labels):
+        raise StatsInputError("count matrices must all have the same number of label columns.")
+    if mats and int(max(m.max() for m in mats)) >= n_lab:
+        raise StatsInputError("a rating matrix uses a class index beyond the count columns.")
+    return n_lab
+
+
+def _slots(raters: str, pool, reference) -> int | None:
+    """The rater columns of ``raters="columns"`` (None: raters are an item's labels)."""
+    if raters != "columns":
+        return None
+    if pool is None:
+        raise StatsInputError("`raters='columns'` needs a rating matrix, not counts.")
+    if reference is not None:
+        raise StatsInputError("`raters='columns'` is not available with `reference` raters.")
+    return pool.shape[1]
+
+
+def _k_max(pool_counts: np.ndarray, slots: int | None, has_reference: bool, max_k) -> int:
+    """The largest number of combined raters: all but the held-out one (of the pool), at most ``max_k``."""
+    top = (slots if slots is not None else int(pool_counts.sum(axis=1).max())) - (0 if has_reference else 1)
+    if top < 0 or (not has_reference and top < 1):
         raise StatsInputError("`ratings` needs at least two labels on some item (k raters plus a reference).")
-    k_max = top if max_k is None else min(top, int(max_k))
+    return top if max_k is None else min(top, int(max_k))
+
+
+def _path(method: str, scorer: str, pool, ref, has_reference: bool, slots: int | None) -> str:
+    """``"exact"`` (from the histogram of count vectors) or ``"sampling"`` (the paper's rater subsets)."""
     decomposable = scorer in DECOMPOSABLE
     if method == "auto":
         method = "exact" if decomposable else "sampling"
@@ -303,7 +324,7 @@ def _prepare(ratings, *, combiner, scorer, reference, n_labels, max_k, min_label
             "use method='sampling' (the default for it)."
         )
     if method == "sampling":
-        if pool is None or (reference is not None and ref is None):
+        if pool is None or (has_reference and ref is None):
             raise StatsInputError("the rater-subset path needs rating matrices, not counts.")
         if not is_full(pool):
             raise StatsInputError(
@@ -313,8 +334,7 @@ def _prepare(ratings, *, combiner, scorer, reference, n_labels, max_k, min_label
             )
     if slots is not None and method != "exact":
         raise StatsInputError("`raters='columns'` is computed on the exact path only (agreement, cross-entropy).")
-    return _Problem(pool, pool_counts, ref, ref_counts, rows, n_lab, k_max, method, combiner, scorer, slots,
-                    n_total)
+    return method
 
 
 def _fitted(problem: _Problem, combiner: str):

@@ -1,6 +1,13 @@
 """The JSON API under ``/api/v1``: the route table and its OpenAPI document."""
 
-from auditor.web.api import ingestion, routes
+from auditor.web.api import (  # each registers its operations
+    access,
+    annotators,
+    datasets,
+    ingestion,
+    models,
+    results,
+)
 from auditor.web.api.framework import OPERATIONS, bp
 
 __all__ = ["OPERATIONS", "bp"]

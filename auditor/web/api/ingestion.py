@@ -28,8 +28,8 @@ from auditor.ingest import (
 )
 from auditor.ingest.errors import UploadTooLarge
 from auditor.web.api import serializers as s
+from auditor.web.api.common import get_dataset, get_release
 from auditor.web.api.framework import Param, endpoint
-from auditor.web.api.routes import get_dataset, get_release
 from auditor.web.errors import ApiError
 
 __all__ = ["submit_annotations", "submit_gold", "submit_predictions"]

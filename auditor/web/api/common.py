@@ -1,0 +1,76 @@
+"""What every resource module of the API shares: the role sets, and the lookups that
+enforce the caller's workspace (another workspace's object is simply not found)."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from auditor.db import (
+    AuditRun,
+    Dataset,
+    Model,
+    Release,
+    Role,
+)
+from auditor.web.api import serializers as s
+from auditor.web.errors import ApiError
+from auditor.web.security import READERS
+
+__all__ = ["ADMIN", "READ_OR_VENDOR", "WRITERS", "B", "commit", "get_dataset", "get_model", "get_release", "get_run", "vendor_scope"]
+ADMIN = frozenset({Role.ADMIN})
+WRITERS = frozenset({Role.ADMIN, Role.ANALYST})
+READ_OR_VENDOR = READERS | {Role.VENDOR}
+B = s.BODIES
+
+
+# --- lookups that enforce the workspace (another workspace's object is simply not found) ---
+
+
+def get_dataset(principal, db, dataset_id: int) -> Dataset:
+    ds = db.get(Dataset, dataset_id)
+    if ds is None or ds.workspace_id != principal.workspace_id:
+        raise ApiError(404, f"No dataset with id {dataset_id}.", field="dataset_id")
+    if principal.role == Role.VENDOR and ds.id not in principal.grants:
+        raise ApiError(404, f"No dataset with id {dataset_id}.", field="dataset_id")
+    return ds
+
+
+def get_model(principal, db, model_id: int) -> Model:
+    m = db.get(Model, model_id)
+    if m is None or m.workspace_id != principal.workspace_id:
+        raise ApiError(404, f"No model with id {model_id}.", field="model_id")
+    return m
+
+
+def get_release(principal, db, release_id: int, *, field: str = "release_id") -> Release:
+    row = db.execute(select(Release, Model).join(Model, Release.model_id == Model.id)
+                     .where(Release.id == release_id, Model.workspace_id == principal.workspace_id)).first()
+    if row is None:
+        raise ApiError(404, f"No release with id {release_id}.", field=field)
+    return row[0]
+
+
+def get_run(principal, db, audit_run_id: int) -> AuditRun:
+    row = db.execute(select(AuditRun).join(Dataset, AuditRun.dataset_id == Dataset.id)
+                     .where(AuditRun.id == audit_run_id, Dataset.workspace_id == principal.workspace_id)).first()
+    if row is None:
+        raise ApiError(404, f"No audit run with id {audit_run_id}.", field="audit_run_id")
+    return row[0]
+
+
+def commit(db, what: str):
+    try:
+        db.commit()
+    except IntegrityError:
+        db.rollback()
+        raise ApiError(409, f"{what} already exists.", field="name") from None
+
+
+def vendor_scope(principal, vendor: str | None) -> str | None:
+    """A vendor caller sees only its own vendor, whatever it asked for."""
+    if principal.role != Role.VENDOR:
+        return vendor
+    if principal.vendor is None or (vendor is not None and vendor != principal.vendor):
+        raise ApiError(404, "No such vendor.", field="vendor")
+    return principal.vendor

@@ -1,0 +1,269 @@
+"""Audit results: runs, certifications, power curves, vendor reports, per-annotator
+bounds, BEST ceilings, alerts; and the OpenAPI document itself."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from flask import jsonify
+from sqlalchemy import Select, func, select
+
+from auditor.db import (
+    Agreement,
+    Alert,
+    AlertSeverity,
+    AuditRun,
+    AuditStatus,
+    BestScore,
+    Certification,
+    Model,
+    PowerCurve,
+    Release,
+    VendorReport,
+)
+from auditor.db.queries_audit import latest_run
+from auditor.web.api import serializers as s
+from auditor.web.api.common import (
+    READ_OR_VENDOR,
+    WRITERS,
+    commit,
+    get_dataset,
+    get_model,
+    get_run,
+    vendor_scope,
+)
+from auditor.web.api.framework import Listing, Param, endpoint
+from auditor.web.errors import ApiError
+from auditor.web.security import READERS
+
+__all__: list[str] = []  # the operations register themselves with the route table
+
+
+# --- results ----------------------------------------------------------------------------------
+
+
+@endpoint("GET", "/datasets/<int:dataset_id>/audit-runs", summary="List audit runs", tag="results",
+          roles=READERS, listing=True, response=s.page_of("AuditRun"),
+          query=[Param("status", "string", "Only runs in this state.",
+                       enum=tuple(x.value for x in AuditStatus))], cache=True)
+def list_audit_runs(principal, db, dataset_id, status):
+    """Audit runs of a dataset, newest first, with their timings and errors."""
+    ds = get_dataset(principal, db, dataset_id)
+    stmt = select(AuditRun).where(AuditRun.dataset_id == ds.id).order_by(AuditRun.id.desc())
+    if status:
+        stmt = stmt.where(AuditRun.status == AuditStatus(status))
+    return Listing(stmt, s.audit_run, ["id", "data_version", "status", "created_at", "started_at",
+                                       "finished_at", "queued_seconds", "run_seconds", "error"],
+                   f"audit-runs-{ds.id}")
+
+
+@endpoint("GET", "/audit-runs/<int:audit_run_id>", summary="Read an audit run", tag="results", roles=READERS,
+          response=s.ref("AuditRunDetail"), cache=True)
+def read_audit_run(principal, db, audit_run_id):
+    """One audit run with its BEST scores, agreement coefficients and result counts."""
+    run = get_run(principal, db, audit_run_id)
+    out = s.audit_run(run)
+    out["best_scores"] = [s.best_score((b, run)) for b in
+                          db.scalars(select(BestScore).where(BestScore.audit_run_id == run.id).order_by(BestScore.metric))]
+    out["agreements"] = [{"vendor": a.vendor, "coefficient": a.coefficient, "value": s._f(a.value),
+                          "ci_low": s._f(a.ci_low), "ci_high": s._f(a.ci_high), "n_items": a.n_items}
+                         for a in db.scalars(select(Agreement).where(Agreement.audit_run_id == run.id)
+                                             .order_by(Agreement.vendor.nulls_first(), Agreement.coefficient))]
+    for key, table in (("n_certifications", Certification), ("n_power_curves", PowerCurve),
+                       ("n_vendor_reports", VendorReport)):
+        out[key] = db.scalar(select(func.count()).select_from(table).where(table.audit_run_id == run.id))
+    return out
+
+
+_CERT_COLUMNS = ["audit_run_id", "data_version", "run_finished_at", "model", "version", "released_at", "l",
+                 "u_t", "u_e", "tau", "s_hms_t", "s_oms_t", "s_hms_e", "s_oms_e", "s_anytime_t", "s_anytime_e",
+                 "certified", "certified_with", "method", "certified_paper", "certified_anytime", "verdict",
+                 "n_items_upper", "n_items_lower"]
+
+
+CERTIFICATION_COLUMNS = (
+    Certification.id, Certification.audit_run_id, AuditRun.dataset_id, Certification.data_version,
+    Model.id.label("model_id"), Model.name.label("model"), Certification.release_id, Release.version,
+    Release.released_at, AuditRun.finished_at.label("run_finished_at"), Certification.n_items_upper,
+    Certification.n_items_lower, Certification.u_t, Certification.u_e, Certification.l, Certification.tau,
+    Certification.s_hms_t, Certification.s_oms_t, Certification.s_hms_e, Certification.s_oms_e,
+    Certification.s_anytime_t, Certification.s_anytime_e, Certification.certified, Certification.certified_with,
+    Certification.method, Certification.certified_paper, Certification.certified_anytime, Certification.verdict,
+    Certification.created_at,
+)
+
+
+def certifications_stmt(workspace_id: int) -> Select:
+    # Plain columns, not four ORM entities per row: the history of 100 releases is thousands of rows.
+    return (select(*CERTIFICATION_COLUMNS).select_from(Certification)
+            .join(Release, Certification.release_id == Release.id)
+            .join(Model, Release.model_id == Model.id)
+            .join(AuditRun, Certification.audit_run_id == AuditRun.id)
+            .where(Model.workspace_id == workspace_id))
+
+
+@endpoint("GET", "/datasets/<int:dataset_id>/certifications", summary="List certifications of a dataset",
+          tag="results", roles=READERS, listing=True, response=s.page_of("Certification"),
+          query=[Param("model_id", "integer", "Only this model's releases."),
+                 Param("release_id", "integer", "Only this release."),
+                 Param("latest", "boolean", "Only the latest audit run's certifications.")], cache=True)
+def list_dataset_certifications(principal, db, dataset_id, model_id, release_id, latest):
+    """Certification history: every release in every audit run, newest run first."""
+    ds = get_dataset(principal, db, dataset_id)
+    stmt = certifications_stmt(principal.workspace_id).where(AuditRun.dataset_id == ds.id)
+    if model_id is not None:
+        stmt = stmt.where(Model.id == model_id)
+    if release_id is not None:
+        stmt = stmt.where(Release.id == release_id)
+    if latest:
+        run = latest_run(db, ds.id)
+        stmt = stmt.where(AuditRun.id == (run.id if run else -1))
+    stmt = stmt.order_by(AuditRun.id.desc(), Release.released_at.asc().nulls_last(), Release.id)
+    return Listing(stmt, s.certification, _CERT_COLUMNS, f"certifications-{ds.id}", mapping=True)
+
+
+@endpoint("GET", "/models/<int:model_id>/certifications", summary="List certifications of a model",
+          tag="results", roles=READERS, listing=True, response=s.page_of("Certification"),
+          query=[Param("dataset_id", "integer", "Only this dataset's audits.")], cache=True)
+def list_model_certifications(principal, db, model_id, dataset_id):
+    """Certification history of every release of a model, newest run first."""
+    m = get_model(principal, db, model_id)
+    stmt = certifications_stmt(principal.workspace_id).where(Model.id == m.id)
+    if dataset_id is not None:
+        stmt = stmt.where(AuditRun.dataset_id == get_dataset(principal, db, dataset_id).id)
+    stmt = stmt.order_by(AuditRun.id.desc(), Release.released_at.asc().nulls_last(), Release.id)
+    return Listing(stmt, s.certification, ["dataset_id", *_CERT_COLUMNS], f"certifications-model-{m.id}",
+                   mapping=True)
+
+
+@endpoint("GET", "/datasets/<int:dataset_id>/power-curves", summary="List power curves", tag="results",
+          roles=READERS, listing=True, response=s.page_of("PowerCurve"),
+          query=[Param("audit_run_id", "integer", "This audit run (default: the latest successful one)."),
+                 Param("release_id", "integer", "Only the curves scoring this release."),
+                 Param("vendor", "string", "Only this vendor's pool.", max_length=200),
+                 Param("all_runs", "boolean", "Every audit run's curves, not only one run's.")], cache=True)
+def list_power_curves(principal, db, dataset_id, audit_run_id, release_id, vendor, all_runs):
+    """Survey power curves with intervals, and each release's survey equivalence."""
+    ds = get_dataset(principal, db, dataset_id)
+    stmt = (select(PowerCurve).join(AuditRun, PowerCurve.audit_run_id == AuditRun.id)
+            .where(AuditRun.dataset_id == ds.id).order_by(AuditRun.id.desc(), PowerCurve.id))
+    if audit_run_id is not None:
+        stmt = stmt.where(AuditRun.id == audit_run_id)
+    elif not all_runs:
+        run = latest_run(db, ds.id)
+        stmt = stmt.where(AuditRun.id == (run.id if run else -1))
+    if release_id is not None:
+        stmt = stmt.where(PowerCurve.release_id == release_id)
+    if vendor is not None:
+        stmt = stmt.where(PowerCurve.vendor == vendor)
+    columns = ["id", "audit_run_id", "release_id", "vendor", "reference", "combiner", "scorer",
+               "classifier_score", "classifier_low", "classifier_high", "equivalence", "equivalence_low",
+               "equivalence_high", "equivalence_note", "point_k", "point_mean", "point_ci_low", "point_ci_high",
+               "point_n_items"]
+    return Listing(stmt, s.power_curve, columns, f"power-curves-{ds.id}", csv_rows=s.power_curve_points)
+
+
+@endpoint("GET", "/datasets/<int:dataset_id>/vendor-reports", summary="List vendor reports", tag="results",
+          roles=READ_OR_VENDOR, listing=True, response=s.page_of("VendorReport"),
+          query=[Param("vendor", "string", "Only this vendor.", max_length=200)], cache=True)
+def list_vendor_reports(principal, db, dataset_id, vendor):
+    """Each vendor's quality in each audit run, oldest first (a vendor sees only its own)."""
+    ds = get_dataset(principal, db, dataset_id)
+    vendor = vendor_scope(principal, vendor)
+    # Plain columns: the per-annotator lists (``annotators``) are another endpoint's, and large.
+    stmt = (select(VendorReport.id, VendorReport.audit_run_id, AuditRun.dataset_id, AuditRun.data_version,
+                   AuditRun.finished_at.label("run_finished_at"), VendorReport.vendor, VendorReport.n_annotators,
+                   VendorReport.n_items, VendorReport.n_annotations, VendorReport.u_t, VendorReport.u_e,
+                   VendorReport.agreement, VendorReport.expert_equivalence, VendorReport.created_at)
+            .select_from(VendorReport).join(AuditRun, VendorReport.audit_run_id == AuditRun.id)
+            .where(AuditRun.dataset_id == ds.id).order_by(AuditRun.id, VendorReport.vendor))
+    if vendor is not None:
+        stmt = stmt.where(VendorReport.vendor == vendor)
+    return Listing(stmt, s.vendor_report, ["audit_run_id", "data_version", "run_finished_at", "vendor",
+                                           "n_annotators", "n_items", "n_annotations", "u_t", "u_e",
+                                           "agreement", "expert_equivalence"], f"vendor-reports-{ds.id}",
+                   mapping=True)
+
+
+@endpoint("GET", "/datasets/<int:dataset_id>/annotator-bounds", summary="List per-annotator bounds",
+          tag="results", roles=READ_OR_VENDOR, listing=True, response=s.page_of("AnnotatorBound"),
+          query=[Param("vendor", "string", "Only this vendor's annotators.", max_length=200),
+                 Param("audit_run_id", "integer", "This audit run (default: the latest successful one).")], cache=True)
+def list_annotator_bounds(principal, db, dataset_id, vendor, audit_run_id):
+    """Each annotator's lower bound (Theorem 3) from one audit run's vendor reports."""
+    ds = get_dataset(principal, db, dataset_id)
+    vendor = vendor_scope(principal, vendor)
+    run_id = audit_run_id if audit_run_id is not None else getattr(latest_run(db, ds.id), "id", -1)
+    stmt = (select(VendorReport).join(AuditRun, VendorReport.audit_run_id == AuditRun.id)
+            .where(AuditRun.dataset_id == ds.id, AuditRun.id == run_id).order_by(VendorReport.vendor))
+    if vendor is not None:
+        stmt = stmt.where(VendorReport.vendor == vendor)
+    rows = [{"vendor": v.vendor, "audit_run_id": v.audit_run_id, **a}
+            for v in db.scalars(stmt) for a in (v.annotators or [])]
+    if vendor is None and run_id != -1:
+        # Annotators without a vendor are in no vendor report; the run's summary keeps their bounds.
+        run = db.get(AuditRun, run_id)
+        rows += [{"vendor": None, "audit_run_id": run_id, **a}
+                 for a in ((run.summary or {}).get("annotators_without_vendor") or [])] if run else []
+    columns = ["vendor", "audit_run_id", *dict.fromkeys(k for r in rows for k in r if k not in ("vendor", "audit_run_id"))]
+    return Listing(rows, s.annotator_bound, columns, f"annotator-bounds-{ds.id}")
+
+
+@endpoint("GET", "/datasets/<int:dataset_id>/best-scores", summary="List BEST ceilings", tag="results",
+          roles=READERS, listing=True, response=s.page_of("BestScore"),
+          query=[Param("metric", "string", "Only this metric.", max_length=50)], cache=True)
+def list_best_scores(principal, db, dataset_id, metric):
+    """The dataset's BEST ceiling per metric in each audit run, newest first."""
+    ds = get_dataset(principal, db, dataset_id)
+    stmt = (select(BestScore, AuditRun).join(AuditRun, BestScore.audit_run_id == AuditRun.id)
+            .where(AuditRun.dataset_id == ds.id).order_by(AuditRun.id.desc(), BestScore.metric))
+    if metric:
+        stmt = stmt.where(BestScore.metric == metric)
+    return Listing(stmt, s.best_score, ["audit_run_id", "data_version", "metric", "value", "std_error",
+                                        "n_items", "alpha"], f"best-scores-{ds.id}")
+
+
+@endpoint("GET", "/alerts", summary="List alerts", tag="results", roles=READERS, listing=True,
+          response=s.page_of("Alert"),
+          query=[Param("dataset_id", "integer", "Only this dataset's alerts."),
+                 Param("severity", "string", "Only this severity.", enum=tuple(x.value for x in AlertSeverity)),
+                 Param("unacknowledged", "boolean", "Only alerts nobody acknowledged yet.")], cache=True)
+def list_alerts(principal, db, dataset_id, severity, unacknowledged):
+    """Alerts of the workspace, newest first."""
+    stmt = select(Alert).where(Alert.workspace_id == principal.workspace_id).order_by(Alert.created_at.desc(),
+                                                                                      Alert.id.desc())
+    if dataset_id is not None:
+        stmt = stmt.where(Alert.dataset_id == get_dataset(principal, db, dataset_id).id)
+    if severity:
+        stmt = stmt.where(Alert.severity == AlertSeverity(severity))
+    if unacknowledged:
+        stmt = stmt.where(Alert.acknowledged_at.is_(None))
+    return Listing(stmt, s.alert, ["id", "created_at", "severity", "kind", "subject", "message", "dataset_id",
+                                   "audit_run_id", "acknowledged_at"], "alerts")
+
+
+@endpoint("POST", "/alerts/<int:alert_id>/acknowledge", summary="Acknowledge an alert", tag="results",
+          roles=WRITERS, response=s.ref("Alert"))
+def acknowledge_alert(principal, db, alert_id):
+    """Mark an alert as seen (it leaves the unacknowledged list); acknowledging again changes nothing."""
+    a = db.scalar(select(Alert).where(Alert.id == alert_id, Alert.workspace_id == principal.workspace_id)
+                  .with_for_update())
+    if a is None:
+        raise ApiError(404, f"No alert with id {alert_id}.", field="alert_id")
+    if a.acknowledged_at is None:
+        a.acknowledged_at = datetime.now(UTC)
+        a.acknowledged_by_id = principal.user_id
+        commit(db, f"Alert {alert_id}")
+    return s.alert(a)
+
+
+# --- the document itself ------------------------------------------------------------------------
+
+
+@endpoint("GET", "/openapi.json", summary="The OpenAPI document", tag="meta", public=True,
+          response={"type": "object"})
+def openapi_document(principal, db):
+    """This API's OpenAPI 3.1 document, generated from the route table."""
+    from auditor.web.api.openapi import build_document
+
+    return jsonify(build_document())
