@@ -20,7 +20,6 @@ through :class:`~auditor.audit.inputs.PreviousResults` (:func:`anytime_update`).
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from auditor.audit.inputs import AuditSnapshot, PreviousResults, ReleaseSnapshot
+from auditor.jsonable import finite
 from auditor.stats import (
     Annotations,
     AnytimeState,
@@ -111,14 +111,6 @@ class AuditOptions:
                    vendor_delta=w.vendor_alert_delta, vendor_deltas=w.vendor_alert_deltas)
 
 
-def _num(x) -> float | None:
-    """A JSON-safe float: NaN and infinities become None."""
-    if x is None:
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
-
-
 def _rng(options: AuditOptions, *key: int) -> np.random.Generator:
     # One independent, reproducible stream per part, whatever order the parts run in.
     return np.random.default_rng([options.seed, *key])
@@ -136,7 +128,7 @@ def _annotations(snap: AuditSnapshot) -> Annotations | None:
 
 
 def _curve_points(curve) -> list[dict[str, Any]]:
-    return [{"k": int(k), "mean": _num(m), "ci_low": _num(lo), "ci_high": _num(hi), "n_items": int(n)}
+    return [{"k": int(k), "mean": finite(m), "ci_low": finite(lo), "ci_high": finite(hi), "n_items": int(n)}
             for k, m, lo, hi, n in zip(curve.k, curve.mean, curve.ci_low, curve.ci_high, curve.n_items,
                                        strict=True)]
 
@@ -144,7 +136,7 @@ def _curve_points(curve) -> list[dict[str, Any]]:
 def _equivalence_value(v) -> tuple[float | None, str | None]:
     if isinstance(v, str):
         return None, v
-    return _num(v), None
+    return finite(v), None
 
 
 def _curve_row(curve, *, options: AuditOptions, seed_key: tuple[int, ...], release_id=None, vendor=None,
@@ -163,7 +155,7 @@ def upper_summary(snap: AuditSnapshot, ub=None) -> dict[str, Any]:
     """U_t and U_e of all the dataset's labels and the item counts behind them (what a release part needs)."""
     if ub is None and (snap.counts.sum(axis=1) > 0).any():
         ub = upper_bounds(snap.counts)
-    return {"u_t": None if ub is None else _num(ub.theoretical), "u_e": None if ub is None else _num(ub.empirical),
+    return {"u_t": None if ub is None else finite(ub.theoretical), "u_e": None if ub is None else finite(ub.empirical),
             "n_t": 0 if ub is None else ub.n_items, "n_e": 0 if ub is None else ub.n_items_empirical}
 
 
@@ -178,7 +170,7 @@ def dataset_part(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:
         "n_annotations": snap.n_annotations, "n_annotators": len(snap.annotator_names),
         "n_releases": len(snap.releases), "labels": list(snap.labels),
         "upper": None if ub is None else {
-            "u_t": _num(ub.theoretical), "u_e": _num(ub.empirical), "n_items": ub.n_items,
+            "u_t": finite(ub.theoretical), "u_e": finite(ub.empirical), "n_items": ub.n_items,
             "n_items_empirical": ub.n_items_empirical},
     }
     out["upper"] = upper_summary(snap, ub)
@@ -228,7 +220,7 @@ def dataset_part(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:
                 snap, crowd, expert_counts, options, key=(2, k), notes=notes, vendor=vendor)
         out["vendor_reports"].append({
             "vendor": vendor, "n_annotators": len(members), "n_items": int(pool.shape[0]),
-            "n_annotations": int(pool.sum()), "u_t": _num(vub.theoretical), "u_e": _num(vub.empirical),
+            "n_annotations": int(pool.sum()), "u_t": finite(vub.theoretical), "u_e": finite(vub.empirical),
             "agreement": alpha, "expert_equivalence": expert_eq,
             "annotators": [records[a] for a in members], "details": details,
         })
@@ -240,8 +232,8 @@ def dataset_part(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:
         best = best_performance(counts.counts, rng=_rng(options, 4))
     for metric, value in best.scores.items():
         out["best_scores"].append({
-            "metric": metric, "value": float(value), "std_error": _num(best.standard_errors.get(metric)),
-            "n_items": best.n_items, "alpha": [_num(a) for a in np.asarray(best.alpha, dtype=float)],
+            "metric": metric, "value": float(value), "std_error": finite(best.standard_errors.get(metric)),
+            "n_items": best.n_items, "alpha": [finite(a) for a in np.asarray(best.alpha, dtype=float)],
         })
     notes += [f"BEST: {w.message}" for w in caught]
 
@@ -282,11 +274,11 @@ def _expert_equivalence(snap, crowd, expert_counts, options, *, key, notes, vend
         return None, None
     detail = [{"k": k, "value": v, "ci_low": lo, "ci_high": hi}
               for k, (v, lo, hi) in enumerate(zip(values, lows, highs, strict=True))]
-    detail = [{key_: (_num(x) if not isinstance(x, str) and key_ != "k" else x) for key_, x in d.items()}
+    detail = [{key_: (finite(x) if not isinstance(x, str) and key_ != "k" else x) for key_, x in d.items()}
               for d in detail]
     # The vendor's headline: how many experts its full pool of k raters per item equals.
     headline = values[-1] if values else None
-    return (None if isinstance(headline, str) else _num(headline)), detail
+    return (None if isinstance(headline, str) else finite(headline)), detail
 
 
 def _vendor_pairwise(pw, members: list[int], *, vendor: str, n_items: int) -> list[dict[str, Any]]:
@@ -312,12 +304,12 @@ def _agreement_rows(data, options: AuditOptions, *, vendor, key) -> tuple[list[d
                         confidence=options.confidence, rng=_rng(options, *key))
     rows = []
     for coef in (rep.krippendorff_alpha, rep.fleiss_kappa):
-        rows.append({"vendor": vendor, "coefficient": coef.coefficient, "value": _num(coef.value),
-                     "ci_low": _num(coef.ci_low), "ci_high": _num(coef.ci_high), "n_items": coef.n_items})
+        rows.append({"vendor": vendor, "coefficient": coef.coefficient, "value": finite(coef.value),
+                     "ci_low": finite(coef.ci_low), "ci_high": finite(coef.ci_high), "n_items": coef.n_items})
     if rep.pairwise is not None and rep.pairwise.n_pairs:
         pw = rep.pairwise
-        rows.append({"vendor": vendor, "coefficient": "cohen_kappa_pairwise_mean", "value": _num(pw.mean_weighted),
-                     "ci_low": _num(pw.weighted_ci_low), "ci_high": _num(pw.weighted_ci_high),
+        rows.append({"vendor": vendor, "coefficient": "cohen_kappa_pairwise_mean", "value": finite(pw.mean_weighted),
+                     "ci_low": finite(pw.weighted_ci_low), "ci_high": finite(pw.weighted_ci_high),
                      "n_items": pw.n_items})
     return rows, rep.pairwise
 
@@ -467,7 +459,7 @@ def _anytime_scores(state: Mapping[str, Any] | None, tau: float) -> dict[str, An
             out[col] = None
             continue
         c = st.confidence(bound, tau=tau)
-        out[col] = {"score": _num(c.score), "evalue": _num(c.evalue), "n_upper": c.n_upper, "n_lower": c.n_lower}
+        out[col] = {"score": finite(c.score), "evalue": finite(c.evalue), "n_upper": c.n_upper, "n_lower": c.n_lower}
     return out
 
 
@@ -531,7 +523,7 @@ def release_arrays(info: Mapping[str, Any], counts: np.ndarray, hard: np.ndarray
                 scores[f"{bound}/{method}"] = {"score": None, "t_u": None, "t_l": None}
                 continue
             c = confidence(lb.value, u, n_u, n_lower=lb.n_items, tau=options.tau, method=method)
-            scores[f"{bound}/{method}"] = {"score": _num(c.score), "t_u": _num(c.t_u), "t_l": _num(c.t_l),
+            scores[f"{bound}/{method}"] = {"score": finite(c.score), "t_u": finite(c.t_u), "t_l": finite(c.t_l),
                                            **({"clamped": True} if c.clamped else {})}
     col = BOUND_COLUMNS[options.bound]
     any_scores = _anytime_scores(anytime, options.tau)
@@ -575,9 +567,9 @@ def release_arrays(info: Mapping[str, Any], counts: np.ndarray, hard: np.ndarray
             low, low_note = _equivalence_value(eq.ci_low)
             high, high_note = _equivalence_value(eq.ci_high)
             row.update({
-                "classifier_score": _num(eq.classifier_score.value),
-                "classifier_low": _num(eq.classifier_score.ci_low),
-                "classifier_high": _num(eq.classifier_score.ci_high),
+                "classifier_score": finite(eq.classifier_score.value),
+                "classifier_low": finite(eq.classifier_score.ci_low),
+                "classifier_high": finite(eq.classifier_score.ci_high),
                 "equivalence": value, "equivalence_low": low, "equivalence_high": high,
                 "equivalence_note": note,
             })

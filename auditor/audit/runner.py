@@ -7,7 +7,6 @@ transaction: the claim, the read-only snapshot, the single result write.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 import traceback
@@ -16,7 +15,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-import numpy as np
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -38,6 +36,7 @@ from auditor.db.queries_audit import (
 )
 from auditor.db.session import session_scope
 from auditor.db.snapshot import SnapshotCache, load_audit_snapshot
+from auditor.jsonable import plain
 
 __all__ = ["FanOut", "Heartbeat", "Outcome", "claim", "compute_inline", "fail", "finish", "is_transient", "plain", "run_audit",
            "snapshot"]
@@ -64,24 +63,6 @@ class Outcome:
         """Data arrived while this run computed: exactly one more run is due."""
         return (self.state == "succeeded" and self.current_version is not None
                 and self.data_version is not None and self.current_version > self.data_version)
-
-
-def plain(obj: Any) -> Any:
-    """JSON-ready copy: numpy scalars and arrays to Python, NaN/inf floats to None."""
-    if isinstance(obj, Mapping):
-        return {str(k): plain(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [plain(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return plain(obj.tolist())
-    if isinstance(obj, np.bool_ | bool):
-        return bool(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, float | np.floating):
-        x = float(obj)
-        return x if math.isfinite(x) else None
-    return obj
 
 
 def claim(factory: sessionmaker[Session], dataset_id: int, *, task_id: str, lease: timedelta,

@@ -43,6 +43,7 @@ from auditor.db.models import (
     Release,
     VendorReport,
 )
+from auditor.lru import LRU
 
 if TYPE_CHECKING:
     from auditor.stats import Annotations, LabelCounts
@@ -335,16 +336,13 @@ class SnapshotCache:
 
     def __init__(self, max_datasets: int = 4):
         self.max_datasets = max_datasets
-        self._entries: dict[int, _Cached] = {}
+        self._entries = LRU(max_datasets)
 
     def get(self, dataset_id: int) -> _Cached | None:
         return self._entries.get(dataset_id)
 
     def put(self, dataset_id: int, entry: _Cached) -> None:
-        self._entries.pop(dataset_id, None)
-        self._entries[dataset_id] = entry
-        while len(self._entries) > self.max_datasets:
-            self._entries.pop(next(iter(self._entries)))
+        self._entries.put(dataset_id, entry)
 
 
 def _keys(rows: np.ndarray) -> np.ndarray:

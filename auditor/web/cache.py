@@ -8,13 +8,12 @@ role, vendor and grants, and the same URL. Authentication always runs first.
 
 from __future__ import annotations
 
-import threading
-import time
-from collections import OrderedDict
 from functools import wraps
 
 from flask import Flask, Response, current_app, g, request, session
 from sqlalchemy import ColumnElement, String, literal_column
+
+from auditor.lru import LRU
 
 __all__ = ["cached", "init_app", "lookup", "remember"]
 
@@ -45,31 +44,13 @@ def fingerprint_column(workspace_id: ColumnElement) -> ColumnElement:
     return literal_column(_FINGERPRINT.format(w=f"{table}.{column}"), String)
 
 
-class _Lru:
-    # Entries also age out, so a cached page never carries a CSRF token near its expiry.
+class _Lru(LRU):
+    """Rendered answers: entries also age out (so a cached page never carries a CSRF token
+    near its expiry), and an answer larger than ``max_bytes`` is not kept."""
+
     def __init__(self, entries: int, max_bytes: int, ttl: float = 300.0):
-        self.entries, self.max_bytes, self.ttl = entries, max_bytes, ttl
-        self._data: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key):
-        with self._lock:
-            value = self._data.get(key)
-            if value is None:
-                return None
-            stored_at, payload = value
-            if time.monotonic() - stored_at > self.ttl:
-                del self._data[key]
-                return None
-            self._data.move_to_end(key)
-            return payload
-
-    def put(self, key, value) -> None:
-        with self._lock:
-            self._data[key] = (time.monotonic(), value)
-            self._data.move_to_end(key)
-            while len(self._data) > self.entries:
-                self._data.popitem(last=False)
+        super().__init__(entries, ttl=ttl)
+        self.max_bytes = max_bytes
 
 
 def lookup(principal) -> tuple[_Lru, tuple, Response | None] | None:

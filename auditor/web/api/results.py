@@ -22,6 +22,7 @@ from auditor.db import (
     VendorReport,
 )
 from auditor.db.queries_audit import latest_run
+from auditor.jsonable import finite
 from auditor.web.api import serializers as s
 from auditor.web.api.common import (
     READ_OR_VENDOR,
@@ -65,8 +66,8 @@ def read_audit_run(principal, db, audit_run_id):
     out = s.audit_run(run)
     out["best_scores"] = [s.best_score((b, run)) for b in
                           db.scalars(select(BestScore).where(BestScore.audit_run_id == run.id).order_by(BestScore.metric))]
-    out["agreements"] = [{"vendor": a.vendor, "coefficient": a.coefficient, "value": s._f(a.value),
-                          "ci_low": s._f(a.ci_low), "ci_high": s._f(a.ci_high), "n_items": a.n_items}
+    out["agreements"] = [{"vendor": a.vendor, "coefficient": a.coefficient, "value": finite(a.value),
+                          "ci_low": finite(a.ci_low), "ci_high": finite(a.ci_high), "n_items": a.n_items}
                          for a in db.scalars(select(Agreement).where(Agreement.audit_run_id == run.id)
                                              .order_by(Agreement.vendor.nulls_first(), Agreement.coefficient))]
     for key, table in (("n_certifications", Certification), ("n_power_curves", PowerCurve),

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
-from typing import Any
 
 from auditor.db import (
     AccessEvent,
@@ -20,6 +18,7 @@ from auditor.db import (
     Release,
     User,
 )
+from auditor.jsonable import finite, plain
 
 __all__ = ["BODIES", "SCHEMAS", "page_of", "ref"]
 
@@ -52,23 +51,6 @@ ANY_JSON: dict = {}
 
 def _t(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
-
-
-def _f(value: float | None) -> float | None:
-    # JSON has no NaN/Infinity: a non-finite statistic is reported as null.
-    if value is None or not math.isfinite(value):
-        return None
-    return float(value)
-
-
-def _clean(node: Any) -> Any:
-    if isinstance(node, float):
-        return _f(node)
-    if isinstance(node, dict):
-        return {k: _clean(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_clean(v) for v in node]
-    return node
 
 
 # --- resources ---------------------------------------------------------------------
@@ -121,7 +103,7 @@ def audit_run(r: AuditRun) -> dict:
     return {"id": r.id, "dataset_id": r.dataset_id, "data_version": r.data_version, "status": str(r.status),
             "error": r.error, "created_at": _t(r.created_at), "started_at": _t(r.started_at),
             "finished_at": _t(r.finished_at), "queued_seconds": _seconds(r.created_at, r.started_at),
-            "run_seconds": _seconds(r.started_at, r.finished_at), "summary": _clean(r.summary),
+            "run_seconds": _seconds(r.started_at, r.finished_at), "summary": plain(r.summary),
             "parameters": r.parameters}
 
 
@@ -133,7 +115,7 @@ def certification(m) -> dict:
     """A row of ``routes.CERTIFICATION_COLUMNS`` (a mapping)."""
     out = dict(m)
     for k in _CERT_FLOATS:
-        out[k] = _f(out[k])
+        out[k] = finite(out[k])
     for k in _CERT_TIMES:
         out[k] = _t(out[k])
     return out
@@ -142,10 +124,10 @@ def certification(m) -> dict:
 def power_curve(p: PowerCurve) -> dict:
     return {"id": p.id, "audit_run_id": p.audit_run_id, "release_id": p.release_id, "vendor": p.vendor,
             "reference": p.reference, "combiner": p.combiner, "scorer": p.scorer, "max_k": p.max_k,
-            "n_bootstrap": p.n_bootstrap, "seed": p.seed, "points": _clean(p.points or []),
-            "classifier_score": _f(p.classifier_score), "classifier_low": _f(p.classifier_low),
-            "classifier_high": _f(p.classifier_high), "equivalence": _f(p.equivalence),
-            "equivalence_low": _f(p.equivalence_low), "equivalence_high": _f(p.equivalence_high),
+            "n_bootstrap": p.n_bootstrap, "seed": p.seed, "points": plain(p.points or []),
+            "classifier_score": finite(p.classifier_score), "classifier_low": finite(p.classifier_low),
+            "classifier_high": finite(p.classifier_high), "equivalence": finite(p.equivalence),
+            "equivalence_low": finite(p.equivalence_low), "equivalence_high": finite(p.equivalence_high),
             "equivalence_note": p.equivalence_note, "created_at": _t(p.created_at)}
 
 
@@ -159,27 +141,27 @@ def vendor_report(m) -> dict:
     """A row of the vendor-report columns (a mapping)."""
     out = dict(m)
     for k in ("u_t", "u_e", "agreement", "expert_equivalence"):
-        out[k] = _f(out[k])
+        out[k] = finite(out[k])
     for k in ("run_finished_at", "created_at"):
         out[k] = _t(out[k])
     return out
 
 
 def annotator_bound(row: dict) -> dict:
-    return _clean(row)
+    return plain(row)
 
 
 def best_score(row) -> dict:
     b, run = row
     return {"id": b.id, "audit_run_id": b.audit_run_id, "data_version": run.data_version, "metric": b.metric,
-            "value": _f(b.value), "std_error": _f(b.std_error), "n_items": b.n_items,
-            "alpha": _clean(list(b.alpha) if b.alpha is not None else None), "created_at": _t(b.created_at)}
+            "value": finite(b.value), "std_error": finite(b.std_error), "n_items": b.n_items,
+            "alpha": plain(list(b.alpha) if b.alpha is not None else None), "created_at": _t(b.created_at)}
 
 
 def alert(a: Alert) -> dict:
     return {"id": a.id, "dataset_id": a.dataset_id, "audit_run_id": a.audit_run_id, "kind": a.kind,
             "severity": str(a.severity), "subject": a.subject, "message": a.message,
-            "details": _clean(a.details), "created_at": _t(a.created_at),
+            "details": plain(a.details), "created_at": _t(a.created_at),
             "acknowledged_at": _t(a.acknowledged_at)}
 
 
