@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from flask import Flask, current_app, g
 from sqlalchemy.orm import Session
 
-from auditor.db import make_engine, make_session_factory
+from auditor.db import ApiToken, make_engine, make_session_factory
 
-__all__ = ["get_session", "init_app"]
+__all__ = ["get_session", "in_workspace", "init_app"]
+
+T = TypeVar("T")
 
 
 def init_app(app: Flask) -> None:
@@ -23,6 +27,16 @@ def get_session() -> Session:
     if "db_session" not in g:
         g.db_session = current_app.extensions["auditor.sessions"]()
     return g.db_session
+
+
+def in_workspace(db: Session, model: type[T], object_id: int, workspace_id: int) -> T | None:
+    """The ``model`` object with id ``object_id`` if it belongs to the workspace, else None:
+    another workspace's object is simply not found (every view, page and endpoint asks here)."""
+    obj = db.get(model, object_id)
+    if obj is None:
+        return None
+    owner = obj.user.workspace_id if isinstance(obj, ApiToken) else obj.workspace_id  # a token is its user's
+    return obj if owner == workspace_id else None
 
 
 def close_session(_exc: BaseException | None = None) -> None:

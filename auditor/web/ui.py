@@ -22,7 +22,7 @@ from sqlalchemy import select
 from auditor.db import Dataset, Model, Role, User, Workspace
 from auditor.web import dashboards
 from auditor.web.cache import cached
-from auditor.web.db import get_session
+from auditor.web.db import get_session, in_workspace
 from auditor.web.security import limiter, load_principal, verify_password
 
 __all__ = ["bp"]
@@ -108,8 +108,8 @@ def overview():
 
 
 def _dataset(dataset_id: int) -> Dataset:
-    ds = get_session().get(Dataset, dataset_id)
-    if ds is None or ds.workspace_id != g.principal.workspace_id:
+    ds = in_workspace(get_session(), Dataset, dataset_id, g.principal.workspace_id)
+    if ds is None:
         abort(404)
     return ds
 
@@ -125,8 +125,8 @@ def dataset(dataset_id: int):
 @login_required()
 @cached
 def model(model_id: int):
-    m = get_session().get(Model, model_id)
-    if m is None or m.workspace_id != g.principal.workspace_id:
+    m = in_workspace(get_session(), Model, model_id, g.principal.workspace_id)
+    if m is None:
         abort(404)
     dataset_id = request.args.get("dataset_id", type=int)
     return render_template("model.html", **dashboards.model_page(get_session(), m, dataset_id,
@@ -188,8 +188,8 @@ def access_user(user_id: int, action: str):
 
     _admin()
     db = get_session()
-    user = db.get(User, user_id)
-    if user is None or user.workspace_id != g.principal.workspace_id:
+    user = in_workspace(db, User, user_id, g.principal.workspace_id)
+    if user is None:
         abort(404)
     if action == "deactivate" and user.id == g.principal.user_id:
         flash("You cannot deactivate yourself; ask another admin.")
@@ -209,8 +209,8 @@ def access_token(token_id: int):
 
     _admin()
     db = get_session()
-    token = db.get(ApiToken, token_id)
-    if token is None or token.user.workspace_id != g.principal.workspace_id:
+    token = in_workspace(db, ApiToken, token_id, g.principal.workspace_id)
+    if token is None:
         abort(404)
     revoke_token(db, token, actor=g.principal.email, actor_id=g.principal.user_id)
     db.commit()

@@ -13,6 +13,7 @@ from auditor.db import (
 from auditor.web.api import serializers as s
 from auditor.web.api.common import ADMIN, commit
 from auditor.web.api.framework import Listing, Param, endpoint
+from auditor.web.db import in_workspace
 from auditor.web.errors import ApiError
 from auditor.web.security import ALL_ROLES
 
@@ -37,8 +38,8 @@ def me(principal, db):
 
 
 def _get_user(principal, db, user_id: int) -> User:
-    u = db.get(User, user_id)
-    if u is None or u.workspace_id != principal.workspace_id:
+    u = in_workspace(db, User, user_id, principal.workspace_id)
+    if u is None:
         raise ApiError(404, f"No user with id {user_id}.", field="user_id")
     return u
 

@@ -14,6 +14,7 @@ from auditor.db import (
     Role,
 )
 from auditor.web.api import serializers as s
+from auditor.web.db import in_workspace
 from auditor.web.errors import ApiError
 from auditor.web.security import READERS
 
@@ -28,8 +29,8 @@ B = s.BODIES
 
 
 def get_dataset(principal, db, dataset_id: int) -> Dataset:
-    ds = db.get(Dataset, dataset_id)
-    if ds is None or ds.workspace_id != principal.workspace_id:
+    ds = in_workspace(db, Dataset, dataset_id, principal.workspace_id)
+    if ds is None:
         raise ApiError(404, f"No dataset with id {dataset_id}.", field="dataset_id")
     if principal.role == Role.VENDOR and ds.id not in principal.grants:
         raise ApiError(404, f"No dataset with id {dataset_id}.", field="dataset_id")
@@ -37,8 +38,8 @@ def get_dataset(principal, db, dataset_id: int) -> Dataset:
 
 
 def get_model(principal, db, model_id: int) -> Model:
-    m = db.get(Model, model_id)
-    if m is None or m.workspace_id != principal.workspace_id:
+    m = in_workspace(db, Model, model_id, principal.workspace_id)
+    if m is None:
         raise ApiError(404, f"No model with id {model_id}.", field="model_id")
     return m
 
