@@ -36,7 +36,7 @@ from auditor.ingest.formats import (
 )
 from auditor.ingest.gold import _merge_gold, apply_gold, stage_gold
 
-__all__ = ['existing_items_probe', 'import_annotations']
+__all__ = ["existing_items_probe", "import_annotations"]
 
 
 def _stage_rows(b: _Batch, rows: Iterable[tuple]) -> tuple[str, str, int, str]:

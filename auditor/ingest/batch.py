@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -44,7 +44,7 @@ from auditor.ingest.formats import (
     open_source,
 )
 
-__all__ = ['FIELD_NAMES', 'ImportResult', 'parse_field_map']
+__all__ = ["FIELD_NAMES", "ImportResult", "parse_field_map", "run_batch"]
 FIELD_NAMES = ("item_id", "annotator_id", "label", "labels", "probabilities", "vendor", "tier", "timestamp",
                "source")
 """Fields a batch's columns may be mapped to (``field_map``): the CLI's ``--field``, the API's ``field``."""
@@ -292,3 +292,28 @@ class _NoChange(Exception):
     def __init__(self, message: str, result: ImportResult | None = None):
         super().__init__(message)
         self.result = result
+
+
+def run_batch(b: _Batch, stage: Callable[[list[str]], tuple[str, int]],
+              merge: Callable[[str, int], ImportResult]) -> ImportResult:
+    """Steps 2 and 3 of every import: ``stage(tables)`` reads and checks the whole batch
+    into a staging table (registering every table it creates in ``tables``) and returns
+    it with its row count; ``merge(table, n_rows)`` writes it under the dataset's lock, or
+    raises :class:`_NoChange`, which answers "unchanged". Each step in a savepoint, so a
+    rejected batch leaves nothing; the staging tables are dropped on SQLite (PostgreSQL's
+    are dropped at commit)."""
+    sql = b.sql
+    tables: list[str] = []
+    try:
+        with _savepoint(b.session):
+            table, n_rows = stage(tables)
+            try:
+                with _savepoint(b.session):
+                    return merge(table, n_rows)
+            except _NoChange as nc:
+                return nc.result or ImportResult(
+                    status="unchanged", kind=b.kind.value, dataset=b.dataset.name, rows=n_rows,
+                    data_version=b.dataset.data_version, unchanged=n_rows, message=str(nc))
+    finally:
+        if sql.conn.in_transaction() and not sql.pg:
+            sql.drop(*tables)

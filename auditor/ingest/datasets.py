@@ -11,7 +11,7 @@ from auditor.db.models import Dataset, Workspace
 from auditor.db.session import WRITE_OPTIONS
 from auditor.ingest.errors import IngestError
 
-__all__ = ['DEFAULT_WORKSPACE', 'create_dataset', 'delete_dataset', 'get_dataset', 'get_workspace']
+__all__ = ["DEFAULT_WORKSPACE", "create_dataset", "delete_dataset", "get_dataset", "get_workspace"]
 
 DEFAULT_WORKSPACE = "default"
 

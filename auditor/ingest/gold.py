@@ -18,7 +18,7 @@ from auditor.ingest.batch import (
     _prepare,
     _recheck_under_lock,
     _record_batch,
-    _savepoint,
+    run_batch,
 )
 from auditor.ingest.datasets import DEFAULT_WORKSPACE
 from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, RowError
@@ -41,25 +41,16 @@ def import_gold(session: Session, dataset: str | Dataset, source: str | bytes | 
     if prior is not None:
         return prior
     labels = [str(lab) for lab in b.dataset.labels]
-    sql = b.sql
-    tables: list[str] = []
-    try:
-        with _savepoint(session):
-            rows = formats.read_gold(b.source, b.fmt, labels, field_map=field_map, default_source=gold_source,
-                                     progress=progress)
-            table, n_rows = stage_gold(b, rows, tables)
-            if n_rows == 0:
-                raise ImportRejected([RowError(0, None, "the file holds no gold labels")], source=b.source.name)
-            try:
-                with _savepoint(session):
-                    return _merge_gold(b, table, n_rows)
-            except _NoChange as nc:
-                return nc.result or ImportResult(
-                    status="unchanged", kind="gold", dataset=b.dataset.name, rows=n_rows,
-                    data_version=b.dataset.data_version, unchanged=n_rows, message=str(nc))
-    finally:
-        if sql.conn.in_transaction() and not sql.pg:
-            sql.drop(*tables)
+
+    def stage(tables: list[str]) -> tuple[str, int]:
+        rows = formats.read_gold(b.source, b.fmt, labels, field_map=field_map, default_source=gold_source,
+                                 progress=progress)
+        table, n_rows = stage_gold(b, rows, tables)
+        if n_rows == 0:
+            raise ImportRejected([RowError(0, None, "the file holds no gold labels")], source=b.source.name)
+        return table, n_rows
+
+    return run_batch(b, stage, lambda table, n_rows: _merge_gold(b, table, n_rows))
 
 
 def stage_gold(b: _Batch, rows: Iterable[tuple], tables: list[str], *, field: str = "label",

@@ -21,12 +21,12 @@ from auditor.ingest.batch import (
     _prepare,
     _recheck_under_lock,
     _record_batch,
-    _savepoint,
+    run_batch,
 )
 from auditor.ingest.datasets import DEFAULT_WORKSPACE
 from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, RowError
 
-__all__ = ['import_predictions']
+__all__ = ["import_predictions"]
 
 
 # --- predictions ------------------------------------------------------------------
@@ -67,35 +67,28 @@ def import_predictions(session: Session, dataset: str | Dataset, source: str | b
         return prior
     labels = [str(lab) for lab in b.dataset.labels]
     sql = b.sql
-    tables: list[str] = []
-    try:
-        with _savepoint(session):
-            rows = formats.read_predictions(b.source, b.fmt, labels, field_map=field_map, release=release,
-                                            progress=progress)
-            table = sql.temp_table(f"row_no BIGINT, item_ext TEXT, label SMALLINT, "
-                                   f"probs {'DOUBLE PRECISION[]' if sql.pg else 'TEXT'}")
-            tables.append(table)
-            if not sql.pg:
-                rows = ((r, i, lab, None if p is None else json.dumps(p)) for r, i, lab, p in rows)
-            n_rows = sql.load_rows(table, ["row_no", "item_ext", "label", "probs"], rows)
-            if n_rows == 0:
-                raise ImportRejected([RowError(0, None, "the file holds no predictions")], source=b.source.name)
-            dups = sql.run(f"SELECT item_ext, min(row_no), max(row_no) FROM {table} GROUP BY item_ext "
-                           f"HAVING count(*) > 1 ORDER BY 2 LIMIT {MAX_REPORTED_ERRORS}").all()
-            if dups:
-                raise ImportRejected([RowError(int(last), "item_id", f"item {item!r} already has a prediction at "
-                                                                     f"row {first} of this batch")
-                                      for item, first, last in dups], source=b.source.name)
-            try:
-                with _savepoint(session):
-                    return _merge_predictions(b, table, n_rows, model, release, released_at, alias, tags)
-            except _NoChange as nc:
-                return nc.result or ImportResult(
-                    status="unchanged", kind="predictions", dataset=b.dataset.name, rows=n_rows,
-                    data_version=b.dataset.data_version, unchanged=n_rows, message=str(nc))
-    finally:
-        if sql.conn.in_transaction() and not sql.pg:
-            sql.drop(*tables)
+
+    def stage(tables: list[str]) -> tuple[str, int]:
+        rows = formats.read_predictions(b.source, b.fmt, labels, field_map=field_map, release=release,
+                                        progress=progress)
+        table = sql.temp_table(f"row_no BIGINT, item_ext TEXT, label SMALLINT, "
+                               f"probs {'DOUBLE PRECISION[]' if sql.pg else 'TEXT'}")
+        tables.append(table)
+        if not sql.pg:
+            rows = ((r, i, lab, None if p is None else json.dumps(p)) for r, i, lab, p in rows)
+        n_rows = sql.load_rows(table, ["row_no", "item_ext", "label", "probs"], rows)
+        if n_rows == 0:
+            raise ImportRejected([RowError(0, None, "the file holds no predictions")], source=b.source.name)
+        dups = sql.run(f"SELECT item_ext, min(row_no), max(row_no) FROM {table} GROUP BY item_ext "
+                       f"HAVING count(*) > 1 ORDER BY 2 LIMIT {MAX_REPORTED_ERRORS}").all()
+        if dups:
+            raise ImportRejected([RowError(int(last), "item_id", f"item {item!r} already has a prediction at "
+                                                                 f"row {first} of this batch")
+                                  for item, first, last in dups], source=b.source.name)
+        return table, n_rows
+
+    return run_batch(b, stage, lambda table, n_rows: _merge_predictions(b, table, n_rows, model, release,
+                                                                         released_at, alias, tags))
 
 
 def _merge_predictions(b: _Batch, table: str, n_rows: int, model: str, release: str,
