@@ -164,19 +164,20 @@ def _row_filters(since: int | None, as_of: int | None) -> list[tuple[str, str, t
 
 
 def _read(session: Session, dataset_id: int, n_labels: int, *, rows: bool, since: int | None = None,
-          as_of: int | None = None, releases: Iterable[int] = (), items: bool = True, names: bool = False) -> _Read:
-    """The dataset's items, annotation rows (``rows``) and releases' predictions, in this
-    session's transaction."""
+          as_of: int | None = None, releases: Iterable[int] = (), items: bool = True, names: bool = False,
+          counts: bool = True) -> _Read:
+    """The dataset's items (with their label counts when ``counts``), annotation rows
+    (``rows``) and releases' predictions, in this session's transaction."""
     releases = list(releases)
     if session.connection().dialect.name == "postgresql":
         return _read_postgresql(session, dataset_id, n_labels, rows=rows, since=since, as_of=as_of,
-                                releases=releases, items=items, names=names)
+                                releases=releases, items=items, names=names, counts=counts)
     return _read_sqlite(session, dataset_id, n_labels, rows=rows, since=since, as_of=as_of, releases=releases,
                         items=items, names=names)
 
 
 def _read_postgresql(session: Session, d: int, n_labels: int, *, rows: bool, since: int | None, as_of: int | None,
-                     releases: list[int], items: bool, names: bool) -> _Read:
+                     releases: list[int], items: bool, names: bool, counts: bool) -> _Read:
     """Item-id blocks read by parallel connections that share this transaction's snapshot."""
     conn = session.connection()
     raw = pgread.raw_connection(conn)
@@ -193,7 +194,8 @@ def _read_postgresql(session: Session, d: int, n_labels: int, *, rows: bool, sin
                                     max_annotator=max_annotator, where=where, params=params))
                 kinds.append(("rows",))
     for a, b in item_blocks if items else []:
-        jobs.append(partial(pgread.item_block, dataset_id=d, lo=a, hi=b, n_labels=n_labels, names=names))
+        jobs.append(partial(pgread.item_block, dataset_id=d, lo=a, hi=b, n_labels=n_labels, names=names,
+                            counts=counts))
         kinds.append(("items",))
     for rid in releases:
         for a, b in item_blocks:
@@ -210,7 +212,9 @@ def _read_postgresql(session: Session, d: int, n_labels: int, *, rows: bool, sin
         at = 0
         for b in blocks:
             end = at + len(b["id"])
-            table[at:end, 0], table[at:end, 1], table[at:end, 2:] = b["id"], b["gold"], b["counts"]
+            table[at:end, 0], table[at:end, 1] = b["id"], b["gold"]
+            if counts:
+                table[at:end, 2:] = b["counts"]
             item_names.extend(b["names"])
             at = end
     del blocks
@@ -291,14 +295,24 @@ def _annotators(session: Session, workspace_id: int, ids: np.ndarray) -> dict[in
         if a.id < present.size and present[a.id]}
 
 
+#: Rows transformed at once by the public loader (bounds its temporaries).
+_CHUNK = 1 << 22
+
+
+def _annotator_lookup(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The annotator ids present, ascending, and a table from annotator id to position among them."""
+    if not rows.size:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    present = np.bincount(rows[:, 1]) > 0
+    return np.flatnonzero(present), np.cumsum(present) - 1
+
+
 def _codes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The annotator ids present, ascending, and each row's annotator as a position among them.
 
     Annotator ids are small integers: codes by a lookup table rather than by sorting."""
-    if not rows.size:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    present = np.bincount(rows[:, 1]) > 0
-    return np.flatnonzero(present), (np.cumsum(present) - 1)[rows[:, 1]]
+    ids, lookup = _annotator_lookup(rows)
+    return ids, lookup[rows[:, 1]] if rows.size else np.zeros(0, dtype=np.int64)
 
 
 def _release_rows(session: Session, dataset_id: int, releases: Iterable[int] | None = None
@@ -546,8 +560,10 @@ def load_snapshot(bind: Engine | Connection, dataset_id: int, *, annotations: bo
         as_of = data_version is not None and data_version < ds.data_version
         version = int(ds.data_version if data_version is None else data_version)
         infos = _release_rows(session, dataset_id, releases)
-        read = _read(session, int(dataset_id), n_labels, rows=annotations or as_of,
-                     as_of=version if as_of else None, releases=list(infos), names=True)
+        with_rows = annotations or as_of
+        # With the rows at hand the counts follow from them (one pass, no per-item counts read).
+        read = _read(session, int(dataset_id), n_labels, rows=with_rows, as_of=version if as_of else None,
+                     releases=list(infos), names=True, counts=not with_rows)
         item_ids, gold, counts = read.items[:, 0], read.items[:, 1], read.items[:, 2:]
         items, releases_read = read.names, read.releases
         index = pgread.IdIndex(item_ids)
@@ -557,22 +573,21 @@ def load_snapshot(bind: Engine | Connection, dataset_id: int, *, annotations: bo
         if read.rows is not None:
             rows = read.rows  # column-major: each column is contiguous, transformed in place below
             del read
-            rows[:, 0] = index(rows[:, 0])
-            ann_item, ann_label = rows[:, 0], rows[:, 2]
-            _check_labels(ann_label, n_labels)
-            if as_of:
-                # A past version's counts follow from its rows (the items keep only today's).
-                counts = np.zeros(len(item_ids) * n_labels, dtype=np.int64)
-                for at in range(0, len(ann_item), 1 << 22):  # bounded temporaries
-                    counts += np.bincount(ann_item[at:at + (1 << 22)] * n_labels + ann_label[at:at + (1 << 22)],
-                                          minlength=counts.size)
-                counts = counts.reshape(-1, n_labels)
+            ann_ids, lookup = _annotator_lookup(rows) if annotations else (None, None)
+            flat = np.zeros(len(item_ids) * n_labels, dtype=np.int64)
+            for at in range(0, rows.shape[0], _CHUNK):  # bounded temporaries
+                part = rows[at:at + _CHUNK]
+                part[:, 0] = index(part[:, 0])
+                _check_labels(part[:, 2], n_labels)
+                flat += np.bincount(part[:, 0] * n_labels + part[:, 2], minlength=flat.size)
+                if lookup is not None:
+                    part[:, 1] = lookup[part[:, 1]]
+            counts = flat.reshape(-1, n_labels)
             if annotations:
-                ann_ids, rows[:, 1] = _codes(rows)
                 meta = _annotators(session, ds.workspace_id, ann_ids)
                 vendors = tuple(meta[i].vendor for i in ann_ids.tolist())
                 tiers = tuple(str(meta[i].tier) for i in ann_ids.tolist())
-                ann = Annotations(ann_item, rows[:, 1], ann_label, items,
+                ann = Annotations(rows[:, 0], rows[:, 1], rows[:, 2], items,
                                   tuple(meta[i].external_id for i in ann_ids.tolist()), labels)
             del rows
         predictions = {rid: ReleasePredictions(infos[rid], *_aligned_predictions(index, n_labels, raw))
