@@ -71,8 +71,14 @@ def client(app):
 
 @contextmanager
 def eager_audits(app):
-    """Run the audits that ingestion requests inline, as a worker would."""
-    conf = app.extensions["celery"].conf
+    """Run the audits that ingestion requests inline, as a worker would.
+
+    The app's Celery instance is made the current one first: the shared tasks resolve to
+    the current app, and tests elsewhere (the worker tests) create and select their own."""
+    capp = app.extensions["celery"]
+    capp.set_current()
+    capp.set_default()
+    conf = capp.conf
     conf.task_always_eager, conf.task_eager_propagates = True, True
     try:
         yield
