@@ -14,20 +14,8 @@ from auditor.db.models import Dataset, ImportKind, Tier
 from auditor.db.partitions import (
     ensure_annotation_partition,
 )
-from auditor.ingest import formats
+from auditor.ingest import batch, formats
 from auditor.ingest.annotators import _merge_annotators, _stage_annotators
-from auditor.ingest.batch import (
-    ImportResult,
-    _Batch,
-    _finish,
-    _lock_and_bump,
-    _NoChange,
-    _prepare,
-    _recheck_under_lock,
-    _record_batch,
-    _savepoint,
-    _sqlite_time,
-)
 from auditor.ingest.csv_load import _raw_csv_plan, _stage_raw_csv, _try_bulk_first_load
 from auditor.ingest.datasets import DEFAULT_WORKSPACE
 from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, RowError
@@ -39,20 +27,20 @@ from auditor.ingest.gold import _merge_gold, apply_gold, stage_gold
 __all__ = ["existing_items_probe", "import_annotations"]
 
 
-def _stage_rows(b: _Batch, rows: Iterable[tuple]) -> tuple[str, str, int, str]:
+def _stage_rows(b: batch.Batch, rows: Iterable[tuple]) -> tuple[str, str, int, str]:
     sql = b.sql
     ts_type = "TIMESTAMPTZ" if sql.pg else "TEXT"
     table = sql.temp_table(f"row_no BIGINT, item_ext TEXT, annotator_ext TEXT, label SMALLINT, vendor TEXT, "
                            f"tier TEXT, ts {ts_type}")
     if not sql.pg:
-        rows = ((r, i, a, lab, v, t, _sqlite_time(ts)) for r, i, a, lab, v, t, ts in rows)
+        rows = ((r, i, a, lab, v, t, batch.sqlite_time(ts)) for r, i, a, lab, v, t, ts in rows)
     n = sql.load_rows(table, ["row_no", "item_ext", "annotator_ext", "label", "vendor", "tier", "ts"], rows)
     sql.run(f"ANALYZE {table}")
     ann = _stage_annotators(b, table, "0")
     return table, table, n, ann
 
 
-def _duplicate_pairs(b: _Batch, src: str) -> list[RowError]:
+def _duplicate_pairs(b: batch.Batch, src: str) -> list[RowError]:
     rows = b.sql.run(
         f"SELECT item_ext, annotator_ext, min(row_no), max(row_no) FROM {src} s "
         f"GROUP BY item_ext, annotator_ext HAVING count(*) > 1 ORDER BY 3 LIMIT {MAX_REPORTED_ERRORS}").all()
@@ -67,7 +55,7 @@ def import_annotations(session: Session, dataset: str | Dataset, source: str | b
                        field_map: Mapping[str, str] | None = None, vendor: str | None = None,
                        tier: str | Tier | None = None, idempotency_key: str | None = None,
                        submitted_by: str | None = None, progress: Callable[[int], None] | None = None,
-                       may_set_tier: bool = True) -> ImportResult:
+                       may_set_tier: bool = True) -> batch.ImportResult:
     """Import one batch of annotations (all or nothing); see the module docstring.
 
     ``vendor``/``tier`` apply to rows that carry none. A re-label of an existing
@@ -78,7 +66,7 @@ def import_annotations(session: Session, dataset: str | Dataset, source: str | b
     tier_value = Tier(tier).value if tier is not None else None
     defaults = AnnotationDefaults(vendor=vendor, tier=tier_value)
     options = {"field_map": dict(field_map or {}), "vendor": vendor, "tier": tier_value}
-    b, prior = _prepare(session, dataset, source, ImportKind.ANNOTATIONS, format, options, workspace=workspace,
+    b, prior = batch.prepare(session, dataset, source, ImportKind.ANNOTATIONS, format, options, workspace=workspace,
                         idempotency_key=idempotency_key, submitted_by=submitted_by,
                         allowed=formats.ANNOTATION_FORMATS)
     if prior is not None:
@@ -89,7 +77,7 @@ def import_annotations(session: Session, dataset: str | Dataset, source: str | b
     tables: list[str] = []
     report = formats.LabelStudioReport()
     try:
-        with _savepoint(session):
+        with batch.savepoint(session):
             header = _raw_csv_plan(b, field_map)
             if header is not None:
                 bulk_result = _try_bulk_first_load(b, header, labels, defaults, progress)
@@ -116,20 +104,20 @@ def import_annotations(session: Session, dataset: str | Dataset, source: str | b
                 if dups:
                     raise ImportRejected(dups, source=b.source.name)
             try:
-                with _savepoint(session):
+                with batch.savepoint(session):
                     result = _merge_annotations(b, src, ann, n_rows, labels, tables)
                     if report.gold:
                         result = _with_gold(b, result, gold_table)
                     if report.cancelled or report.empty:
                         result = _with_skipped(result, report)
-            except _NoChange as nc:
+            except batch.NoChange as nc:
                 if report.gold and nc.result is None:  # the votes are known; the ground truth may be new
                     try:
-                        with _savepoint(session):
+                        with batch.savepoint(session):
                             return _with_skipped(_merge_gold(b, gold_table, len(report.gold)), report)
-                    except _NoChange:
+                    except batch.NoChange:
                         pass
-                return nc.result or ImportResult(
+                return nc.result or batch.ImportResult(
                     status="unchanged", kind="annotations", dataset=b.dataset.name, rows=n_rows,
                     data_version=b.dataset.data_version, unchanged=n_rows, message=str(nc) + _skipped_note(report))
             except DBAPIError as exc:
@@ -156,12 +144,12 @@ def _skipped_note(report: formats.LabelStudioReport) -> str:
     return f" ({' and '.join(parts)} skipped)" if parts else ""
 
 
-def _with_skipped(result: ImportResult, report: formats.LabelStudioReport) -> ImportResult:
+def _with_skipped(result: batch.ImportResult, report: formats.LabelStudioReport) -> batch.ImportResult:
     details = {**result.details, "skipped_cancelled": report.cancelled, "skipped_empty": report.empty}
     return dataclasses.replace(result, message=result.message + _skipped_note(report), details=details)
 
 
-def _with_gold(b: _Batch, result: ImportResult, table: str) -> ImportResult:
+def _with_gold(b: batch.Batch, result: batch.ImportResult, table: str) -> batch.ImportResult:
     """The batch's ground truth as its items' gold labels, in the same batch and version."""
     sql = b.sql
     gold_only, changed = apply_gold(b, table)  # a task with ground truth and no vote still names an item
@@ -186,15 +174,12 @@ def existing_items_probe(src: str, *, pg: bool) -> str:
             f"AND i.external_id = s.item_ext AND i.id <= :m) LIMIT 1")
 
 
-def _merge_annotations(b: _Batch, src: str, ann: str, n_rows: int, labels: Sequence[str],
-                       tables: list[str]) -> ImportResult:
+def _merge_annotations(b: batch.Batch, src: str, ann: str, n_rows: int, labels: Sequence[str],
+                       tables: list[str]) -> batch.ImportResult:
     sql = b.sql
     d = b.dataset.id
     w = b.dataset.workspace_id
-    _lock_and_bump(b)
-    prior = _recheck_under_lock(b)
-    if prior is not None:
-        raise _NoChange(prior.message, prior)
+    batch.lock_for_write(b)
     if sql.pg:
         # Under the dataset's lock: its partition of ``annotation`` exists before any row goes in.
         ensure_annotation_partition(sql.conn, d)
@@ -222,7 +207,7 @@ def _merge_annotations(b: _Batch, src: str, ann: str, n_rows: int, labels: Seque
         dups = _duplicate_pairs(b, src)
         if dups:
             raise ImportRejected(dups, source=b.source.name)
-    _record_batch(b, n_rows)
+    batch.record_batch(b, n_rows)
     params = {"d": d, "w": w, "b": b.batch_id, "v": b.version, "m": max_before}
     resolve = (f"FROM {src} s JOIN item i ON i.dataset_id = :d AND i.external_id = s.item_ext "
                f"JOIN annotator an ON an.workspace_id = :w AND an.external_id = s.annotator_ext")
@@ -245,7 +230,7 @@ def _merge_annotations(b: _Batch, src: str, ann: str, n_rows: int, labels: Seque
                     f"WHERE o.old_label <> o.new_label", params)
     inserted = n_rows - n_old + n_old_new
     if inserted == 0 and n_relabel == 0:
-        raise _NoChange(f"all {n_rows} annotations are already present with the same labels; nothing changed")
+        raise batch.NoChange(f"all {n_rows} annotations are already present with the same labels; nothing changed")
 
     upsert = (" ON CONFLICT (dataset_id, item_id, annotator_id) DO UPDATE SET label = excluded.label, "
               "annotated_at = excluded.annotated_at, batch_id = excluded.batch_id, "
@@ -262,8 +247,8 @@ def _merge_annotations(b: _Batch, src: str, ann: str, n_rows: int, labels: Seque
 
     stats = {"rows": n_rows, "inserted": inserted, "relabeled": n_relabel,
              "unchanged": n_old - n_old_new - n_relabel, "new_items": new_items, "new_annotators": new_annotators}
-    _finish(b, stats)
-    return ImportResult(
+    batch.finish(b, stats)
+    return batch.ImportResult(
         status="imported", kind="annotations", dataset=b.dataset.name, rows=n_rows, data_version=b.version,
         batch_id=b.batch_id, inserted=inserted, updated=n_relabel, unchanged=stats["unchanged"],
         new_items=new_items, new_annotators=new_annotators,

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from auditor.db.models import Tier
-from auditor.ingest.batch import _Batch
+from auditor.ingest import batch
 from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, RowError
 
 __all__ = []
 
 
-def _stage_annotators(b: _Batch, table: str, bad: str, *, annotator: str = "annotator_ext",
+def _stage_annotators(b: batch.Batch, table: str, bad: str, *, annotator: str = "annotator_ext",
                       vendor: str = "vendor", tier: str = "tier") -> str | None:
     """One row per annotator of the batch; None when ``bad`` flags any row of the batch."""
     ann = b.sql.temp_table("annotator_ext TEXT, first_row BIGINT, vendor TEXT, vendor2 TEXT, tier TEXT, "
@@ -21,7 +21,7 @@ def _stage_annotators(b: _Batch, table: str, bad: str, *, annotator: str = "anno
     return ann
 
 
-def _refuse_expert_tier(b: _Batch, ann: str) -> None:
+def _refuse_expert_tier(b: batch.Batch, ann: str) -> None:
     """A caller that may not set tiers (a vendor) names no annotator ``expert`` that is not one already.
 
     The expert tier makes an annotator part of every vendor's expert panel in the audit,
@@ -43,7 +43,7 @@ def _refuse_expert_tier(b: _Batch, ann: str) -> None:
         raise ImportRejected(errors, source=b.source.name)
 
 
-def _merge_annotators(b: _Batch, ann: str) -> int:
+def _merge_annotators(b: batch.Batch, ann: str) -> int:
     """Check the batch's annotators (one staged row each) against each other and the database; add new ones."""
     sql = b.sql
     w = b.dataset.workspace_id

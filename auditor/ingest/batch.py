@@ -44,7 +44,8 @@ from auditor.ingest.formats import (
     open_source,
 )
 
-__all__ = ["FIELD_NAMES", "ImportResult", "parse_field_map", "run_batch"]
+__all__ = ["FIELD_NAMES", "Batch", "ImportResult", "NoChange", "Sql", "finish", "lock_for_write", "parse_field_map",
+           "prepare", "quote", "record_batch", "run_batch", "savepoint", "sqlite_time"]
 FIELD_NAMES = ("item_id", "annotator_id", "label", "labels", "probabilities", "vendor", "tier", "timestamp",
                "source")
 """Fields a batch's columns may be mapped to (``field_map``): the CLI's ``--field``, the API's ``field``."""
@@ -97,7 +98,7 @@ class ImportResult:
 # --- SQL dialect pieces ------------------------------------------------------------
 
 
-class _Sql:
+class Sql:
     """The few places where SQLite and PostgreSQL spell things differently."""
 
     def __init__(self, conn: Connection):
@@ -158,12 +159,12 @@ class _Sql:
         return n
 
 
-def _sqlite_time(ts: datetime | None) -> str | None:
+def sqlite_time(ts: datetime | None) -> str | None:
     # SQLAlchemy's SQLite DATETIME storage format (UTC, no offset), so the ORM reads it back.
     return None if ts is None else ts.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
-def _quote(value: str) -> str:
+def quote(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
@@ -171,9 +172,9 @@ def _quote(value: str) -> str:
 
 
 @dataclass
-class _Batch:
+class Batch:
     session: Session
-    sql: _Sql
+    sql: Sql
     dataset: Dataset
     kind: ImportKind
     fmt: str
@@ -217,14 +218,14 @@ def _duplicate_result(prior: ImportBatch, dataset: Dataset) -> ImportResult:
     )
 
 
-def _lock_and_bump(b: _Batch) -> None:
+def lock_and_bump(b: Batch) -> None:
     # The row lock serialises writers of one dataset until commit; the new version names this batch.
     b.version = int(b.sql.scalar(
         "UPDATE dataset SET data_version = data_version + 1, updated_at = CURRENT_TIMESTAMP "
         "WHERE id = :d RETURNING data_version", {"d": b.dataset.id}))
 
 
-def _record_batch(b: _Batch, rows: int) -> None:
+def record_batch(b: Batch, rows: int) -> None:
     batch = ImportBatch(
         workspace_id=b.dataset.workspace_id, dataset_id=b.dataset.id, kind=b.kind, format=b.fmt,
         source_name=b.source.name[-1024:], release_id=b.release_id, submitted_by=b.submitted_by,
@@ -235,7 +236,7 @@ def _record_batch(b: _Batch, rows: int) -> None:
     b.batch_id = batch.id
 
 
-def _finish(b: _Batch, stats: dict[str, int]) -> None:
+def finish(b: Batch, stats: dict[str, int]) -> None:
     b.sql.run("UPDATE import_batch SET stats = :s WHERE id = :b",
               {"s": json.dumps(stats), "b": b.batch_id})
     b.sql.run("INSERT INTO audit_outbox (dataset_id, data_version, batch_id, reason) VALUES (:d, :v, :b, :r)",
@@ -244,7 +245,7 @@ def _finish(b: _Batch, stats: dict[str, int]) -> None:
 
 
 @contextmanager
-def _savepoint(session: Session):
+def savepoint(session: Session):
     """A savepoint; rolled back (and the error passed on) when the block raises."""
     nested = session.begin_nested()
     # The ORM emits SAVEPOINT lazily, on its next use of the connection; our statements go
@@ -260,11 +261,11 @@ def _savepoint(session: Session):
         nested.commit()
 
 
-def _prepare(session: Session, dataset: str | Dataset, source, kind: ImportKind, fmt: str | None,
+def prepare(session: Session, dataset: str | Dataset, source, kind: ImportKind, fmt: str | None,
              options: Mapping[str, Any], *, workspace: str, idempotency_key: str | None,
-             submitted_by: str | None, allowed: Sequence[str]) -> tuple[_Batch, ImportResult | None]:
+             submitted_by: str | None, allowed: Sequence[str]) -> tuple[Batch, ImportResult | None]:
     conn = _write_connection(session)
-    sql = _Sql(conn)
+    sql = Sql(conn)
     if sql.pg:
         # Naive timestamps in files mean UTC, as in the Python reader. The batch's
         # GROUP BYs and hash joins run in memory up to this size instead of spilling.
@@ -276,17 +277,27 @@ def _prepare(session: Session, dataset: str | Dataset, source, kind: ImportKind,
     if fmt not in allowed:
         raise IngestError(f"format {fmt!r} cannot hold {kind.value}; use one of {list(allowed)}")
     checksum = _checksum(src, kind, fmt, options)
-    batch = _Batch(session, sql, ds, kind, fmt, src, checksum, idempotency_key, submitted_by)
+    batch = Batch(session, sql, ds, kind, fmt, src, checksum, idempotency_key, submitted_by)
     prior = _seen_before(session, ds, checksum, idempotency_key)
     return batch, (_duplicate_result(prior, ds) if prior is not None else None)
 
 
-def _recheck_under_lock(b: _Batch) -> ImportResult | None:
+def lock_for_write(b: Batch) -> None:
+    """Step 3 begins: lock the dataset (its new ``data_version`` names this batch), then check
+    again that no writer that held the lock first imported the same batch
+    (:class:`NoChange` carrying that batch's result if one did)."""
+    lock_and_bump(b)
+    prior = recheck_under_lock(b)
+    if prior is not None:
+        raise NoChange(prior.message, prior)
+
+
+def recheck_under_lock(b: Batch) -> ImportResult | None:
     prior = _seen_before(b.session, b.dataset, b.checksum, b.idempotency_key)
     return None if prior is None else _duplicate_result(prior, b.dataset)
 
 
-class _NoChange(Exception):
+class NoChange(Exception):
     """Raised inside the merge savepoint when the batch would change nothing (or was seen meanwhile)."""
 
     def __init__(self, message: str, result: ImportResult | None = None):
@@ -294,23 +305,23 @@ class _NoChange(Exception):
         self.result = result
 
 
-def run_batch(b: _Batch, stage: Callable[[list[str]], tuple[str, int]],
+def run_batch(b: Batch, stage: Callable[[list[str]], tuple[str, int]],
               merge: Callable[[str, int], ImportResult]) -> ImportResult:
     """Steps 2 and 3 of every import: ``stage(tables)`` reads and checks the whole batch
     into a staging table (registering every table it creates in ``tables``) and returns
     it with its row count; ``merge(table, n_rows)`` writes it under the dataset's lock, or
-    raises :class:`_NoChange`, which answers "unchanged". Each step in a savepoint, so a
+    raises :class:`NoChange`, which answers "unchanged". Each step in a savepoint, so a
     rejected batch leaves nothing; the staging tables are dropped on SQLite (PostgreSQL's
     are dropped at commit)."""
     sql = b.sql
     tables: list[str] = []
     try:
-        with _savepoint(b.session):
+        with savepoint(b.session):
             table, n_rows = stage(tables)
             try:
-                with _savepoint(b.session):
+                with savepoint(b.session):
                     return merge(table, n_rows)
-            except _NoChange as nc:
+            except NoChange as nc:
                 return nc.result or ImportResult(
                     status="unchanged", kind=b.kind.value, dataset=b.dataset.name, rows=n_rows,
                     data_version=b.dataset.data_version, unchanged=n_rows, message=str(nc))

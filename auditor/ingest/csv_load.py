@@ -31,19 +31,8 @@ from auditor.db.partitions import (
     drop_unattached_annotation_partition,
     has_annotation_partition,
 )
-from auditor.ingest import bulk
+from auditor.ingest import batch, bulk
 from auditor.ingest.annotators import _merge_annotators, _refuse_expert_tier, _stage_annotators
-from auditor.ingest.batch import (
-    ImportResult,
-    _Batch,
-    _finish,
-    _lock_and_bump,
-    _NoChange,
-    _quote,
-    _recheck_under_lock,
-    _record_batch,
-    _savepoint,
-)
 from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, RowError
 from auditor.ingest.formats import (
     MAX_ID_LENGTH,
@@ -59,7 +48,7 @@ __all__ = []
 _TS_PATTERN = r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}(:?\d{2})?)?$"
 
 
-def _raw_csv_plan(b: _Batch, field_map: Mapping[str, str] | None) -> list[str] | None:
+def _raw_csv_plan(b: batch.Batch, field_map: Mapping[str, str] | None) -> list[str] | None:
     """The header when a long CSV can go straight to ``COPY`` (PostgreSQL), else None."""
     if not b.sql.pg or b.fmt not in ("csv", "tsv"):
         return None
@@ -107,7 +96,7 @@ def _copy_error(exc: Exception, header: list[str]) -> RowError:
     return RowError(row, name, message)
 
 
-def _stage_raw_csv(b: _Batch, header: list[str], labels: Sequence[str], defaults: AnnotationDefaults,
+def _stage_raw_csv(b: batch.Batch, header: list[str], labels: Sequence[str], defaults: AnnotationDefaults,
                    progress) -> tuple[str, str, int, str]:
     """PostgreSQL: COPY the CSV bytes into text columns, then check every row in one SQL pass."""
     sql = b.sql
@@ -120,7 +109,7 @@ def _stage_raw_csv(b: _Batch, header: list[str], labels: Sequence[str], defaults
     import psycopg  # only this PostgreSQL path needs the driver's own errors
 
     try:
-        with _savepoint(b.session), raw.cursor() as cur:
+        with batch.savepoint(b.session), raw.cursor() as cur:
             with cur.copy(copy_sql) as copy:
                 for chunk in b.source.chunks(progress, max_line=MAX_LINE_BYTES):
                     copy.write(chunk)
@@ -131,14 +120,14 @@ def _stage_raw_csv(b: _Batch, header: list[str], labels: Sequence[str], defaults
     # picks nested loops for the batch's joins.
     sql.run(f"ANALYZE {table}")
     col = {name: f"nullif(btrim({c}), '')" for name, c in zip(header, cols, strict=True)}
-    label_array = "ARRAY[" + ", ".join(_quote(str(lab)) for lab in labels) + "]::text[]"
+    label_array = "ARRAY[" + ", ".join(batch.quote(str(lab)) for lab in labels) + "]::text[]"
     vendor = col.get("vendor", "NULL")
     tier = col.get("tier", "NULL")
     ts = col.get("timestamp", "NULL")
     if defaults.vendor is not None:
-        vendor = f"coalesce({vendor}, {_quote(defaults.vendor)})"
+        vendor = f"coalesce({vendor}, {batch.quote(defaults.vendor)})"
     if defaults.tier is not None:
-        tier = f"coalesce({tier}, {_quote(defaults.tier)})"
+        tier = f"coalesce({tier}, {batch.quote(defaults.tier)})"
     checks = [
         (f"{col['item_id']} IS NULL", "'item_id'", "'missing'"),
         (f"{col['annotator_id']} IS NULL", "'annotator_id'", "'missing'"),
@@ -149,10 +138,10 @@ def _stage_raw_csv(b: _Batch, header: list[str], labels: Sequence[str], defaults
         (f"{col['label']} IS NULL", "'label'", "'missing'"),
         (f"array_position({label_array}, {col['label']}) IS NULL", "'label'",
          f"quote_literal({col['label']}) || ' is not one of the dataset''s labels ' || "
-         f"{_quote(str(list(map(str, labels))))}"),
+         f"{batch.quote(str(list(map(str, labels))))}"),
         (f"{tier} IS NOT NULL AND {tier} NOT IN ('crowd', 'expert')", "'tier'",
          f"quote_literal({tier}) || ' is not one of [''crowd'', ''expert'']'"),
-        (f"{ts} IS NOT NULL AND {ts} !~ {_quote(_TS_PATTERN)}", "'timestamp'",
+        (f"{ts} IS NOT NULL AND {ts} !~ {batch.quote(_TS_PATTERN)}", "'timestamp'",
          f"quote_literal({ts}) || ' is not an ISO 8601 date-time'"),
     ]
     case_field = "CASE " + " ".join(f"WHEN {c} THEN {f}" for c, f, _ in checks) + " END"
@@ -176,20 +165,20 @@ def _stage_raw_csv(b: _Batch, header: list[str], labels: Sequence[str], defaults
 _ANNOTATION_FIELDS = ("item_id", "annotator_id", "label", "vendor", "tier", "timestamp")
 
 
-def _delimiter(b: _Batch) -> str:
+def _delimiter(b: batch.Batch) -> str:
     tsv = b.fmt == "tsv" or b.source.name.lower().removesuffix(".gz").endswith((".tsv", ".tab"))
     return "\t" if tsv else ","
 
 
-def _dataset_is_empty(b: _Batch) -> bool:
+def _dataset_is_empty(b: batch.Batch) -> bool:
     """No annotation partition and no items: a first load, which the bulk path can take."""
     d = b.dataset.id
     return not has_annotation_partition(b.sql.conn, d) and b.sql.scalar(
         "SELECT 1 FROM item WHERE dataset_id = :d LIMIT 1", {"d": d}) is None
 
 
-def _try_bulk_first_load(b: _Batch, header: list[str], labels: Sequence[str], defaults: AnnotationDefaults,
-                         progress) -> ImportResult | None:
+def _try_bulk_first_load(b: batch.Batch, header: list[str], labels: Sequence[str], defaults: AnnotationDefaults,
+                         progress) -> batch.ImportResult | None:
     """PostgreSQL, long CSV/TSV, a dataset without items or annotations: the bulk path, else None.
 
     The file is read, checked and encoded on the client (:mod:`auditor.ingest.bulk`) and
@@ -205,13 +194,13 @@ def _try_bulk_first_load(b: _Batch, header: list[str], labels: Sequence[str], de
         return None
     load = _PartitionLoad(b.sql.conn, b.dataset.id)  # batch and version are set once the lock is held
     try:
-        with _savepoint(b.session):
+        with batch.savepoint(b.session):
             result = _bulk_first_load(b, header, labels, defaults, progress, load)
         load.attached = True  # kept, unless the caller's transaction fails (see partitions)
         return result
     except bulk.Fallback:
         return None
-    except _NoChange as nc:  # the same batch was imported meanwhile
+    except batch.NoChange as nc:  # the same batch was imported meanwhile
         assert nc.result is not None
         return nc.result
     except Exception as exc:
@@ -399,7 +388,7 @@ class _IdRanges:
 
     LOCK_WAIT = "50ms"
 
-    def __init__(self, b: _Batch, table: str):
+    def __init__(self, b: batch.Batch, table: str):
         self.engine = _side_engine(b.sql.conn.engine)
         self.sequence = str(b.sql.scalar(f"SELECT pg_get_serial_sequence('{table}', 'id')"))
         self.conn: Connection | None = None
@@ -436,7 +425,7 @@ class _IdRanges:
         with conn.begin():  # ends at once, and with it this connection's lock on the sequence
             raw = conn.connection.driver_connection
             with raw.cursor() as cur, cur.copy(
-                    f"COPY (SELECT nextval(CAST({_quote(self.sequence)} AS regclass)) "
+                    f"COPY (SELECT nextval(CAST({batch.quote(self.sequence)} AS regclass)) "
                     f"FROM generate_series(1, {int(n)})) TO STDOUT (FORMAT binary)") as copy:
                 for block in copy:
                     data += block
@@ -450,19 +439,16 @@ class _IdRanges:
             self.conn = None
 
 
-def _bulk_first_load(b: _Batch, header: list[str], labels: Sequence[str], defaults: AnnotationDefaults,
-                     progress, load: _PartitionLoad) -> ImportResult:
+def _bulk_first_load(b: batch.Batch, header: list[str], labels: Sequence[str], defaults: AnnotationDefaults,
+                     progress, load: _PartitionLoad) -> batch.ImportResult:
     sql = b.sql
     d = b.dataset.id
     w = b.dataset.workspace_id
     columns = {name: i for i, name in enumerate(header) if name in _ANNOTATION_FIELDS}
-    _lock_and_bump(b)
-    prior = _recheck_under_lock(b)
-    if prior is not None:
-        raise _NoChange(prior.message, prior)
+    batch.lock_for_write(b)
     if not _dataset_is_empty(b):  # another batch got in first: the general path merges
         raise bulk.Fallback("the dataset has rows now")
-    _record_batch(b, 0)
+    batch.record_batch(b, 0)
     load.batch_id, load.data_version = b.batch_id, b.version
     created: list[int] = []
 
@@ -508,8 +494,8 @@ def _bulk_first_load(b: _Batch, header: list[str], labels: Sequence[str], defaul
     n_rows, new_items, new_annotators = loaded.n_rows, len(loaded.item_ids), len(created)
     stats = {"rows": n_rows, "inserted": n_rows, "relabeled": 0, "unchanged": 0, "new_items": new_items,
              "new_annotators": new_annotators}
-    _finish(b, stats)
-    return ImportResult(
+    batch.finish(b, stats)
+    return batch.ImportResult(
         status="imported", kind="annotations", dataset=b.dataset.name, rows=n_rows, data_version=b.version,
         batch_id=b.batch_id, inserted=n_rows, updated=0, unchanged=0, new_items=new_items,
         new_annotators=new_annotators,

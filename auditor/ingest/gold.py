@@ -8,18 +8,7 @@ from typing import IO
 from sqlalchemy.orm import Session
 
 from auditor.db.models import Dataset, ImportKind
-from auditor.ingest import formats
-from auditor.ingest.batch import (
-    ImportResult,
-    _Batch,
-    _finish,
-    _lock_and_bump,
-    _NoChange,
-    _prepare,
-    _recheck_under_lock,
-    _record_batch,
-    run_batch,
-)
+from auditor.ingest import batch, formats
 from auditor.ingest.datasets import DEFAULT_WORKSPACE
 from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, RowError
 
@@ -33,10 +22,10 @@ def import_gold(session: Session, dataset: str | Dataset, source: str | bytes | 
                 workspace: str = DEFAULT_WORKSPACE, format: str | None = None,
                 field_map: Mapping[str, str] | None = None, gold_source: str | None = None,
                 idempotency_key: str | None = None, submitted_by: str | None = None,
-                progress: Callable[[int], None] | None = None) -> ImportResult:
+                progress: Callable[[int], None] | None = None) -> batch.ImportResult:
     """Import gold labels (all or nothing). Repeated rows for one item must agree."""
     options = {"field_map": dict(field_map or {}), "gold_source": gold_source}
-    b, prior = _prepare(session, dataset, source, ImportKind.GOLD, format, options, workspace=workspace,
+    b, prior = batch.prepare(session, dataset, source, ImportKind.GOLD, format, options, workspace=workspace,
                         idempotency_key=idempotency_key, submitted_by=submitted_by, allowed=("csv", "tsv", "jsonl"))
     if prior is not None:
         return prior
@@ -50,10 +39,10 @@ def import_gold(session: Session, dataset: str | Dataset, source: str | bytes | 
             raise ImportRejected([RowError(0, None, "the file holds no gold labels")], source=b.source.name)
         return table, n_rows
 
-    return run_batch(b, stage, lambda table, n_rows: _merge_gold(b, table, n_rows))
+    return batch.run_batch(b, stage, lambda table, n_rows: _merge_gold(b, table, n_rows))
 
 
-def stage_gold(b: _Batch, rows: Iterable[tuple], tables: list[str], *, field: str = "label",
+def stage_gold(b: batch.Batch, rows: Iterable[tuple], tables: list[str], *, field: str = "label",
                what: str = "gold label (or source)") -> tuple[str, int]:
     """Gold rows ``(row, item id, label code, source)`` in a temporary table (added to
     ``tables``), and how many; two rows giving one item different labels (or sources)
@@ -72,7 +61,7 @@ def stage_gold(b: _Batch, rows: Iterable[tuple], tables: list[str], *, field: st
     return table, n_rows
 
 
-def apply_gold(b: _Batch, table: str) -> tuple[int, int]:
+def apply_gold(b: batch.Batch, table: str) -> tuple[int, int]:
     """Set the staged gold labels on the dataset's items (creating items not seen yet);
     returns (new items, items whose gold changed)."""
     sql = b.sql
@@ -88,21 +77,18 @@ def apply_gold(b: _Batch, table: str) -> tuple[int, int]:
     return new_items, changed
 
 
-def _merge_gold(b: _Batch, table: str, n_rows: int) -> ImportResult:
+def _merge_gold(b: batch.Batch, table: str, n_rows: int) -> batch.ImportResult:
     sql = b.sql
-    _lock_and_bump(b)
-    prior = _recheck_under_lock(b)
-    if prior is not None:
-        raise _NoChange(prior.message, prior)
+    batch.lock_for_write(b)
     new_items, changed = apply_gold(b, table)
     if changed == 0:
-        raise _NoChange(f"all {n_rows} gold labels are already present; nothing changed")
-    _record_batch(b, n_rows)
+        raise batch.NoChange(f"all {n_rows} gold labels are already present; nothing changed")
+    batch.record_batch(b, n_rows)
     n_items = int(sql.scalar(f"SELECT count(DISTINCT item_ext) FROM {table}"))
     stats = {"rows": n_rows, "items": n_items, "updated": changed, "unchanged": n_items - changed,
              "new_items": new_items}
-    _finish(b, stats)
-    return ImportResult(
+    batch.finish(b, stats)
+    return batch.ImportResult(
         status="imported", kind="gold", dataset=b.dataset.name, rows=n_rows, data_version=b.version,
         batch_id=b.batch_id, updated=changed, unchanged=n_items - changed, new_items=new_items,
         message=(f"batch {b.batch_id}: gold labels set on {changed} item(s), {n_items - changed} unchanged; "

@@ -11,18 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from auditor.db.models import Dataset, ImportKind, Model, Release
-from auditor.ingest import formats
-from auditor.ingest.batch import (
-    ImportResult,
-    _Batch,
-    _finish,
-    _lock_and_bump,
-    _NoChange,
-    _prepare,
-    _recheck_under_lock,
-    _record_batch,
-    run_batch,
-)
+from auditor.ingest import batch, formats
 from auditor.ingest.datasets import DEFAULT_WORKSPACE
 from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, RowError
 
@@ -57,10 +46,10 @@ def import_predictions(session: Session, dataset: str | Dataset, source: str | b
                        field_map: Mapping[str, str] | None = None, released_at: datetime | None = None,
                        alias: str | None = None, tags: Any = None, idempotency_key: str | None = None,
                        submitted_by: str | None = None, progress: Callable[[int], None] | None = None
-                       ) -> ImportResult:
+                       ) -> batch.ImportResult:
     """Import one release's predictions (all or nothing); model and release are created if new."""
     options = {"field_map": dict(field_map or {}), "model": model, "release": release}
-    b, prior = _prepare(session, dataset, source, ImportKind.PREDICTIONS, format, options, workspace=workspace,
+    b, prior = batch.prepare(session, dataset, source, ImportKind.PREDICTIONS, format, options, workspace=workspace,
                         idempotency_key=idempotency_key, submitted_by=submitted_by,
                         allowed=formats.PREDICTION_FORMATS)
     if prior is not None:
@@ -87,23 +76,20 @@ def import_predictions(session: Session, dataset: str | Dataset, source: str | b
                                   for item, first, last in dups], source=b.source.name)
         return table, n_rows
 
-    return run_batch(b, stage, lambda table, n_rows: _merge_predictions(b, table, n_rows, model, release,
+    return batch.run_batch(b, stage, lambda table, n_rows: _merge_predictions(b, table, n_rows, model, release,
                                                                          released_at, alias, tags))
 
 
-def _merge_predictions(b: _Batch, table: str, n_rows: int, model: str, release: str,
-                       released_at: datetime | None, alias: str | None, tags: Any) -> ImportResult:
+def _merge_predictions(b: batch.Batch, table: str, n_rows: int, model: str, release: str,
+                       released_at: datetime | None, alias: str | None, tags: Any) -> batch.ImportResult:
     sql = b.sql
     d = b.dataset.id
-    _lock_and_bump(b)
-    prior = _recheck_under_lock(b)
-    if prior is not None:
-        raise _NoChange(prior.message, prior)
+    batch.lock_for_write(b)
     rel = _release(b.session, b.dataset.workspace_id, model, release, released_at=released_at, alias=alias, tags=tags)
     b.release_id = rel.id
     new_items = sql.run(f"INSERT INTO item (dataset_id, external_id) SELECT DISTINCT :d, item_ext FROM {table} s "
                         f"WHERE true ON CONFLICT (dataset_id, external_id) DO NOTHING", {"d": d}).rowcount
-    _record_batch(b, n_rows)
+    batch.record_batch(b, n_rows)
     params = {"d": d, "r": rel.id, "b": b.batch_id, "v": b.version}
     resolve = f"FROM {table} s JOIN item i ON i.dataset_id = :d AND i.external_id = s.item_ext"
     existing = int(sql.scalar(f"SELECT count(*) {resolve} JOIN prediction p ON p.release_id = :r "
@@ -118,11 +104,11 @@ def _merge_predictions(b: _Batch, table: str, n_rows: int, model: str, release: 
     inserted = n_rows - existing
     updated = written - inserted
     if written == 0:
-        raise _NoChange(f"all {n_rows} predictions of {model} {release} are already present; nothing changed")
+        raise batch.NoChange(f"all {n_rows} predictions of {model} {release} are already present; nothing changed")
     stats = {"rows": n_rows, "inserted": inserted, "updated": updated, "unchanged": existing - updated,
              "new_items": new_items, "release_id": rel.id}
-    _finish(b, stats)
-    return ImportResult(
+    batch.finish(b, stats)
+    return batch.ImportResult(
         status="imported", kind="predictions", dataset=b.dataset.name, rows=n_rows, data_version=b.version,
         batch_id=b.batch_id, inserted=inserted, updated=updated, unchanged=existing - updated, new_items=new_items,
         message=(f"batch {b.batch_id}: {model} {release}: {inserted} new prediction(s), {updated} updated, "

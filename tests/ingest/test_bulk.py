@@ -21,6 +21,7 @@ from auditor.ingest import (
     import_annotations,
 )
 from auditor.ingest import annotations as annotation_import
+from auditor.ingest import batch as batch_protocol
 from tests.ingest.conftest import fingerprint
 
 FILE = (b"item_id,annotator_id,label,vendor,tier,timestamp,note\n"
@@ -392,7 +393,7 @@ def test_a_load_failing_after_the_attach_leaves_no_table(pg_engine, pg_factory, 
     def fail(*a, **k):
         raise RuntimeError("the outbox is gone")
 
-    monkeypatch.setattr(csv_load, "_finish", fail)
+    monkeypatch.setattr(batch_protocol, "finish", fail)
     ws, name = _fresh(pg_factory)
     before = fingerprint(pg_engine)
     with pytest.raises(RuntimeError, match="outbox"), session_scope(pg_factory) as s:
