@@ -67,8 +67,8 @@ def import_annotations(session: Session, dataset: str | Dataset, source: str | b
     defaults = AnnotationDefaults(vendor=vendor, tier=tier_value)
     options = {"field_map": dict(field_map or {}), "vendor": vendor, "tier": tier_value}
     b, prior = batch.prepare(session, dataset, source, ImportKind.ANNOTATIONS, format, options, workspace=workspace,
-                        idempotency_key=idempotency_key, submitted_by=submitted_by,
-                        allowed=formats.ANNOTATION_FORMATS)
+                             idempotency_key=idempotency_key, submitted_by=submitted_by,
+                             allowed=formats.ANNOTATION_FORMATS)
     if prior is not None:
         return prior
     b.may_set_tier = may_set_tier

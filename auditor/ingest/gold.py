@@ -26,7 +26,7 @@ def import_gold(session: Session, dataset: str | Dataset, source: str | bytes | 
     """Import gold labels (all or nothing). Repeated rows for one item must agree."""
     options = {"field_map": dict(field_map or {}), "gold_source": gold_source}
     b, prior = batch.prepare(session, dataset, source, ImportKind.GOLD, format, options, workspace=workspace,
-                        idempotency_key=idempotency_key, submitted_by=submitted_by, allowed=("csv", "tsv", "jsonl"))
+                             idempotency_key=idempotency_key, submitted_by=submitted_by, allowed=("csv", "tsv", "jsonl"))
     if prior is not None:
         return prior
     labels = [str(lab) for lab in b.dataset.labels]

@@ -50,8 +50,8 @@ def import_predictions(session: Session, dataset: str | Dataset, source: str | b
     """Import one release's predictions (all or nothing); model and release are created if new."""
     options = {"field_map": dict(field_map or {}), "model": model, "release": release}
     b, prior = batch.prepare(session, dataset, source, ImportKind.PREDICTIONS, format, options, workspace=workspace,
-                        idempotency_key=idempotency_key, submitted_by=submitted_by,
-                        allowed=formats.PREDICTION_FORMATS)
+                             idempotency_key=idempotency_key, submitted_by=submitted_by,
+                             allowed=formats.PREDICTION_FORMATS)
     if prior is not None:
         return prior
     labels = [str(lab) for lab in b.dataset.labels]
