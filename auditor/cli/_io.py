@@ -24,7 +24,7 @@ from auditor.ingest import formats
 from auditor.ingest.errors import ImportRejected, IngestError
 from auditor.stats import Annotations, StatsInputError, annotations_from_records
 
-__all__ = ["Predictions", "read_annotations", "read_annotator_groups", "read_gold", "read_predictions"]
+__all__ = ["Predictions", "read_annotations", "read_annotations_and_vendors", "read_gold", "read_predictions"]
 
 
 def _usage(path: str | Path, exc: Exception) -> click.UsageError:
@@ -53,10 +53,22 @@ def _annotation_rows(path: str | Path, labels: Sequence[str] | None) -> tuple[li
 
 def read_annotations(path: str | Path, *, labels: Sequence[str] | None = None) -> Annotations:
     """Annotations from any annotation file an import accepts (the format detected as an import does)."""
+    return read_annotations_and_vendors(path, labels=labels)[0]
+
+
+def read_annotations_and_vendors(path: str | Path, *, labels: Sequence[str] | None = None
+                                 ) -> tuple[Annotations, dict[str, str]]:
+    """The annotations and ``annotator_id → vendor`` (for the rows that name one), from one read of the file."""
     rows, names = _annotation_rows(path, labels)
     if not rows:
         raise click.UsageError(f"{path}: holds no annotations.")
+    vendors: dict[str, str] = {}
+    for row, _item, annotator, _code, vendor, _tier, _ts in rows:
+        if vendor is not None and vendors.setdefault(annotator, vendor) != vendor:
+            raise click.UsageError(f"{path}: row {row}: annotator {annotator!r} is listed under more than one "
+                                   f"vendor ({vendors[annotator]!r} and {vendor!r}).")
     frame = pd.DataFrame([r[:4] for r in rows], columns=["row", "item_id", "annotator_id", "code"])
+    del rows
     twice = frame.duplicated(["item_id", "annotator_id"], keep=False)
     if twice.any():
         first = frame[twice].iloc[0]
@@ -65,7 +77,7 @@ def read_annotations(path: str | Path, *, labels: Sequence[str] | None = None) -
                                f"{first.item_id!r} again (first at row {int(first.row)}).")
     frame["label"] = np.asarray(names, dtype=object)[frame["code"].to_numpy()]
     try:
-        return annotations_from_records(frame[["item_id", "annotator_id", "label"]], labels=labels)
+        return annotations_from_records(frame[["item_id", "annotator_id", "label"]], labels=labels), vendors
     except StatsInputError as exc:
         raise click.UsageError(f"{path}: {exc}") from None
 
@@ -126,21 +138,6 @@ def read_predictions(path: str | Path, *, items: tuple, labels: tuple, partial: 
         raise click.UsageError(f"{path}: row {row}: every prediction needs a label, or every one probabilities "
                                f"(this row lacks the label the others give).")
     return Predictions(hard=hard, probabilities=probabilities, positions=positions, n_ignored=n_ignored)
-
-
-def read_annotator_groups(path: str | Path, column: str = "vendor") -> dict:
-    """``annotator_id → vendor`` from an annotations file whose rows name a vendor."""
-    if column != "vendor":
-        raise ValueError("annotators are grouped by their vendor")
-    rows, _ = _annotation_rows(path, None)
-    groups: dict[str, str] = {}
-    for row, _item, annotator, _code, vendor, _tier, _ts in rows:
-        if vendor is None:
-            continue
-        if groups.setdefault(annotator, vendor) != vendor:
-            raise click.UsageError(f"{path}: row {row}: annotator {annotator!r} is listed under more than one "
-                                   f"vendor ({groups[annotator]!r} and {vendor!r}).")
-    return groups
 
 
 def read_gold(path: str | Path, labels: Sequence[str]) -> dict:

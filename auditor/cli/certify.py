@@ -11,8 +11,7 @@ import numpy as np
 
 from auditor.cli import main
 from auditor.cli._io import (
-    read_annotations,
-    read_annotator_groups,
+    read_annotations_and_vendors,
     read_gold,
     read_predictions,
 )
@@ -105,7 +104,7 @@ def certify_command(annotations, predictions, labels, tau, threshold, bound, met
     annotations are ignored (and counted).
     """
     label_list = [x.strip() for x in labels.split(",")] if labels else None
-    ann = read_annotations(annotations, labels=label_list)
+    ann, groups = read_annotations_and_vendors(annotations, labels=label_list)
     try:
         threshold = check_probability(threshold, name="threshold")
         counts = ann.counts()
@@ -124,7 +123,6 @@ def certify_command(annotations, predictions, labels, tau, threshold, bound, met
             coverage[path.stem] = {"n_predicted": int(preds.positions.size), "n_ignored": preds.n_ignored}
             if preds.positions.size == ann.n_items:
                 hard[path.stem] = preds.labels_hard
-        groups = read_annotator_groups(annotations)
         vendors = group_upper_bounds(ann, groups) if groups else {}
         per_annotator = annotator_lower_bounds(ann) if (show_annotators or as_json) else None
         assumptions = None
