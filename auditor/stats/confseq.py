@@ -87,27 +87,22 @@ def _bound(n, s, v, log_level, *, side: str) -> np.ndarray:
     The e-process is monotone in ``theta``, so bisection (vectorised) finds it.
     """
     n, s, v = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (n, s, v)))
+    if side == "upper":
+        # The mirrored stream 1 - x has sum n - s and the same variance process, and its
+        # E^{above}(1 - theta) is this stream's E^{below}(theta): its lower end, mirrored.
+        return 1.0 - _bound(n, n - s, v, log_level, side="lower")
+    if side != "lower":
+        raise StatsInputError(f"`side` must be 'lower' or 'upper'; got {side!r}.")
     lo = np.zeros(n.shape)
-    hi = np.ones(n.shape)
-    mean = np.where(n > 0, s / np.maximum(n, 1), 0.5)
-    if side == "lower":
-        # rejected(theta) is True for small theta; find the first theta not rejected.
-        lo_ok = log_evalue(lo, n, s, v, side="above") < log_level
-        hi = np.minimum(hi, mean)  # the point estimate is never rejected
-        for _ in range(50):
-            mid = 0.5 * (lo + hi)
-            rej = log_evalue(mid, n, s, v, side="above") >= log_level
-            lo = np.where(rej, mid, lo)
-            hi = np.where(rej, hi, mid)
-        return np.where(lo_ok, 0.0, hi)
-    hi_ok = log_evalue(hi, n, s, v, side="below") < log_level
-    lo = np.maximum(lo, mean)
+    hi = np.minimum(1.0, np.where(n > 0, s / np.maximum(n, 1), 0.5))  # the point estimate is never rejected
+    # rejected(theta) is True for small theta; find the first theta not rejected.
+    lo_ok = log_evalue(lo, n, s, v, side="above") < log_level
     for _ in range(50):
         mid = 0.5 * (lo + hi)
-        rej = log_evalue(mid, n, s, v, side="below") >= log_level
-        hi = np.where(rej, mid, hi)
-        lo = np.where(rej, lo, mid)
-    return np.where(hi_ok, 1.0, lo)
+        rej = log_evalue(mid, n, s, v, side="above") >= log_level
+        lo = np.where(rej, mid, lo)
+        hi = np.where(rej, hi, mid)
+    return np.where(lo_ok, 0.0, hi)
 
 
 def _prefix_sums(x: np.ndarray, n0=0.0, s0=0.0, v0=0.0):

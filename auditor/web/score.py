@@ -22,7 +22,8 @@ from auditor.scoracle import ScoreRequestError, scoracle_score
 from auditor.stats.best import BEST_METRICS
 from auditor.web.security import csrf, limiter, load_principal
 
-__all__ = ["MAX_BODY_BYTES", "MAX_CLASSES", "MAX_COUNT", "MAX_METRICS", "MAX_ROWS", "bp", "score_operation"]
+__all__ = ["MAX_BODY_BYTES", "MAX_CLASSES", "MAX_COUNT", "MAX_METRICS", "MAX_ROWS", "REQUEST_SCHEMA", "RESPONSE_SCHEMA",
+           "bp", "score_operation"]
 
 bp = Blueprint("score", __name__)
 
@@ -84,37 +85,48 @@ def score():
         return response
 
 
+#: The request body, as the OpenAPI document declares it; the parser
+#: (:func:`auditor.scoracle.parse_score_request`) accepts exactly the bodies this schema
+#: accepts whose rows have one length (which JSON Schema cannot say), a property test
+#: holds the two together. The parser keeps its own checks for Scoracle's error order
+#: and wording, which clients read.
+REQUEST_SCHEMA = {
+    "type": "object", "required": ["labelCounts", "metrics"], "additionalProperties": False,
+    "properties": {
+        "labelCounts": {"type": "array", "minItems": 1, "maxItems": MAX_ROWS,
+                        "items": {"type": "array", "minItems": 1, "maxItems": MAX_CLASSES,
+                                  "items": {"type": "integer", "minimum": 0, "maximum": MAX_COUNT}},
+                        # at least one annotation somewhere
+                        "contains": {"type": "array", "contains": {"type": "integer", "minimum": 1}}},
+        "metrics": {"type": "array", "maxItems": MAX_METRICS, "items": {"type": "string", "enum": list(BEST_METRICS)}},
+    },
+}
+RESPONSE_SCHEMA = {
+    "type": "array", "items": {"type": "object", "required": ["metric", "score"],
+                               "properties": {"metric": {"type": "string"}, "score": {"type": ["number", "string"]}}},
+}
+_ERROR_LIST = {"type": "array", "items": {"type": "object", "required": ["error", "message"],
+                                          "properties": {"error": {"type": "string"}, "message": {"type": "string"}}}}
+
+
 def score_operation() -> dict:
     """This endpoint's entry in the OpenAPI document."""
-    error_list = {"type": "array", "items": {"type": "object", "required": ["error", "message"],
-                                             "properties": {"error": {"type": "string"},
-                                                            "message": {"type": "string"}}}}
+
+    def errors(description: str) -> dict:
+        return {"description": description, "content": {"application/json": {"schema": _ERROR_LIST}}}
+
     return {
         "operationId": "score",
         "summary": "BEST performance of label counts (Scoracle API)",
         "tags": ["scoracle"],
-        "requestBody": {"required": True, "content": {"application/json": {"schema": {
-            "type": "object", "required": ["labelCounts", "metrics"], "additionalProperties": False,
-            "properties": {
-                "labelCounts": {"type": "array", "minItems": 1, "maxItems": MAX_ROWS,
-                                "items": {"type": "array", "minItems": 1, "maxItems": MAX_CLASSES,
-                                          "items": {"type": "integer", "minimum": 0, "maximum": MAX_COUNT}}},
-                "metrics": {"type": "array", "maxItems": MAX_METRICS,
-                            "items": {"type": "string", "enum": list(BEST_METRICS)}}}}}}},
+        "requestBody": {"required": True, "content": {"application/json": {"schema": REQUEST_SCHEMA}}},
         "responses": {
             "200": {"description": "One score per requested metric, in the request's order.",
-                    "content": {"application/json": {"schema": {
-                        "type": "array", "items": {"type": "object", "required": ["metric", "score"],
-                                                   "properties": {"metric": {"type": "string"},
-                                                                  "score": {"type": ["number", "string"]}}}}}}},
-            "400": {"description": "The request cannot be scored (or is beyond the documented bounds); "
-                                   "one object per problem.",
-                    "content": {"application/json": {"schema": error_list}}},
-            "401": {"description": "Not signed in, and anonymous scoring is off (AUDITOR_SCORE_ANONYMOUS).",
-                    "content": {"application/json": {"schema": error_list}}},
-            "413": {"description": f"The body is larger than {MAX_BODY_BYTES} bytes.",
-                    "content": {"application/json": {"schema": error_list}}},
-            "429": {"description": "Too many requests; retry later.",
-                    "content": {"application/json": {"schema": error_list}}},
+                    "content": {"application/json": {"schema": RESPONSE_SCHEMA}}},
+            "400": errors("The request cannot be scored (or is beyond the documented bounds); one object per "
+                          "problem."),
+            "401": errors("Not signed in, and anonymous scoring is off (AUDITOR_SCORE_ANONYMOUS)."),
+            "413": errors(f"The body is larger than {MAX_BODY_BYTES} bytes."),
+            "429": errors("Too many requests; retry later."),
         },
     }

@@ -9,8 +9,20 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
 
-from auditor.web.score import MAX_BODY_BYTES, MAX_CLASSES, MAX_COUNT, MAX_METRICS, MAX_ROWS
+from auditor.scoracle import ScoreRequestError, parse_score_request
+from auditor.stats.best import BEST_METRICS
+from auditor.web.score import (
+    MAX_BODY_BYTES,
+    MAX_CLASSES,
+    MAX_COUNT,
+    MAX_METRICS,
+    MAX_ROWS,
+    REQUEST_SCHEMA,
+)
 from tests.web.conftest import make_tenant
 
 
@@ -138,3 +150,57 @@ def test_f1_on_extreme_counts_is_finite():
     counts = np.random.default_rng(15).integers(0, 1001, size=(14, 20))
     res = best_performance(counts, metrics=["f1 (macro)", "accuracy"], rng=0)
     assert 0 < res.scores["f1 (macro)"] <= 1 and 0 < res.scores["accuracy"] <= 1
+
+
+_BAD_ENTRY = st.one_of(st.sampled_from([-1, MAX_COUNT + 1, 2 ** 70, True, False, "1", None]),
+                       st.floats(0.1, 5.0).filter(lambda x: not x.is_integer()))
+
+
+@st.composite
+def _bodies(draw):
+    """A legal body near the documented bounds, then (most of the time) one defect."""
+    width = draw(st.sampled_from([1, 2, 3, MAX_CLASSES]))
+    n_rows = draw(st.sampled_from([1, 2, 5, MAX_ROWS]))
+    rows = [draw(st.lists(st.sampled_from([0, 1, 2, MAX_COUNT]), min_size=width, max_size=width))
+            for _ in range(min(n_rows, 5))]
+    rows = (rows * (n_rows // len(rows) + 1))[:n_rows]
+    body = {"labelCounts": rows, "metrics": draw(st.lists(st.sampled_from(list(BEST_METRICS)),
+                                                          max_size=MAX_METRICS))}
+    defect = draw(st.sampled_from(["none", "none", "entry", "rows", "width", "zero", "metric", "metrics",
+                                   "missing", "extra", "type"]))
+    i = draw(st.integers(0, n_rows - 1))
+    if defect == "entry":
+        rows[i] = list(rows[i])
+        rows[i][draw(st.integers(0, width - 1))] = draw(_BAD_ENTRY)
+    elif defect == "rows":
+        body["labelCounts"] = draw(st.sampled_from([[], rows + [rows[0]] * (MAX_ROWS + 1 - n_rows)]))
+    elif defect == "width":
+        rows[:] = [[] for _ in rows] if draw(st.booleans()) else [list(r) + [0] * (MAX_CLASSES + 1 - width)
+                                                                for r in rows]
+    elif defect == "zero":
+        rows[:] = [[0] * width for _ in rows]
+    elif defect == "metric":
+        body["metrics"] = body["metrics"] + [draw(st.sampled_from(["recall", "", 3, None]))]
+    elif defect == "metrics":
+        body["metrics"] = draw(st.sampled_from([["accuracy"] * (MAX_METRICS + 1), "accuracy", None]))
+    elif defect == "missing":
+        del body[draw(st.sampled_from(["labelCounts", "metrics"]))]
+    elif defect == "extra":
+        body["extra"] = 1
+    elif defect == "type":
+        body["labelCounts"] = draw(st.sampled_from([{}, "x", [1, 2], None, [[1], "x"]]))
+    return body
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_bodies())
+def test_the_documented_request_schema_is_what_the_endpoint_accepts(body):
+    """The OpenAPI document's request schema and the endpoint's checks are one contract:
+    a body passes the checks exactly when the schema accepts it."""
+    documented = Draft202012Validator(REQUEST_SCHEMA).is_valid(body)
+    try:
+        parse_score_request(body, limits=(MAX_ROWS, MAX_CLASSES, MAX_COUNT, MAX_METRICS))
+        accepted = True
+    except ScoreRequestError:
+        accepted = False
+    assert accepted == documented, body if len(str(body)) < 2000 else str(body)[:2000]
