@@ -23,8 +23,6 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import resource
-import signal
 import subprocess
 import sys
 import time
@@ -36,11 +34,12 @@ from tempfile import TemporaryDirectory
 
 import numpy as np
 import psycopg
+from _scratch import peak_mb, scratch_database, stop_processes
 from sqlalchemy import make_url, select, update
 
 from auditor.audit import runner
 from auditor.audit.pipeline import AuditOptions
-from auditor.db import WRITE_OPTIONS, make_engine, make_session_factory, migrate, session_scope
+from auditor.db import WRITE_OPTIONS, make_engine, make_session_factory, session_scope
 from auditor.db.models import (
     Annotation,
     AuditOutbox,
@@ -56,10 +55,6 @@ from auditor.db.snapshot import SnapshotCache
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout: the workers package sits beside auditor
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def _copy(conn: psycopg.Connection, table: str, columns: str, rows: np.ndarray) -> None:
@@ -191,17 +186,15 @@ def main() -> None:
         args.trials, args.bootstrap, args.batch_rows = 2, 20, 20
     rng = np.random.default_rng(0)
 
-    server = make_url(args.postgres_url)
-    name = f"auditor_bench_{uuid.uuid4().hex[:10]}"
-    admin = dict(host=server.host, port=server.port or 5432, user=server.username, password=server.password,
-                 dbname=server.database, autocommit=True)
-    with psycopg.connect(**admin) as c:
-        c.execute(f'CREATE DATABASE "{name}"')
-    url = server.set(database=name, drivername="postgresql+psycopg").render_as_string(hide_password=False)
+    with scratch_database(args.postgres_url, keep=args.keep, driver="postgresql+psycopg", migrate=True) as url:
+        measure(url, args, rng)
+
+
+def measure(url: str, args: argparse.Namespace, rng: np.random.Generator) -> None:
+    """Seed the database at ``url``, then time the audits in this process and through a worker."""
     engine = make_engine(url)
     worker = None
     try:
-        migrate.upgrade(engine)
         factory = make_session_factory(engine)
         t0 = time.perf_counter()
         ds = seed(url, n_items=args.items, per_item=args.raters_per_item, n_annotators=args.annotators,
@@ -224,7 +217,7 @@ def main() -> None:
             stages = "  ".join(f"{k} {v:.2f} s" for k, v in out.timings.items())
             # CPU time beside wall time: on a shared machine the difference is other processes' load.
             print(f"audit in process, {label}, {args.bootstrap} bootstrap resamples: {out.state}, {wall:.2f} s wall, "
-                  f"{cpu:.2f} s CPU of this process  [{stages}]; peak RSS so far {peak_rss_mb():.0f} MB")
+                  f"{cpu:.2f} s CPU of this process  [{stages}]; peak RSS so far {peak_mb():.0f} MB")
         # Memory on its own run: tracing allocations slows numpy code several times over.
         add_labels(factory, ds, rng, args.batch_rows, -2)
         tracemalloc.start()
@@ -233,7 +226,7 @@ def main() -> None:
         _, traced_peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         print(f"  peak traced allocations of a cold audit {traced_peak / 2**20:.0f} MB; peak RSS of this process "
-              f"{peak_rss_mb():.0f} MB")
+              f"{peak_mb():.0f} MB")
 
         # 2. Label arrival → updated certification, through a real worker.
         with TemporaryDirectory() as tmp:
@@ -278,15 +271,8 @@ def main() -> None:
                 values = [t[key] for t in timings if key in t]
                 print(f"  worker audit stage {key}: median {np.median(values):.2f} s over {len(values)} runs")
     finally:
-        if worker is not None and worker.poll() is None:
-            os.killpg(worker.pid, signal.SIGTERM)
-            worker.wait(30)
+        stop_processes(worker)
         engine.dispose()
-        if not args.keep:
-            with psycopg.connect(**admin) as c:
-                c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        else:
-            print(f"kept database {name}")
 
 
 if __name__ == "__main__":

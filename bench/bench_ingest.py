@@ -27,24 +27,15 @@ says so and stops.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import resource
-import subprocess
-import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import numpy as np
+from _scratch import child_or_no_url, peak_mb, phase_parser, run_phase, scratch_database
 
 LABELS = ("a", "b", "c")
-
-
-def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def write_csv(path: Path, rows: int, per_item: int, annotators: int, seed: int) -> None:
@@ -82,23 +73,28 @@ def _settle(url: str) -> None:
             pass
 
 
+def _timed_copy(conn, url: str, statement: str, source) -> tuple[int, float]:
+    """COPY from ``source`` (a binary file) in one transaction, after a checkpoint: rows, seconds."""
+    _settle(url)
+    start = time.perf_counter()
+    with conn.transaction(), conn.cursor() as cur:
+        with cur.copy(statement) as copy:
+            while data := source.read(1 << 20):
+                copy.write(data)
+        rows = cur.rowcount
+    return rows, time.perf_counter() - start
+
+
 def phase_bare_copy(url: str, csv_path: str) -> dict:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("DROP TABLE IF EXISTS bench_bare")
         conn.execute("CREATE TABLE bench_bare (item_id text, annotator_id text, label text)")
-        _settle(url)
-        start = time.perf_counter()
-        with conn.transaction(), conn.cursor() as cur:
-            with cur.copy("COPY bench_bare FROM STDIN WITH (FORMAT csv, HEADER true)") as copy, \
-                    open(csv_path, "rb") as fh:
-                while data := fh.read(1 << 20):
-                    copy.write(data)
-            rows = cur.rowcount
-        seconds = time.perf_counter() - start
+        with open(csv_path, "rb") as fh:
+            rows, seconds = _timed_copy(conn, url, "COPY bench_bare FROM STDIN WITH (FORMAT csv, HEADER true)", fh)
         conn.execute("DROP TABLE bench_bare")
-    return {"rows": rows, "seconds": seconds, "peak_mb": _peak_mb()}
+    return {"rows": rows, "seconds": seconds, "peak_mb": peak_mb()}
 
 
 def phase_import(url: str, csv_path: str) -> dict:
@@ -120,7 +116,7 @@ def phase_import(url: str, csv_path: str) -> dict:
         again = import_annotations(s, "bench", csv_path)
     again_seconds = time.perf_counter() - start
     engine.dispose()
-    return {"rows": result.rows, "seconds": seconds, "peak_mb": _peak_mb(), "message": result.message,
+    return {"rows": result.rows, "seconds": seconds, "peak_mb": peak_mb(), "message": result.message,
             "reimport_status": again.status, "reimport_seconds": again_seconds}
 
 
@@ -136,16 +132,9 @@ def phase_stored_copy(url: str) -> dict:
                 for data in copy:
                     buf.write(data)
             buf.seek(0)
-            _settle(url)
-            start = time.perf_counter()
-            with conn.transaction(), conn.cursor() as cur:
-                with cur.copy("COPY bench_stored FROM STDIN (FORMAT binary)") as copy:
-                    while data := buf.read(1 << 20):
-                        copy.write(data)
-                rows = cur.rowcount
-            seconds = time.perf_counter() - start
+            rows, seconds = _timed_copy(conn, url, "COPY bench_stored FROM STDIN (FORMAT binary)", buf)
         conn.execute("DROP TABLE bench_stored")
-    return {"rows": rows, "seconds": seconds, "peak_mb": _peak_mb()}
+    return {"rows": rows, "seconds": seconds, "peak_mb": peak_mb()}
 
 
 def phase_snapshot(url: str, with_annotations: bool) -> dict:
@@ -163,7 +152,7 @@ def phase_snapshot(url: str, with_annotations: bool) -> dict:
     n_ann = int(snap.counts.counts.sum())
     assert snap.annotations is None or len(snap.annotations) == n_ann
     engine.dispose()
-    return {"items": snap.n_items, "annotations": n_ann, "seconds": seconds, "peak_mb": _peak_mb()}
+    return {"items": snap.n_items, "annotations": n_ann, "seconds": seconds, "peak_mb": peak_mb()}
 
 
 PHASES = {
@@ -175,16 +164,8 @@ PHASES = {
 }
 
 
-def _child(phase: str, url: str, csv_path: str) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--phase", phase, "--url", url, "--csv", csv_path],
-                         check=True, capture_output=True, text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url", default=os.environ.get("AUDITOR_BENCH_POSTGRES_URL"),
-                        help="PostgreSQL server URL (or AUDITOR_BENCH_POSTGRES_URL)")
+    parser = phase_parser(__doc__.split("\n\n")[0], PHASES)
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--labels-per-item", type=int, default=5)
     parser.add_argument("--annotators", type=int, default=2000)
@@ -192,23 +173,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1,
                         help="bare COPY A and import this many times each (alternating); the best of each counts")
     parser.add_argument("--csv", help="(internal / reuse) path of the generated CSV")
-    parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
     parser.add_argument("--smoke", action="store_true", help="20,000 rows, one repetition: seconds")
     args = parser.parse_args()
     if args.smoke:
         args.rows, args.annotators, args.repeat = 20_000, 50, 1
-    if args.phase:
-        print(json.dumps(PHASES[args.phase](args)))
-        return
-    if not args.url:
-        print("No PostgreSQL URL: pass --url or set AUDITOR_BENCH_POSTGRES_URL; nothing measured.")
+    if child_or_no_url(args, PHASES):
         return
 
-    import psycopg
-    from sqlalchemy import make_url
-
-    server = make_url(args.url).set(drivername="postgresql")
-    admin = server.render_as_string(hide_password=False)
     with tempfile.TemporaryDirectory() as tmp:
         csv_path = args.csv or str(Path(tmp) / "annotations.csv")
         if not args.csv or not Path(csv_path).exists():
@@ -221,21 +192,14 @@ def main() -> None:
         for k in range(args.repeat):
             # Each repetition in a scratch database of its own; the last one goes on to the
             # stored-rows COPY and the snapshots.
-            name = f"auditor_bench_{uuid.uuid4().hex[:8]}"
-            url = server.set(database=name).render_as_string(hide_password=False)
-            with psycopg.connect(admin, autocommit=True) as conn:
-                conn.execute(f'CREATE DATABASE "{name}"')
-            try:
+            with scratch_database(args.url) as url:
                 phases = ["bare_copy", "import"]
                 if k == args.repeat - 1:
                     phases += ["stored_copy", "snapshot_counts", "snapshot_annotations"]
                 for phase in phases:
-                    results[phase] = r = _child(phase, url, csv_path)
+                    results[phase] = r = run_phase(__file__, phase, url, "--csv", csv_path)
                     runs.setdefault(phase, []).append(r)
                     print(f"{phase:22s} {json.dumps(r)}", flush=True)
-            finally:
-                with psycopg.connect(admin, autocommit=True) as conn:
-                    conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         for phase in ("bare_copy", "import"):  # the best of the repetitions, for both alike
             results[phase] = min(runs[phase], key=lambda r: r["seconds"])
 

@@ -26,8 +26,9 @@ import os
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
+
+from _scratch import NO_URL, POSTGRES_URL_ENV, scratch_database
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -77,7 +78,7 @@ def forget_statistics(url: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--url", default=os.environ.get("AUDITOR_BENCH_POSTGRES_URL"))
+    parser.add_argument("--url", default=os.environ.get(POSTGRES_URL_ENV))
     parser.add_argument("--first-items", type=int, default=200_000)
     parser.add_argument("--batches", type=int, nargs="+", default=[10_000, 40_000])
     parser.add_argument("--labels-per-item", type=int, default=5)
@@ -87,67 +88,54 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         args.first_items, args.batches, args.annotators = 2000, [200, 800], 50
     if not args.url:
-        print("No PostgreSQL URL: pass --url or set AUDITOR_BENCH_POSTGRES_URL; nothing measured.")
+        print(NO_URL)
         return 0
 
-    import psycopg
-    from sqlalchemy import make_url
-
-    from auditor.db import make_engine, make_session_factory, migrate, session_scope
+    from auditor.db import make_engine, make_session_factory, session_scope
     from auditor.ingest import create_dataset, import_annotations
 
-    server = make_url(args.url).set(drivername="postgresql")
-    admin = server.render_as_string(hide_password=False)
-    name = f"auditor_bench_{uuid.uuid4().hex[:8]}"
-    url = server.set(database=name).render_as_string(hide_password=False)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    engine = None
-    try:
+    with scratch_database(args.url, migrate=True) as url:
         engine = make_engine(url)
-        migrate.upgrade(engine)
-        factory = make_session_factory(engine)
-        with session_scope(factory) as s:
-            create_dataset(s, "bench", list(LABELS))
-        with tempfile.TemporaryDirectory() as tmp:
-            def timed(path: Path, what: str, rows: int) -> None:
-                forget_statistics(url)
+        try:
+            factory = make_session_factory(engine)
+            with session_scope(factory) as s:
+                create_dataset(s, "bench", list(LABELS))
+            with tempfile.TemporaryDirectory() as tmp:
+                def timed(path: Path, what: str, rows: int) -> None:
+                    forget_statistics(url)
+                    t0 = time.perf_counter()
+                    with session_scope(factory) as s:
+                        result = import_annotations(s, "bench", str(path))
+                    dt = time.perf_counter() - t0
+                    print(f"{what:<44} {rows:>10,} rows {dt:8.2f} s {rows / dt:12,.0f} rows/s  ({result.status})",
+                          flush=True)
+
+                first = Path(tmp) / "first.csv"
+                rows = write_batch(first, 0, args.first_items, args.labels_per_item, args.annotators, 0)
                 t0 = time.perf_counter()
                 with session_scope(factory) as s:
-                    result = import_annotations(s, "bench", str(path))
-                dt = time.perf_counter() - t0
-                print(f"{what:<44} {rows:>10,} rows {dt:8.2f} s {rows / dt:12,.0f} rows/s  ({result.status})",
-                      flush=True)
-
-            first = Path(tmp) / "first.csv"
-            rows = write_batch(first, 0, args.first_items, args.labels_per_item, args.annotators, 0)
-            t0 = time.perf_counter()
-            with session_scope(factory) as s:
-                import_annotations(s, "bench", str(first))
-            print(f"{'first batch (bulk path)':<44} {rows:>10,} rows {time.perf_counter() - t0:8.2f} s", flush=True)
-            start = args.first_items
-            last = None
-            for k, size in enumerate(args.batches, 1):
-                path = Path(tmp) / f"batch{k}.csv"
-                rows = write_batch(path, start, size, args.labels_per_item, args.annotators, k)
-                timed(path, f"{size:,} new items, statistics absent", rows)
-                start += size
-                last = (path, size, rows)
-            if last is not None:
-                # the same rows in another order: not a duplicate file, every row already stored
-                again = Path(tmp) / "again.csv"
-                lines = last[0].read_text().splitlines(keepends=True)
-                again.write_text(lines[0] + "".join(reversed(lines[1:])))
-                timed(again, f"the {last[1]:,}-item batch reordered (no change)", last[2])
-                relabel = Path(tmp) / "relabel.csv"
-                rows = write_batch(relabel, 0, args.first_items, args.labels_per_item, args.annotators, 99,
-                                   relabel=True)
-                timed(relabel, "re-labels of ~10% of the first batch's pairs", rows)
-    finally:
-        if engine is not None:
+                    import_annotations(s, "bench", str(first))
+                print(f"{'first batch (bulk path)':<44} {rows:>10,} rows {time.perf_counter() - t0:8.2f} s", flush=True)
+                start = args.first_items
+                last = None
+                for k, size in enumerate(args.batches, 1):
+                    path = Path(tmp) / f"batch{k}.csv"
+                    rows = write_batch(path, start, size, args.labels_per_item, args.annotators, k)
+                    timed(path, f"{size:,} new items, statistics absent", rows)
+                    start += size
+                    last = (path, size, rows)
+                if last is not None:
+                    # the same rows in another order: not a duplicate file, every row already stored
+                    again = Path(tmp) / "again.csv"
+                    lines = last[0].read_text().splitlines(keepends=True)
+                    again.write_text(lines[0] + "".join(reversed(lines[1:])))
+                    timed(again, f"the {last[1]:,}-item batch reordered (no change)", last[2])
+                    relabel = Path(tmp) / "relabel.csv"
+                    rows = write_batch(relabel, 0, args.first_items, args.labels_per_item, args.annotators, 99,
+                                       relabel=True)
+                    timed(relabel, "re-labels of ~10% of the first batch's pairs", rows)
+        finally:
             engine.dispose()
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     return 0
 
 

@@ -30,20 +30,12 @@ that name instead of a scratch one, so the phases can be rerun without rebuildin
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import resource
-import subprocess
-import sys
 import time
-import uuid
+
+from _scratch import child_or_no_url, peak_mb, phase_parser, run_phase, scratch_database
 
 LABELS = ("a", "b", "c")
-
-
-def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 # --- building the dataset ------------------------------------------------------------
@@ -170,7 +162,7 @@ def phase_snapshot(url: str, with_annotations: bool, repeat: int, releases: bool
         assert snap.annotations is None or len(snap.annotations) == n_ann
         del snap
     engine.dispose()
-    return {"items": n_items, "annotations": n_ann, "seconds": min(times), "all": times, "peak_mb": _peak_mb()}
+    return {"items": n_items, "annotations": n_ann, "seconds": min(times), "all": times, "peak_mb": peak_mb()}
 
 
 def phase_worker(url: str, repeat: int, cached: bool) -> dict:
@@ -207,7 +199,7 @@ def phase_worker(url: str, repeat: int, cached: bool) -> dict:
             del snap
     _, snap = once(cache if cached else None)
     out = {"items": int(snap.item_ids.size), "annotations": snap.n_annotations, "seconds": min(times),
-           "all": times, "releases": len(snap.releases), "peak_mb": _peak_mb()}
+           "all": times, "releases": len(snap.releases), "peak_mb": peak_mb()}
     engine.dispose()
     return out
 
@@ -222,65 +214,32 @@ PHASES = {
 }
 
 
-def _child(phase: str, url: str, repeat: int) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--phase", phase, "--url", url, "--repeat", str(repeat)],
-                         check=True, capture_output=True, text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url", default=os.environ.get("AUDITOR_BENCH_POSTGRES_URL"),
-                        help="PostgreSQL server URL (or AUDITOR_BENCH_POSTGRES_URL)")
+    parser = phase_parser(__doc__.split("\n\n")[0], PHASES)
     parser.add_argument("--items", type=int, default=2_000_000)
     parser.add_argument("--labels-per-item", type=int, default=5)
     parser.add_argument("--annotators", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--database", help="use (and keep) this database instead of a scratch one")
     parser.add_argument("--phases", default=",".join(PHASES), help="comma-separated, of: " + ", ".join(PHASES))
-    parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
     parser.add_argument("--smoke", action="store_true",
                         help="Tiny sizes (2,000 items × 5 from 50 annotators, one timed load per phase).")
     args = parser.parse_args()
     if args.smoke:
         args.items, args.annotators, args.repeat = 2000, 50, 1
-    if args.phase:
-        print(json.dumps(PHASES[args.phase](args)))
-        return
-    if not args.url:
-        print("No PostgreSQL URL: pass --url or set AUDITOR_BENCH_POSTGRES_URL; nothing measured.")
+    if child_or_no_url(args, PHASES):
         return
 
-    import psycopg
-    from sqlalchemy import make_url
-
-    server = make_url(args.url).set(drivername="postgresql")
-    name = args.database or f"auditor_bench_{uuid.uuid4().hex[:8]}"
-    admin = server.render_as_string(hide_password=False)
-    url = server.set(database=name).render_as_string(hide_password=False)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
-        if not exists:
-            conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        if not exists:
-            from auditor.db import make_engine, migrate
-
-            engine = make_engine(url)
-            migrate.upgrade(engine)
-            engine.dispose()
+    # --database: that database, created (and migrated) only when missing, and kept.
+    with scratch_database(args.url, name=args.database, keep=bool(args.database), migrate=True) as url:
         built = build(url, args.items, args.labels_per_item, args.annotators)
         if built["built"]:
             print(f"built {args.items:,} items × {args.labels_per_item} annotations in {built['seconds']:.1f} s",
                   flush=True)
         results = {}
         for phase in args.phases.split(","):
-            results[phase] = r = _child(phase, url, args.repeat)
+            results[phase] = r = run_phase(__file__, phase, url, "--repeat", str(args.repeat))
             print(f"{phase:26s} {json.dumps(r)}", flush=True)
-    finally:
-        if not args.database:
-            with psycopg.connect(admin, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
     print()
     for phase, r in results.items():

@@ -29,7 +29,6 @@ import os
 import re
 import resource
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -42,6 +41,7 @@ from datetime import UTC, datetime, timedelta
 from http.cookiejar import CookieJar
 
 import numpy as np
+from _scratch import scratch_database, stop_processes
 
 LUA = r"""
 wrk.method = "GET"
@@ -392,26 +392,19 @@ def main() -> None:
     wrk = shutil.which("wrk") if args.client != "python" else None
     if wrk is None and args.client == "wrk":
         raise SystemExit("wrk not found: install the load generator (Debian: apt-get install wrk)")
+    with scratch_database(args.server_url, keep=args.keep, migrate=True) as url:
+        serve_and_measure(url, args, wrk)
+
+
+def serve_and_measure(url: str, args: argparse.Namespace, wrk: str | None) -> None:
+    """Seed the database at ``url``, serve it with gunicorn and measure every endpoint."""
     import psycopg
-    from sqlalchemy import make_url
 
-    from auditor.db import make_engine, migrate
-
-    server = make_url(args.server_url)
-    name = f"auditor_bench_{uuid.uuid4().hex[:10]}"
-    admin = dict(host=server.host, port=server.port or 5432, user=server.username, password=server.password,
-                 dbname=server.database, autocommit=True)
-    with psycopg.connect(**admin) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = server.set(database=name).render_as_string(hide_password=False)
     proc = worker = loop = None
     try:
-        engine = make_engine(url)
-        migrate.upgrade(engine)
-        engine.dispose()
         ids = seed(url, args.releases)
         # As autovacuum would have by now: plans need table statistics.
-        with psycopg.connect(**{**admin, "dbname": name}) as conn:
+        with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("ANALYZE")
         port = free_port()
         base = f"http://127.0.0.1:{port}"
@@ -467,20 +460,7 @@ def main() -> None:
         if loop is not None:
             loop.stop.set()
             loop.thread.join(timeout=60)
-        for p in (worker, proc):
-            if p is None:
-                continue
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        if not args.keep:
-            with psycopg.connect(**admin) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        else:
-            print(f"kept database {name}")
+        stop_processes(worker, proc)
 
 
 if __name__ == "__main__":
