@@ -195,22 +195,26 @@ def as_predictions(predictions, n_items: int, n_labels: int, *, name: str = "pre
 __all__ = ["as_rng"]
 
 
-def sub_counts(unique: np.ndarray, k_max: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def sub_counts_columns(unique: np.ndarray, k_max: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """All (owner, y) with y ≤ unique[owner] elementwise and |y| ≤ k_max[owner].
 
     Built one label at a time, expanding each partial vector by every admissible count.
-    """
+    ``y`` is column-major, (L, P): each label's counts contiguous, so the per-label
+    arithmetic and the reductions over labels run on whole columns."""
     n_u, n_labels = unique.shape
     owner = np.arange(n_u)
-    y = np.zeros((n_u, n_labels), dtype=np.int64)
+    cols: list[np.ndarray] = []
     used = np.zeros(n_u, dtype=np.int64)
     for lab in range(n_labels):
         room = np.minimum(unique[owner, lab], k_max[owner] - used)
         reps = np.maximum(room, -1) + 1
-        owner_new = np.repeat(owner, reps)
-        offsets = np.arange(owner_new.shape[0]) - np.repeat(np.cumsum(reps) - reps, reps)
-        y = np.repeat(y, reps, axis=0)
-        y[:, lab] = offsets
+        starts = np.cumsum(reps) - reps
+        owner = np.repeat(owner, reps)
+        offsets = np.arange(owner.shape[0]) - np.repeat(starts, reps)
+        cols = [np.repeat(c, reps) for c in cols]
+        cols.append(offsets)
         used = np.repeat(used, reps) + offsets
-        owner = owner_new
+    y = np.empty((n_labels, owner.shape[0]), dtype=np.int64)
+    for lab, c in enumerate(cols):
+        y[lab] = c
     return owner, y

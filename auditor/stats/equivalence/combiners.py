@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import gammaln
 
-from auditor.stats.equivalence._inputs import row_histogram, sub_counts
+from auditor.stats.equivalence._inputs import row_histogram, sub_counts_columns
 
 #: The paper's implementation moves soft predictions of 0 or 1 to 0.02 / 0.98 before
 #: scoring them with cross-entropy (Resnick et al., §3.2), then renormalises.
@@ -20,17 +20,26 @@ DEFAULT_CLIP = 0.02
 
 def tie_uniform(scores: np.ndarray) -> np.ndarray:
     """Rows uniform over the arg-max set of ``scores`` (random tie-break, in expectation)."""
-    top = scores.max(axis=1, keepdims=True)
-    winners = np.isclose(scores, top, rtol=0.0, atol=1e-12 * max(1.0, float(np.abs(top).max(initial=0.0))))
-    return winners / winners.sum(axis=1, keepdims=True)
+    return tie_uniform_columns(np.ascontiguousarray(scores.T)).T
 
 
-def clip_probabilities(probs: np.ndarray, clip: float) -> np.ndarray:
-    """Clip to ``[clip, 1 - clip]`` and renormalise (the reference package's rule)."""
+def tie_uniform_columns(scores: np.ndarray) -> np.ndarray:
+    """:func:`tie_uniform` on column-major ``scores`` (L, P): one row per label."""
+    top = scores.max(axis=0)
+    if np.issubdtype(scores.dtype, np.integer):
+        winners = scores == top
+    else:
+        atol = 1e-12 * max(1.0, float(np.abs(top).max(initial=0.0)))
+        winners = np.abs(scores - top) <= atol
+    return winners / winners.sum(axis=0)
+
+
+def clip_probabilities(probs: np.ndarray, clip: float, axis: int = 1) -> np.ndarray:
+    """Clip to ``[clip, 1 - clip]`` and renormalise along ``axis`` (the reference package's rule)."""
     if clip <= 0:
         return probs
     out = np.clip(probs, clip, 1.0 - clip)
-    return out / out.sum(axis=1, keepdims=True)
+    return out / out.sum(axis=axis, keepdims=True)
 
 
 def _log_falling(n: np.ndarray, k: np.ndarray) -> np.ndarray:
@@ -59,7 +68,11 @@ class ABCModel:
         self.unique = np.asarray(unique, dtype=np.int64)
         self.weight = np.asarray(multiplicity, dtype=float)
         self.n = self.unique.sum(axis=1)
-        self._table: tuple[int, np.ndarray, np.ndarray] | None = None
+        # log k! for every count that occurs (and one more).
+        self._lf = gammaln(np.arange(int(self.n.max(initial=0)) + 2, dtype=float) + 1.0)
+        self._radix = self.unique.max(axis=0) + 1
+        self._place = np.concatenate([[1], np.cumprod(self._radix[:-1])]).astype(np.int64)
+        self._table: tuple[int, np.ndarray | None, np.ndarray] | None = None
 
     @staticmethod
     def sequence_log_prob(owner: np.ndarray, z: np.ndarray) -> np.ndarray:
@@ -79,64 +92,80 @@ class ABCModel:
         vectors × labels) for comparing every query with every vector (which is kept,
         :meth:`_total_direct`, for the rare tables too large to hold).
         """
-        size = int(z.sum(axis=1).max(initial=0))
-        table = self._sub_vector_table(size)
-        if table is None:
+        z = np.asarray(z, dtype=np.int64)
+        if not self._tabulate(int(z.sum(axis=1).max(initial=0))):
             return self._total_direct(z)
-        radix, keys, values = table
+        inside = (z < self._radix[None, :]).all(axis=1)  # z_l above every v_l: no item has it
         out = np.zeros(z.shape[0])
-        inside = (z < radix[None, :]).all(axis=1)  # z_l above every v_l: no item has it
-        code = self._encode(z[inside], radix)
-        pos = np.minimum(np.searchsorted(keys, code), keys.shape[0] - 1)
-        found = keys[pos] == code
-        out[np.flatnonzero(inside)[found]] = values[pos[found]]
+        out[inside] = self._lookup(z[inside] @ self._place)
         return out
 
     #: Largest number of (vector, sub-vector) pairs tabulated; beyond it, the direct sum.
     TABLE_BUDGET = 400_000_000
-    _BLOCK_PAIRS = 1_000_000
+    #: Largest mixed-radix key space held as a dense array (8 bytes per possible key);
+    #: beyond it, the table keeps the sorted keys that occur.
+    DENSE_KEYS = 1 << 23
+    _BLOCK_PAIRS = 250_000
 
-    @staticmethod
-    def _encode(z: np.ndarray, radix: np.ndarray) -> np.ndarray:
-        place = np.concatenate([[1], np.cumprod(radix[:-1])]).astype(np.int64)
-        return z.astype(np.int64) @ place
+    def _lookup(self, codes: np.ndarray) -> np.ndarray:
+        _, keys, values = self._table
+        if keys is None:
+            return values[codes]
+        pos = np.minimum(np.searchsorted(keys, codes), keys.shape[0] - 1)
+        return np.where(keys[pos] == codes, values[pos], 0.0)
 
-    def _sub_vector_table(self, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    def _tabulate(self, size: int) -> bool:
+        """Build the table of Σ_v w_v P_v(z) over sub-vectors with |z| ≤ ``size`` (False:
+        too large to hold; the direct sum serves)."""
         if self._table is not None and self._table[0] >= size:
-            return self._table[1:]
-        radix = self.unique.max(axis=0) + 1
-        if float(np.prod(radix.astype(float))) >= 2.0 ** 62:
-            return None  # the mixed-radix key would overflow: many labels with large counts
+            return True
+        radix = self._radix
+        space = float(np.prod(radix.astype(float)))
+        if space >= 2.0 ** 62:
+            return False  # the mixed-radix key would overflow: many labels with large counts
         top = np.minimum(self.n, size)
+        n_labels = self.unique.shape[1]
         with np.errstate(over="ignore"):
             bound = np.minimum(np.prod(self.unique.astype(float) + 1.0, axis=1),
-                               np.exp(gammaln(top + self.unique.shape[1] + 1.0) - gammaln(top + 1.0)
-                                      - gammaln(self.unique.shape[1] + 1.0)))
+                               np.exp(gammaln(top + n_labels + 1.0) - gammaln(top + 1.0) - gammaln(n_labels + 1.0)))
         if float(bound.sum()) > self.TABLE_BUDGET:
-            return None
+            return False
+        dense = space <= self.DENSE_KEYS
+        lf = self._lf
+        # log P_v(z) = Σ_l log v_l! − log(v_l − z_l)! − (log n! − log(n − |z|)!)
+        key_log = lf[self.unique].sum(axis=1) - lf[self.n]
+        cols = np.ascontiguousarray(self.unique.T)
+        values = np.zeros(int(space)) if dense else None
+        parts_k, parts_v = [], []
         # In blocks of about _BLOCK_PAIRS (vector, sub-vector) pairs: bounded working memory.
         cum = np.cumsum(bound)
-        parts_k, parts_v, start = [], [], 0
+        start = 0
         while start < len(bound):
             end = max(start + 1, int(np.searchsorted(cum, cum[start] - bound[start] + self._BLOCK_PAIRS,
                                                      side="right")))
             block = np.arange(start, end)
             start = end
-            owner, sub = sub_counts(self.unique[block], top[block])
+            owner, sub = sub_counts_columns(self.unique[block], top[block])
             owner = block[owner]
-            v = self.unique[owner]
-            n = self.n[owner]
-            logp = (gammaln(v + 1.0) - gammaln(v - sub + 1.0)).sum(axis=1) \
-                - (gammaln(n + 1.0) - gammaln(n - sub.sum(axis=1) + 1.0))
-            k, inverse = np.unique(self._encode(sub, radix), return_inverse=True)
-            parts_k.append(k)
-            parts_v.append(np.bincount(inverse.reshape(-1), weights=self.weight[owner] * np.exp(logp),
-                                       minlength=k.shape[0]))
-            del owner, sub, v, n, logp, inverse
-        keys, inverse = np.unique(np.concatenate(parts_k), return_inverse=True)
-        values = np.bincount(inverse.reshape(-1), weights=np.concatenate(parts_v), minlength=keys.shape[0])
-        self._table = (size, radix, keys, values)
-        return radix, keys, values
+            logp = key_log[owner] + lf[self.n[owner] - sub.sum(axis=0)]
+            code = np.zeros(owner.shape[0], dtype=np.int64)
+            for lab in range(n_labels):
+                logp -= lf[cols[lab, owner] - sub[lab]]
+                code += sub[lab] * self._place[lab]
+            weights = self.weight[owner] * np.exp(logp)
+            if dense:
+                values += np.bincount(code, weights=weights, minlength=values.shape[0])
+            else:
+                k, inverse = np.unique(code, return_inverse=True)
+                parts_k.append(k)
+                parts_v.append(np.bincount(inverse.reshape(-1), weights=weights, minlength=k.shape[0]))
+        if dense:
+            self._table = (size, None, values)
+        else:
+            keys, inverse = np.unique(np.concatenate(parts_k), return_inverse=True)
+            self._table = (size, keys, np.bincount(inverse.reshape(-1), weights=np.concatenate(parts_v),
+                                                   minlength=keys.shape[0]))
+        return True
 
     def _total_direct(self, z: np.ndarray) -> np.ndarray:
         """Σ_items P_item(z) by comparing every row of ``z`` with every count vector, in
@@ -159,46 +188,52 @@ class ABCModel:
             out[start:start + step] = prob @ self.weight
         return out
 
-    def _totals_next(self, y: np.ndarray) -> np.ndarray | None:
-        """``total(y + e_l)`` for every row of ``y`` and label l, (P, L), from the table by
-        key arithmetic (the key of y + e_l is key(y) + place_l): no (P·L, L) array."""
-        table = self._sub_vector_table(int(y.sum(axis=1).max(initial=0)) + 1)
-        if table is None:
-            return None
-        radix, keys, values = table
-        place = np.concatenate([[1], np.cumprod(radix[:-1])]).astype(np.int64)
-        codes = (np.where(y < radix[None, :], y, 0).astype(np.int64) @ place)[:, None] + place[None, :]
-        inside = (y < radix[None, :]).all(axis=1)[:, None] & (y + 1 < radix[None, :])
-        out = np.zeros(y.shape)
-        wanted = codes[inside]
-        pos = np.minimum(np.searchsorted(keys, wanted), keys.shape[0] - 1)
-        found = keys[pos] == wanted
-        hits = np.zeros(wanted.shape)
-        hits[found] = values[pos[found]]
-        out[inside] = hits
+    def _totals_next(self, y: np.ndarray) -> np.ndarray:
+        """``total(y + e_l)`` for every column of ``y`` (L, P) and label l, as (L, P): from the
+        table by key arithmetic (the key of y + e_l is key(y) + place_l)."""
+        n_labels, p = y.shape
+        if not self._tabulate(int(y.sum(axis=0).max(initial=0)) + 1):
+            z = (y.T[:, None, :] + np.eye(n_labels, dtype=np.int64)[None]).reshape(-1, n_labels)
+            uniq, inv, _ = row_histogram(z)
+            return np.ascontiguousarray(self.total(uniq)[inv.reshape(-1)].reshape(p, n_labels).T)
+        radix = self._radix
+        inside = np.ones(p, dtype=bool)
+        code = np.zeros(p, dtype=np.int64)
+        for lab in range(n_labels):
+            inside &= y[lab] < radix[lab]
+            code += np.minimum(y[lab], radix[lab] - 1) * self._place[lab]
+        out = np.zeros((n_labels, p))
+        for lab in range(n_labels):
+            ok = inside & (y[lab] + 1 < radix[lab])
+            out[lab, ok] = self._lookup(code[ok] + self._place[lab])
         return out
 
     def predict(self, y: np.ndarray, own: np.ndarray) -> np.ndarray:
         """Predictions (P, L) for sub-counts ``y ≤ own`` of items with full counts ``own``."""
-        p, n_labels = y.shape
+        return self.predict_columns(np.ascontiguousarray(y.T), np.ascontiguousarray(own.T)).T
+
+    def predict_columns(self, y: np.ndarray, own: np.ndarray) -> np.ndarray:
+        """:meth:`predict` column-major: ``y``, ``own`` and the result are (L, P)."""
+        n_labels = y.shape[0]
         total = self._totals_next(y)
-        if total is None:
-            z = (y[:, None, :] + np.eye(n_labels, dtype=np.int64)[None]).reshape(-1, n_labels)
-            uniq, inv, _ = row_histogram(z)
-            total = self.total(uniq)[inv.reshape(-1)].reshape(p, n_labels)
         # P_own(y + e_l) = P_own(y) (own_l − y_l) / (|own| − |y|): falling factorials one step on.
-        left = own.sum(axis=1) - y.sum(axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            own_p = np.where(left[:, None] > 0, np.exp(self.sequence_log_prob(own, y))[:, None] * (own - y)
-                             / np.maximum(left, 1)[:, None], 0.0)
-        num = total - own_p
+        n_own = own.sum(axis=0)
+        k = y.sum(axis=0)
+        left = n_own - k
+        lf = self._lf if int(n_own.max(initial=0)) < self._lf.shape[0] else \
+            gammaln(np.arange(int(n_own.max()) + 2, dtype=float) + 1.0)
+        log_own = -(lf[n_own] - lf[np.maximum(left, 0)])
+        for lab in range(n_labels):
+            log_own += lf[own[lab]] - lf[np.maximum(own[lab] - y[lab], 0)]
+        step = np.where(left > 0, np.exp(log_own) / np.maximum(left, 1), 0.0)
+        num = total - step * (own - y)
         # Rounding in the subtraction must not turn "no other item" into a tiny probability.
         num[num <= 1e-12 * total] = 0.0
-        norm = num.sum(axis=1, keepdims=True)
-        empty = norm[:, 0] <= 0
+        norm = num.sum(axis=0)
+        empty = norm <= 0
         if empty.any():
             # No other item can have produced these labels: nothing was learned, predict uniformly.
-            num[empty] = 1.0
+            num[:, empty] = 1.0
             norm[empty] = n_labels
         return num / norm
 
@@ -210,12 +245,19 @@ def predict(combiner: str, y: np.ndarray, own: np.ndarray, *, prior: np.ndarray,
     ``own`` is each row's item's full count vector (used by the ABC only); ``prior`` the
     frequency combiner's prediction from no labels (the overall label frequencies).
     """
+    return predict_columns(combiner, np.ascontiguousarray(y.T), np.ascontiguousarray(own.T), prior=prior,
+                           model=model, clip=clip).T
+
+
+def predict_columns(combiner: str, y: np.ndarray, own: np.ndarray, *, prior: np.ndarray,
+                    model: ABCModel | None, clip: float) -> np.ndarray:
+    """:func:`predict` column-major: ``y``, ``own`` and the predictions are (L, P)."""
     if combiner in ("majority", "plurality"):
-        return tie_uniform(y.astype(float))
+        return tie_uniform_columns(y)
     if combiner == "frequency":
-        k = y.sum(axis=1, keepdims=True)
-        out = np.where(k > 0, y / np.maximum(k, 1), prior[None, :])
-        return clip_probabilities(out, clip)
+        k = y.sum(axis=0)
+        out = np.where(k > 0, y / np.maximum(k, 1), prior[:, None])
+        return clip_probabilities(out, clip, axis=0)
     if combiner == "abc":
-        return clip_probabilities(model.predict(y, own), clip)
+        return clip_probabilities(model.predict_columns(y, own), clip, axis=0)
     raise ValueError(combiner)  # pragma: no cover - names are validated upstream

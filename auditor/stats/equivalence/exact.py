@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln
 
-from auditor.stats.equivalence._inputs import row_histogram, sub_counts
-from auditor.stats.equivalence.combiners import ABCModel, predict
-from auditor.stats.equivalence.scorers import label_scores
+from auditor.stats.equivalence._inputs import row_histogram, sub_counts_columns
+from auditor.stats.equivalence.combiners import ABCModel, predict_columns
+from auditor.stats.equivalence.scorers import label_scores_columns
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class ExactTables:
 
 
 # Sub-count vectors handled at once (bounds the working memory of the exact path).
-_PAIRS_PER_BLOCK = 2_000_000
+_PAIRS_PER_BLOCK = 250_000
 
 
 def _key_blocks(unique: np.ndarray, top: np.ndarray) -> list[np.ndarray]:
@@ -92,26 +92,47 @@ def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: st
     top = np.minimum(n_u - 1 if self_ref else n_u, k_lab)
     n_j = k_lab + 1
     n_keys = keys.shape[0]
+    u_cols_ref = None if self_ref else np.ascontiguousarray(keys[:, n_labels:].T)
     expected = np.zeros((n_keys, n_j))
     per_label = np.zeros((n_keys, n_j, n_labels)) if slots is not None else None
+    # log k! for every count that occurs: table lookups instead of gammaln per sub-vector.
+    lf = gammaln(np.arange(int(n_u.max(initial=0)) + 2, dtype=float) + 1.0)
+    # The part of log H(y; m, k) that depends on the key only: Σ_l log m_l! − log n!.
+    key_log = lf[u].sum(axis=1) - lf[n_u]
+    u_cols = np.ascontiguousarray(u.T)
+    hard = combiner in ("majority", "plurality") and scorer == "agreement"
     for block in _key_blocks(u, top):
-        owner, y = sub_counts(u[block], top[block])
+        owner, y = sub_counts_columns(u[block], top[block])
         owner = block[owner]
-        k = y.sum(axis=1)
-        m = u[owner]
-        logw = _log_comb(m, y).sum(axis=1) - _log_comb(n_u[owner], k)
-        pred = predict(combiner, y, m, prior=prior, model=model, clip=clip)
-        if self_ref:
-            ref_dist = (m - y) / (n_u[owner] - k)[:, None]
-        else:
-            r = keys[owner, n_labels:]
-            ref_dist = r / np.maximum(r.sum(axis=1), 1)[:, None]
-        terms = np.where(ref_dist > 0, ref_dist * label_scores(scorer, pred), 0.0) * np.exp(logw)[:, None]
+        m = u_cols[:, owner]                                      # (L, P), like y
+        k = y.sum(axis=0)
+        n_o = n_u[owner]
+        logw = key_log[owner] + lf[k] + lf[n_o - k]
+        for lab in range(n_labels):
+            logw -= lf[y[lab]] + lf[m[lab] - y[lab]]
+        w = np.exp(logw)
         index = owner * n_j + k
-        expected += np.bincount(index, weights=terms.sum(axis=1), minlength=n_keys * n_j).reshape(-1, n_j)
+        if self_ref:
+            ref = m - y                                           # × 1/(n − k): folded into w
+            w /= np.maximum(n_o - k, 1)
+        else:
+            r = u_cols_ref[:, owner]
+            ref = r
+            w /= np.maximum(r.sum(axis=0), 1)
+        if hard and per_label is None:
+            # Plurality scored by agreement: the reference label's share of the tied winners.
+            top_y = y.max(axis=0)
+            win = y == top_y
+            total = np.where(win, ref, 0).sum(axis=0) / win.sum(axis=0)
+            expected += np.bincount(index, weights=total * w, minlength=n_keys * n_j).reshape(-1, n_j)
+            continue
+        pred = predict_columns(combiner, y, m, prior=prior, model=model, clip=clip)  # (L, P)
+        scores = label_scores_columns(scorer, pred)
+        terms = np.where(ref > 0, ref * scores, 0.0) * w
+        expected += np.bincount(index, weights=terms.sum(axis=0), minlength=n_keys * n_j).reshape(-1, n_j)
         if per_label is not None:
             for lab in range(n_labels):
-                per_label[:, :, lab] += np.bincount(index, weights=terms[:, lab],
+                per_label[:, :, lab] += np.bincount(index, weights=terms[lab],
                                                     minlength=n_keys * n_j).reshape(-1, n_j)
     js = np.arange(n_j)[None, :]
     if self_ref:

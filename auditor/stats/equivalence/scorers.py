@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from auditor.stats.equivalence.combiners import tie_uniform
+from auditor.stats.equivalence.combiners import tie_uniform, tie_uniform_columns
 
 
 def _onehot(labels: np.ndarray, n_labels: int) -> np.ndarray:
@@ -135,8 +135,13 @@ def label_scores(scorer: str, pred: np.ndarray) -> np.ndarray:
     Only for the item-decomposable scorers (agreement, cross-entropy), whose score over
     items is a mean of such per-item terms.
     """
+    return label_scores_columns(scorer, np.ascontiguousarray(pred.T)).T
+
+
+def label_scores_columns(scorer: str, pred: np.ndarray) -> np.ndarray:
+    """:func:`label_scores` column-major: ``pred`` and the scores are (L, P)."""
     if scorer == "agreement":
-        return tie_uniform(pred)
+        return tie_uniform_columns(pred)
     if scorer == "cross_entropy":
         with np.errstate(divide="ignore"):
             return np.log2(pred)
