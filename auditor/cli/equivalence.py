@@ -104,9 +104,9 @@ def equivalence_command(ratings, predictions, combiner, scorer, labels, referenc
                f"{combiner} + {scorer} ({curve.method}), {n_bootstrap} bootstrap samples, "
                f"{confidence:.0%} intervals")
     click.echo(f"{'k':>3}{'c_k':>11}{'low':>11}{'high':>11}{'items':>8}")
-    for k in curve.k:
-        click.echo(f"{k:>3}{curve.mean[k]:>11.4f}{curve.ci_low[k]:>11.4f}{curve.ci_high[k]:>11.4f}"
-                   f"{curve.n_items[k]:>8}")
+    for i, k in enumerate(curve.k):
+        click.echo(f"{k:>3}{curve.mean[i]:>11.4f}{curve.ci_low[i]:>11.4f}{curve.ci_high[i]:>11.4f}"
+                   f"{curve.n_items[i]:>8}")
     if eq is not None:
         s = eq.classifier_score
         click.echo(f"classifier score: {s.value:.4f} [{s.ci_low:.4f}, {s.ci_high:.4f}]")
@@ -133,7 +133,8 @@ def _expert(matrix, reference, options, as_json, labels) -> None:
         return
     pool, expert = result.pool_curve, result.expert_curve
     click.echo(f"{'k':>3}{'pool c_k':>11}{'expert c_k':>12}  expert equivalence of k pool raters")
-    for k in pool.k:
-        e = f"{expert.mean[k]:>12.4f}" if k < expert.k.shape[0] else " " * 12
-        click.echo(f"{k:>3}{pool.mean[k]:>11.4f}{e}  {_fmt(result.value[k])} "
-                   f"[{_fmt(result.ci_low[k])}, {_fmt(result.ci_high[k])}]")
+    expert_at = dict(zip(expert.k.tolist(), expert.mean.tolist(), strict=True))
+    for i, k in enumerate(pool.k.tolist()):
+        e = f"{expert_at[k]:>12.4f}" if k in expert_at else " " * 12
+        click.echo(f"{k:>3}{pool.mean[i]:>11.4f}{e}  {_fmt(result.value[i])} "
+                   f"[{_fmt(result.ci_low[i])}, {_fmt(result.ci_high[i])}]")

@@ -448,3 +448,51 @@ def test_exact_path_in_small_blocks_gives_the_same_curve(monkeypatch):
     np.testing.assert_allclose(blocks.replicates, whole.replicates, atol=1e-12)
     cols_blocks = power_curve(ratings, combiner="frequency", scorer="agreement", n_bootstrap=0, raters="columns")
     np.testing.assert_allclose(cols_blocks.mean, cols.mean, atol=1e-12)
+
+
+@pytest.mark.parametrize(("combiner", "scorer"), [("plurality", "agreement"), ("frequency", "cross_entropy"),
+                                                  ("abc", "cross_entropy")])
+def test_long_curves_on_a_grid_equal_every_k_at_the_grid_points(combiner, scorer):
+    """Items with very many labels: the curve is computed at every small k and then on a
+    geometric grid to the last k; at those k it is the every-k curve, bootstrap included."""
+    from auditor.stats.equivalence.exact import DENSE_K, SMALL_K, k_grid
+
+    rng = np.random.default_rng(21)
+    p = rng.dirichlet(np.full(3, 0.7), size=60)
+    n_labels = rng.integers(2, 70, size=60)
+    counts = np.vstack([rng.multinomial(n, q) for n, q in zip(n_labels, p, strict=True)])
+    counts[0] = rng.multinomial(90, p[0])  # one item long enough for the grid
+    ratings = LabelCounts(counts, ("a", "b", "c"), tuple(range(60)))
+    grid = power_curve(ratings, combiner=combiner, scorer=scorer, n_bootstrap=25, rng=3)
+    every = power_curve(ratings, combiner=combiner, scorer=scorer, n_bootstrap=25, rng=3, k_values="all")
+    ks = grid.k
+    assert ks.tolist() == k_grid(89).tolist() and ks[-1] == 89 and len(ks) < 45
+    assert ks[: SMALL_K + 1].tolist() == list(range(SMALL_K + 1)) and np.all(np.diff(ks) > 0)
+    assert every.k.tolist() == list(range(90))
+    np.testing.assert_allclose(grid.mean, every.mean[ks], rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(grid.replicates, every.replicates[:, ks], rtol=1e-12, atol=1e-13)
+    np.testing.assert_array_equal(grid.n_items, every.n_items[ks])
+    assert k_grid(DENSE_K).tolist() == list(range(DENSE_K + 1))
+
+
+def test_equivalence_values_on_a_grid_interpolate_in_k():
+    curve = np.array([[0.5, 0.6, 0.7, 0.9]])
+    v = equivalence_values(curve, np.array([0.8]), np.array([0, 1, 2, 10]))
+    assert v[0] == pytest.approx(2 + 0.5 * 8)
+
+
+def test_abc_sparse_and_dense_sub_vector_tables_agree(monkeypatch):
+    """The ABC's table of sub-vector probabilities is a dense array when its key space is
+    small and a hashed set of keys otherwise: the same predictions."""
+    from auditor.stats.equivalence.combiners import ABCModel
+
+    rng = np.random.default_rng(5)
+    counts = rng.multinomial(7, rng.dirichlet(np.ones(4), size=300))
+    dense = power_curve(counts_to := LabelCounts(counts, tuple("abcd"), tuple(range(300))), combiner="abc",
+                        scorer="cross_entropy", n_bootstrap=10, rng=2)
+    monkeypatch.setattr(ABCModel, "DENSE_KEYS", 0)
+    sparse = power_curve(counts_to, combiner="abc", scorer="cross_entropy", n_bootstrap=10, rng=2)
+    np.testing.assert_allclose(sparse.mean, dense.mean, rtol=1e-12)
+    monkeypatch.setattr(ABCModel, "TABLE_BUDGET", 0)  # no table at all: the direct sum
+    direct = power_curve(counts_to, combiner="abc", scorer="cross_entropy", n_bootstrap=10, rng=2)
+    np.testing.assert_allclose(direct.mean, dense.mean, rtol=1e-10)

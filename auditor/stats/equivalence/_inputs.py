@@ -195,25 +195,40 @@ def as_predictions(predictions, n_items: int, n_labels: int, *, name: str = "pre
 __all__ = ["as_rng"]
 
 
-def sub_counts_columns(unique: np.ndarray, k_max: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def sub_counts_columns(unique: np.ndarray, k_max: np.ndarray,
+                       sizes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """All (owner, y) with y ≤ unique[owner] elementwise and |y| ≤ k_max[owner].
 
     Built one label at a time, expanding each partial vector by every admissible count.
     ``y`` is column-major, (L, P): each label's counts contiguous, so the per-label
-    arithmetic and the reductions over labels run on whole columns."""
+    arithmetic and the reductions over labels run on whole columns. With ``sizes`` (a
+    sorted array of totals), only the y with |y| in ``sizes``: the last label's count
+    is then chosen to land on them.
+    """
     n_u, n_labels = unique.shape
     owner = np.arange(n_u)
     cols: list[np.ndarray] = []
     used = np.zeros(n_u, dtype=np.int64)
     for lab in range(n_labels):
         room = np.minimum(unique[owner, lab], k_max[owner] - used)
-        reps = np.maximum(room, -1) + 1
-        starts = np.cumsum(reps) - reps
-        owner = np.repeat(owner, reps)
-        offsets = np.arange(owner.shape[0]) - np.repeat(starts, reps)
+        if sizes is not None and lab == n_labels - 1:
+            # The totals in [used, used + room] that are allowed, and the counts reaching them.
+            first = np.searchsorted(sizes, used, side="left")
+            reps = np.maximum(np.searchsorted(sizes, used + room, side="right") - first, 0)
+            starts = np.cumsum(reps) - reps
+            pick = np.repeat(first - starts, reps) + np.arange(int(reps.sum()))
+            owner = np.repeat(owner, reps)
+            used_rep = np.repeat(used, reps)
+            offsets = sizes[pick] - used_rep
+        else:
+            reps = np.maximum(room, -1) + 1
+            starts = np.cumsum(reps) - reps
+            owner = np.repeat(owner, reps)
+            offsets = np.arange(owner.shape[0]) - np.repeat(starts, reps)
+            used_rep = np.repeat(used, reps)
         cols = [np.repeat(c, reps) for c in cols]
         cols.append(offsets)
-        used = np.repeat(used, reps) + offsets
+        used = used_rep + offsets
     y = np.empty((n_labels, owner.shape[0]), dtype=np.int64)
     for lab, c in enumerate(cols):
         y[lab] = c

@@ -25,7 +25,7 @@ from auditor.stats.equivalence._inputs import (
     row_histogram,
 )
 from auditor.stats.equivalence.combiners import DEFAULT_CLIP, ABCModel
-from auditor.stats.equivalence.exact import exact_tables
+from auditor.stats.equivalence.exact import exact_tables, k_grid
 from auditor.stats.equivalence.sampling import sampling_classifier, sampling_curve
 from auditor.stats.equivalence.scorers import expected_item_scores, label_scores
 
@@ -54,7 +54,8 @@ class PowerCurve:
     Attributes
     ----------
     k : ndarray of int, shape (n_k,)
-        Numbers of raters, 0, 1, ..., k_max.
+        Numbers of raters: 0, 1, ..., k_max, or on long curves a grid of them (every
+        small k, then geometrically spaced; see ``k_values`` of :func:`power_curve`).
     mean : ndarray, shape (n_k,)
         c_k on the actual items: the mean score, over rater subsets and reference
         raters, of the combiner's predictions from k raters.
@@ -156,12 +157,13 @@ class SurveyEquivalence:
 # ------------------------------------------------------------------------ helpers
 
 
-def equivalence_values(curves: np.ndarray, scores: np.ndarray) -> np.ndarray:
+def equivalence_values(curves: np.ndarray, scores: np.ndarray, k: np.ndarray | None = None) -> np.ndarray:
     """Algorithm 4, row by row: ``curves`` (B, n_k), ``scores`` (B,) → (B,).
 
     ``-inf`` where score ≤ c_0 ("< 0"), ``+inf`` where no c_k exceeds the score
     ("> K"), else k − 1 + (score − c_{k−1}) / (c_k − c_{k−1}) at the leftmost k ≥ 1
-    with c_k > score.
+    with c_k > score. ``k`` gives the curve's numbers of raters when they are not
+    0, 1, 2, ... (a grid): the interpolation is then linear between grid points.
     """
     curves = np.atleast_2d(curves)
     scores = np.atleast_1d(np.asarray(scores, dtype=float))
@@ -171,9 +173,9 @@ def equivalence_values(curves: np.ndarray, scores: np.ndarray) -> np.ndarray:
     has = above.any(axis=1)
     first = np.argmax(above, axis=1) + 1
     rows = np.flatnonzero(has)
-    k = first[rows]
-    lo, hi = curves[rows, k - 1], curves[rows, k]
-    out[rows] = k - 1 + (scores[rows] - lo) / (hi - lo)
+    k_at = np.arange(curves.shape[1]) if k is None else np.asarray(k, dtype=float)
+    lo, hi = curves[rows, first[rows] - 1], curves[rows, first[rows]]
+    out[rows] = k_at[first[rows] - 1] + (scores[rows] - lo) / (hi - lo) * (k_at[first[rows]] - k_at[first[rows] - 1])
     with np.errstate(invalid="ignore"):
         out[scores <= curves[:, 0]] = -np.inf
     out[np.isnan(scores)] = np.nan
@@ -237,10 +239,11 @@ class _Problem:
     scorer: str
     slots: int | None = None
     n_total: int = 0                  # items before `min_labels` dropped any
+    ks: np.ndarray | None = None      # the k computed: 0..k_max, or a grid (exact path)
 
 
 def _prepare(ratings, *, combiner, scorer, reference, n_labels, max_k, min_labels, method,
-             rng, raters: str = "labels") -> _Problem:
+             rng, raters: str = "labels", k_values: str = "auto") -> _Problem:
     """Check every argument and bring the ratings (and reference raters) to the one
     problem the curve's paths take: counts (and matrices where given), the largest k,
     and the path (exact or rater subsets)."""
@@ -249,6 +252,8 @@ def _prepare(ratings, *, combiner, scorer, reference, n_labels, max_k, min_label
         check_combiner(combiner)
     if raters not in ("labels", "columns"):
         raise StatsInputError(f"`raters` must be 'labels' or 'columns'; got {raters!r}.")
+    if k_values not in ("auto", "all"):
+        raise StatsInputError(f"`k_values` must be 'auto' or 'all'; got {k_values!r}.")
     pool, pool_counts = as_counts_input(ratings, name="ratings", n_labels=n_labels)
     ref, ref_counts = (None, None) if reference is None else as_counts_input(
         reference, name="reference", n_labels=n_labels)
@@ -276,8 +281,10 @@ def _prepare(ratings, *, combiner, scorer, reference, n_labels, max_k, min_label
     slots = _slots(raters, pool, reference)
     k_max = _k_max(pool_counts, slots, reference is not None, max_k)
     method = _path(method, scorer, pool, ref, reference is not None, slots)
+    grid = method == "exact" and slots is None and k_values == "auto"
+    ks = k_grid(k_max) if grid else np.arange(k_max + 1)
     return _Problem(pool, pool_counts, ref, ref_counts, rows, n_lab, k_max, method, combiner, scorer, slots,
-                    n_total)
+                    n_total, ks)
 
 
 def _n_labels(pool, pool_counts, ref, ref_counts, n_labels) -> int:
@@ -446,7 +453,8 @@ def _exact_run(problem: _Problem, *, combiner: str, clip: float, n_bootstrap: in
     """
     prior, model = _fitted(problem, combiner)
     t = exact_tables(problem.pool_counts, problem.reference_counts, combiner=problem.combiner or combiner,
-                     scorer=problem.scorer, k_max=problem.k_max, prior=prior, model=model, clip=clip)
+                     scorer=problem.scorer, k_max=problem.k_max, prior=prior, model=model, clip=clip,
+                     ks=problem.ks)
     if item_scores is None:
         group_of_key = np.arange(t.keys.shape[0])
         item_group, gmult = t.inverse, t.multiplicity
@@ -489,7 +497,7 @@ def _curve(problem: _Problem, point, reps, n_items, confidence) -> PowerCurve:
     if cols.any():
         ci_low[cols] = np.nanquantile(reps[:, cols], lo, axis=0)
         ci_high[cols] = np.nanquantile(reps[:, cols], hi, axis=0)
-    return PowerCurve(np.arange(point.shape[0]), point, ci_low, ci_high, np.asarray(n_items, dtype=np.int64),
+    return PowerCurve(np.asarray(problem.ks), point, ci_low, ci_high, np.asarray(n_items, dtype=np.int64),
                       reps, problem.combiner, problem.scorer, problem.method, float(confidence))
 
 
@@ -507,7 +515,7 @@ def _sampling_n_items(problem: _Problem) -> np.ndarray:
 def power_curve(ratings, *, combiner: str, scorer: str, n_bootstrap: int = 500,
                 confidence: float = 0.95, rng=None, reference=None, n_labels: int | None = None,
                 max_k: int | None = None, min_labels: int | None = None, clip: float = DEFAULT_CLIP,
-                method: str = "auto", raters: str = "labels") -> PowerCurve:
+                method: str = "auto", raters: str = "labels", k_values: str = "auto") -> PowerCurve:
     r"""Survey power curve c_k, k = 0..K−1 (Resnick et al., Algorithm 3), with intervals.
 
     c_k is the expected score of the combined labels of k raters against the label of
@@ -563,6 +571,12 @@ def power_curve(ratings, *, combiner: str, scorer: str, n_bootstrap: int = 500,
         independent of ``n_bootstrap``; "sampling" is the paper's rater-subset path
         (all k-subsets when C(K, k) ≤ 200, else 200 random ones) and needs a full
         matrix. "auto" picks "exact" whenever it applies.
+    k_values : {"auto", "all"}, default "auto"
+        Which k the exact path computes: "all" is every k = 0..``max_k``; "auto" is
+        every k up to 40 raters and, on longer curves (items with very many labels),
+        every k ≤ 20 and then 16 k spaced geometrically up to the last one (the
+        result's ``k`` says which; :func:`~auditor.stats.equivalence.exact.k_grid`).
+        The rater-subset path and ``raters="columns"`` compute every k.
 
     Returns
     -------
@@ -605,7 +619,7 @@ def power_curve(ratings, *, combiner: str, scorer: str, n_bootstrap: int = 500,
     gen = as_rng(rng)
     problem = _prepare(ratings, combiner=combiner, scorer=scorer, reference=reference,
                        n_labels=n_labels, max_k=max_k, min_labels=min_labels, method=method, rng=gen,
-                       raters=raters)
+                       raters=raters, k_values=k_values)
     if problem.slots is not None:
         point, reps, n_items, _, _ = _columns_run(problem, combiner=combiner, clip=clip,
                                                   n_bootstrap=n_bootstrap, rng=gen, pred=None)
@@ -703,7 +717,7 @@ def survey_equivalence(ratings, predictions, *, combiner: str, scorer: str, n_bo
                        confidence: float = 0.95, rng=None, reference=None,
                        n_labels: int | None = None, max_k: int | None = None,
                        min_labels: int | None = None, clip: float = DEFAULT_CLIP,
-                       method: str = "auto", raters: str = "labels") -> SurveyEquivalence:
+                       method: str = "auto", raters: str = "labels", k_values: str = "auto") -> SurveyEquivalence:
     """Survey equivalence of a classifier: how many raters its predictions are worth.
 
     Algorithm 4 of Resnick et al.: with h the classifier's score (Algorithm 1) and c the
@@ -724,7 +738,7 @@ def survey_equivalence(ratings, predictions, *, combiner: str, scorer: str, n_bo
         Hard ``(N,)`` class indices or soft ``(N, L)`` probabilities (cross-entropy
         needs soft ones, see :func:`calibrate_probabilities`).
     combiner, scorer, n_bootstrap, confidence, rng, reference, n_labels, max_k,
-    min_labels, clip, method, raters
+    min_labels, clip, method, raters, k_values
         As in :func:`power_curve`. With ``reference``, the classifier is scored against
         the reference raters too.
 
@@ -748,7 +762,7 @@ def survey_equivalence(ratings, predictions, *, combiner: str, scorer: str, n_bo
     gen = as_rng(rng)
     problem = _prepare(ratings, combiner=combiner, scorer=scorer, reference=reference,
                        n_labels=n_labels, max_k=max_k, min_labels=min_labels, method=method, rng=gen,
-                       raters=raters)
+                       raters=raters, k_values=k_values)
     pred = _validated_predictions(problem, predictions)
     lo, hi = _bounds(confidence)
     if problem.slots is not None:
@@ -776,8 +790,8 @@ def survey_equivalence(ratings, predictions, *, combiner: str, scorer: str, n_bo
         clf = ClassifierScore(float(clf_rows[0]), _quantile(clf_reps, lo), _quantile(clf_reps, hi),
                               scorer, int((ref >= 0).any(axis=1).sum()), clf_reps)
     curve = _curve(problem, point, reps, n_items, confidence)
-    value = equivalence_values(point[None, :], np.array([clf.value]))[0]
-    eq_reps = equivalence_values(reps, clf_reps) if n_bootstrap else np.empty(0)
+    value = equivalence_values(point[None, :], np.array([clf.value]), curve.k)[0]
+    eq_reps = equivalence_values(reps, clf_reps, curve.k) if n_bootstrap else np.empty(0)
     k_last = curve.k_max
     if n_bootstrap:
         low, high = _report(_quantile(eq_reps, lo), k_last), _report(_quantile(eq_reps, hi), k_last)
@@ -853,7 +867,8 @@ def expert_equivalence(ratings, reference, *, combiner: str, scorer: str, n_boot
     for prob in (pool_p, exp_p):
         prior, model = _fitted(prob, combiner)
         tables.append(exact_tables(prob.pool_counts, prob.reference_counts, combiner=combiner,
-                                   scorer=scorer, k_max=prob.k_max, prior=prior, model=model, clip=clip))
+                                   scorer=scorer, k_max=prob.k_max, prior=prior, model=model, clip=clip,
+                                   ks=prob.ks))
     # Resample items once for both curves: group items by their pair of keys.
     uniq, item_group, gmult = row_histogram(np.column_stack([tables[0].inverse, tables[1].inverse]))
 
@@ -882,10 +897,10 @@ def expert_equivalence(ratings, reference, *, combiner: str, scorer: str, n_boot
     k_last = expert_curve.k_max
     values, lows, highs = [], [], []
     for k in range(pool_curve.k.shape[0]):
-        v = equivalence_values(expert_curve.mean[None, :], np.array([pool_curve.mean[k]]))[0]
+        v = equivalence_values(expert_curve.mean[None, :], np.array([pool_curve.mean[k]]), expert_curve.k)[0]
         values.append(_report(v, k_last))
         if n_bootstrap:
-            eq = equivalence_values(reps[1], reps[0][:, k])
+            eq = equivalence_values(reps[1], reps[0][:, k], expert_curve.k)
             lows.append(_report(_quantile(eq, lo), k_last))
             highs.append(_report(_quantile(eq, hi), k_last))
         else:

@@ -42,6 +42,29 @@ class ExactTables:
     per_label: np.ndarray | None = None  # (U, n_k, L): columns mode, score given reference label l
 
 
+#: Curves up to this many raters are computed at every k; longer ones (items with very
+#: many labels) at every k up to SMALL_K and then at GRID_POINTS geometrically spaced k
+#: up to the last (:func:`k_grid`).
+DENSE_K = 40
+SMALL_K = 20
+GRID_POINTS = 16
+
+
+def k_grid(k_max: int) -> np.ndarray:
+    """The numbers of raters a curve up to ``k_max`` is computed at.
+
+    Every k when ``k_max`` ≤ :data:`DENSE_K`; beyond, every k ≤ :data:`SMALL_K` (where
+    survey equivalences of classifiers fall in practice and the curve bends most), then
+    :data:`GRID_POINTS` k spaced geometrically up to ``k_max`` (which is included).
+    The work of the exact path grows with the number of sub-count vectors of each size
+    computed, so this bounds it on items with hundreds of labels.
+    """
+    if k_max <= DENSE_K:
+        return np.arange(k_max + 1)
+    tail = np.rint(np.geomspace(SMALL_K, k_max, GRID_POINTS + 1)).astype(np.int64)
+    return np.unique(np.concatenate([np.arange(SMALL_K + 1), tail, [k_max]]))
+
+
 # Sub-count vectors handled at once (bounds the working memory of the exact path).
 _PAIRS_PER_BLOCK = 250_000
 
@@ -71,8 +94,8 @@ def _log_comb(n: np.ndarray, k: np.ndarray) -> np.ndarray:
 
 def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: str, scorer: str,
                  k_max: int, prior: np.ndarray, model: ABCModel | None, clip: float,
-                 slots: int | None = None) -> ExactTables:
-    """Expected per-item scores e_k(key) for k = 0..k_max on the histogram of keys.
+                 slots: int | None = None, ks: np.ndarray | None = None) -> ExactTables:
+    """Expected per-item scores e_k(key) for k = 0..k_max (or the k in ``ks``) on the histogram of keys.
 
     With ``slots`` = K rater columns (``raters="columns"``), k counts columns of the
     matrix, as the paper's package does on a matrix with empty cells: the reference
@@ -90,7 +113,13 @@ def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: st
     self_ref = reference is None
     k_lab = k_max if slots is None else int(n_u.max()) - 1
     top = np.minimum(n_u - 1 if self_ref else n_u, k_lab)
-    n_j = k_lab + 1
+    # The k computed (``ks``, a grid for curves with very many labels; every k otherwise)
+    # and each one's column.
+    ks = np.arange(k_lab + 1) if ks is None or slots is not None else np.asarray(ks, dtype=np.int64)
+    n_j = ks.shape[0]
+    column = np.full(k_lab + 1, -1, dtype=np.int64)
+    column[ks] = np.arange(n_j)
+    sizes = None if n_j == k_lab + 1 else ks
     n_keys = keys.shape[0]
     u_cols_ref = None if self_ref else np.ascontiguousarray(keys[:, n_labels:].T)
     expected = np.zeros((n_keys, n_j))
@@ -102,7 +131,7 @@ def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: st
     u_cols = np.ascontiguousarray(u.T)
     hard = combiner in ("majority", "plurality") and scorer == "agreement"
     for block in _key_blocks(u, top):
-        owner, y = sub_counts_columns(u[block], top[block])
+        owner, y = sub_counts_columns(u[block], top[block], sizes)
         owner = block[owner]
         m = u_cols[:, owner]                                      # (L, P), like y
         k = y.sum(axis=0)
@@ -111,7 +140,7 @@ def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: st
         for lab in range(n_labels):
             logw -= lf[y[lab]] + lf[m[lab] - y[lab]]
         w = np.exp(logw)
-        index = owner * n_j + k
+        index = owner * n_j + column[k]
         if self_ref:
             ref = m - y                                           # × 1/(n − k): folded into w
             w /= np.maximum(n_o - k, 1)
@@ -134,7 +163,7 @@ def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: st
             for lab in range(n_labels):
                 per_label[:, :, lab] += np.bincount(index, weights=terms[lab],
                                                     minlength=n_keys * n_j).reshape(-1, n_j)
-    js = np.arange(n_j)[None, :]
+    js = ks[None, :]
     if self_ref:
         eligible = n_u[:, None] >= js + 1
     else:
