@@ -41,3 +41,7 @@ class LRU:
 
     def __len__(self) -> int:
         return len(self._data)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()

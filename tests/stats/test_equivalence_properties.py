@@ -441,6 +441,7 @@ def test_exact_path_in_small_blocks_gives_the_same_curve(monkeypatch):
     whole = power_curve(ratings, combiner="abc", scorer="cross_entropy", n_bootstrap=20, rng=1)
     cols = power_curve(ratings, combiner="frequency", scorer="agreement", n_bootstrap=0, raters="columns")
     monkeypatch.setattr(exact, "_PAIRS_PER_BLOCK", 50)
+    exact.clear_table_cache()
     # Each [3, 2, 1] has at most 4 * 3 * 2 = 24 sub-count vectors: two keys per block of 50.
     assert len(exact._key_blocks(np.array([[3, 2, 1]] * 5), np.full(5, 5))) == 3
     blocks = power_curve(ratings, combiner="abc", scorer="cross_entropy", n_bootstrap=20, rng=1)
@@ -485,14 +486,48 @@ def test_abc_sparse_and_dense_sub_vector_tables_agree(monkeypatch):
     """The ABC's table of sub-vector probabilities is a dense array when its key space is
     small and a hashed set of keys otherwise: the same predictions."""
     from auditor.stats.equivalence.combiners import ABCModel
+    from auditor.stats.equivalence.exact import clear_table_cache
 
     rng = np.random.default_rng(5)
     counts = rng.multinomial(7, rng.dirichlet(np.ones(4), size=300))
     dense = power_curve(counts_to := LabelCounts(counts, tuple("abcd"), tuple(range(300))), combiner="abc",
                         scorer="cross_entropy", n_bootstrap=10, rng=2)
     monkeypatch.setattr(ABCModel, "DENSE_KEYS", 0)
+    clear_table_cache()
     sparse = power_curve(counts_to, combiner="abc", scorer="cross_entropy", n_bootstrap=10, rng=2)
     np.testing.assert_allclose(sparse.mean, dense.mean, rtol=1e-12)
     monkeypatch.setattr(ABCModel, "TABLE_BUDGET", 0)  # no table at all: the direct sum
+    clear_table_cache()
     direct = power_curve(counts_to, combiner="abc", scorer="cross_entropy", n_bootstrap=10, rng=2)
     np.testing.assert_allclose(direct.mean, dense.mean, rtol=1e-10)
+
+
+def test_curve_and_equivalences_on_the_same_items_share_one_table_computation(monkeypatch):
+    """The exact tables depend on the distinct count vectors only: a power curve and the
+    survey equivalences of several releases on the same items compute them once, with
+    results identical to computing them anew."""
+    from auditor.stats.equivalence import exact
+
+    rng = np.random.default_rng(8)
+    counts = rng.multinomial(6, rng.dirichlet(np.ones(3), size=150))
+    ratings = LabelCounts(counts, ("a", "b", "c"), tuple(range(150)))
+    exact.clear_table_cache()
+    calls = []
+    real = exact._exact_tables
+    monkeypatch.setattr(exact, "_exact_tables", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    curve = power_curve(ratings, combiner="abc", scorer="cross_entropy", n_bootstrap=10, rng=1)
+    preds = [rng.dirichlet(np.ones(3), size=150) for _ in range(3)]
+    eqs = [survey_equivalence(ratings, p, combiner="abc", scorer="cross_entropy", n_bootstrap=10, rng=1)
+           for p in preds]
+    assert len(calls) == 1
+    exact.clear_table_cache()
+    fresh = survey_equivalence(ratings, preds[2], combiner="abc", scorer="cross_entropy", n_bootstrap=10, rng=1)
+    assert len(calls) == 2
+    np.testing.assert_array_equal(fresh.curve.mean, eqs[2].curve.mean)
+    np.testing.assert_array_equal(fresh.curve.replicates, eqs[2].curve.replicates)
+    np.testing.assert_array_equal(curve.mean, eqs[0].curve.mean)
+    # Other counts, another combiner: computed, not confused with the kept ones.
+    power_curve(ratings, combiner="frequency", scorer="cross_entropy", n_bootstrap=0)
+    power_curve(LabelCounts(counts[::-1][:100], ("a", "b", "c"), tuple(range(100))), combiner="abc",
+                scorer="cross_entropy", n_bootstrap=0)
+    assert len(calls) == 4

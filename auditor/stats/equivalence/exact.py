@@ -20,11 +20,13 @@ a, reference counts r), k ranges over 0..|a| and the reference label is drawn fr
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import gammaln
 
+from auditor.lru import LRU
 from auditor.stats.equivalence._inputs import row_histogram, sub_counts_columns
 from auditor.stats.equivalence.combiners import ABCModel, predict_columns
 from auditor.stats.equivalence.scorers import label_scores_columns
@@ -108,9 +110,52 @@ def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: st
     n_labels = pool.shape[1]
     keys_all = pool if reference is None else np.hstack([pool, reference])
     keys, inverse, mult = row_histogram(keys_all)
+    # The tables depend on the data only through its distinct keys (and, for the ABC, how
+    # many items have each; for the frequency combiner, its prior): a power curve and the
+    # survey equivalences of several releases on the same items share one computation.
+    digest = _digest(keys, mult if combiner == "abc" else None, prior if combiner == "frequency" else None,
+                     reference is None, combiner, scorer, k_max, clip, slots,
+                     None if ks is None else np.asarray(ks, dtype=np.int64))
+    found = _TABLES.get(digest)
+    if found is not None:
+        return ExactTables(keys, mult.astype(np.int64), inverse, *found)
+    tables = _exact_tables(keys, mult, inverse, n_labels, reference is None, combiner=combiner, scorer=scorer,
+                           k_max=k_max, prior=prior, model=model, clip=clip, slots=slots, ks=ks)
+    if tables.expected.nbytes * (1 + (tables.per_label is not None) * n_labels) <= _CACHE_BYTES:
+        shared = (tables.expected, tables.eligible, tables.per_label)
+        for a in shared:
+            if a is not None:
+                a.flags.writeable = False  # handed to every later caller: nobody may change them
+        _TABLES.put(digest, shared)
+    return tables
+
+
+def clear_table_cache() -> None:
+    """Forget the tables kept for reuse (they are recomputed on the next call)."""
+    _TABLES.clear()
+
+
+#: Tables of recent calls kept for reuse (each at most _CACHE_BYTES).
+_TABLES = LRU(8)
+_CACHE_BYTES = 64 << 20
+
+
+def _digest(*parts) -> bytes:
+    h = hashlib.blake2b(digest_size=20)
+    for part in parts:
+        if isinstance(part, np.ndarray):
+            h.update(str((part.dtype.str, part.shape)).encode())
+            h.update(np.ascontiguousarray(part).tobytes())
+        else:
+            h.update(repr(part).encode())
+        h.update(b"|")
+    return h.digest()
+
+
+def _exact_tables(keys, mult, inverse, n_labels: int, self_ref: bool, *, combiner: str, scorer: str,
+                  k_max: int, prior, model, clip: float, slots, ks) -> ExactTables:
     u = keys[:, :n_labels]
     n_u = u.sum(axis=1)
-    self_ref = reference is None
     k_lab = k_max if slots is None else int(n_u.max()) - 1
     top = np.minimum(n_u - 1 if self_ref else n_u, k_lab)
     # The k computed (``ks``, a grid for curves with very many labels; every k otherwise)
