@@ -207,7 +207,11 @@ def sub_counts_columns(unique: np.ndarray, k_max: np.ndarray,
     """
     n_u, n_labels = unique.shape
     owner = np.arange(n_u)
-    cols: list[np.ndarray] = []
+    # Level by level: each partial vector's children, their count for this label, and
+    # (``parents``) the partial vector each came from; the columns are gathered at the end
+    # along that chain (2L passes over the pairs rather than L²/2 repeats).
+    offsets_by_level: list[np.ndarray] = []
+    parents: list[np.ndarray] = []
     used = np.zeros(n_u, dtype=np.int64)
     for lab in range(n_labels):
         room = np.minimum(unique[owner, lab], k_max[owner] - used)
@@ -216,20 +220,21 @@ def sub_counts_columns(unique: np.ndarray, k_max: np.ndarray,
             first = np.searchsorted(sizes, used, side="left")
             reps = np.maximum(np.searchsorted(sizes, used + room, side="right") - first, 0)
             starts = np.cumsum(reps) - reps
-            pick = np.repeat(first - starts, reps) + np.arange(int(reps.sum()))
-            owner = np.repeat(owner, reps)
-            used_rep = np.repeat(used, reps)
-            offsets = sizes[pick] - used_rep
+            parent = np.repeat(np.arange(owner.shape[0]), reps)
+            offsets = sizes[first[parent] + np.arange(parent.shape[0]) - starts[parent]] - used[parent]
         else:
             reps = np.maximum(room, -1) + 1
             starts = np.cumsum(reps) - reps
-            owner = np.repeat(owner, reps)
-            offsets = np.arange(owner.shape[0]) - np.repeat(starts, reps)
-            used_rep = np.repeat(used, reps)
-        cols = [np.repeat(c, reps) for c in cols]
-        cols.append(offsets)
-        used = used_rep + offsets
+            parent = np.repeat(np.arange(owner.shape[0]), reps)
+            offsets = np.arange(parent.shape[0]) - starts[parent]
+        owner = owner[parent]
+        used = used[parent] + offsets
+        offsets_by_level.append(offsets)
+        parents.append(parent)
     y = np.empty((n_labels, owner.shape[0]), dtype=np.int64)
-    for lab, c in enumerate(cols):
-        y[lab] = c
+    index = np.arange(owner.shape[0])
+    for lab in range(n_labels - 1, -1, -1):
+        y[lab] = offsets_by_level[lab][index]
+        if lab:
+            index = parents[lab][index]
     return owner, y

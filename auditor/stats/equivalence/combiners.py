@@ -9,7 +9,6 @@ which is the expectation of breaking the tie at random.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 from scipy.special import gammaln
 
 from auditor.stats.equivalence._inputs import row_histogram, sub_counts_columns
@@ -73,7 +72,7 @@ class ABCModel:
         self._lf = gammaln(np.arange(int(self.n.max(initial=0)) + 2, dtype=float) + 1.0)
         self._radix = self.unique.max(axis=0) + 1
         self._place = np.concatenate([[1], np.cumprod(self._radix[:-1])]).astype(np.int64)
-        self._table: tuple[int, pd.Index | None, np.ndarray] | None = None
+        self._table: tuple[int, np.ndarray | None, np.ndarray] | None = None
 
     @staticmethod
     def sequence_log_prob(owner: np.ndarray, z: np.ndarray) -> np.ndarray:
@@ -108,14 +107,20 @@ class ABCModel:
     DENSE_KEYS = 1 << 23
     _BLOCK_PAIRS = 250_000
 
-    def _lookup(self, codes: np.ndarray) -> np.ndarray:
+    def _lookup(self, codes: np.ndarray, *, ascending: bool = False) -> np.ndarray:
+        """Table values at ``codes`` (0 where a code is absent). A binary search over
+        millions of keys is fast only when consecutive queries are near each other:
+        ``ascending`` says the codes are already sorted; otherwise they are sorted here."""
         _, keys, values = self._table
         if keys is None:
             return values[codes]
-        # A hash lookup (the index's table is built once, on the first query): a few cache
-        # misses per query where a binary search over millions of keys takes dozens.
-        pos = keys.get_indexer(codes)
-        return np.where(pos >= 0, values[pos], 0.0)
+        if not ascending:
+            order = np.argsort(codes, kind="stable")
+            out = np.empty(codes.shape[0])
+            out[order] = self._lookup(codes[order], ascending=True)
+            return out
+        pos = np.minimum(np.searchsorted(keys, codes), keys.shape[0] - 1)
+        return np.where(keys[pos] == codes, values[pos], 0.0)
 
     def _tabulate(self, size: int) -> bool:
         """Build the table of Σ_v w_v P_v(z) over sub-vectors with |z| ≤ ``size`` (False:
@@ -166,8 +171,8 @@ class ABCModel:
             self._table = (size, None, values)
         else:
             keys, inverse = np.unique(np.concatenate(parts_k), return_inverse=True)
-            self._table = (size, pd.Index(keys), np.bincount(inverse.reshape(-1), weights=np.concatenate(parts_v),
-                                                             minlength=keys.shape[0]))
+            self._table = (size, keys, np.bincount(inverse.reshape(-1), weights=np.concatenate(parts_v),
+                                                   minlength=keys.shape[0]))
         return True
 
     def _total_direct(self, z: np.ndarray) -> np.ndarray:
@@ -206,9 +211,16 @@ class ABCModel:
             inside &= y[lab] < radix[lab]
             code += np.minimum(y[lab], radix[lab] - 1) * self._place[lab]
         out = np.zeros((n_labels, p))
+        dense = self._table[1] is None
+        # Sorted once: the codes of y + e_l are then ascending for every l.
+        order = None if dense else np.argsort(code, kind="stable")
         for lab in range(n_labels):
             ok = inside & (y[lab] + 1 < radix[lab])
-            out[lab, ok] = self._lookup(code[ok] + self._place[lab])
+            if dense:
+                out[lab, ok] = self._lookup(code[ok] + self._place[lab])
+            else:
+                rows = order[ok[order]]
+                out[lab, rows] = self._lookup(code[rows] + self._place[lab], ascending=True)
         return out
 
     def predict(self, y: np.ndarray, own: np.ndarray) -> np.ndarray:
