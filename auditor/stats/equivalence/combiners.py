@@ -93,7 +93,7 @@ class ABCModel:
         :meth:`_total_direct`, for the rare tables too large to hold).
         """
         z = np.asarray(z, dtype=np.int64)
-        if not self._tabulate(int(z.sum(axis=1).max(initial=0))):
+        if not self._tabulate(np.unique(z.sum(axis=1))):
             return self._total_direct(z)
         inside = (z < self._radix[None, :]).all(axis=1)  # z_l above every v_l: no item has it
         out = np.zeros(z.shape[0])
@@ -122,11 +122,20 @@ class ABCModel:
         pos = np.minimum(np.searchsorted(keys, codes), keys.shape[0] - 1)
         return np.where(keys[pos] == codes, values[pos], 0.0)
 
-    def _tabulate(self, size: int) -> bool:
-        """Build the table of Σ_v w_v P_v(z) over sub-vectors with |z| ≤ ``size`` (False:
-        too large to hold; the direct sum serves)."""
-        if self._table is not None and self._table[0] >= size:
-            return True
+    def prepare(self, sizes) -> None:
+        """Tabulate the sub-vectors of these sizes |z| ahead of the predictions that need
+        them (the exact path: one more than each k of the curve)."""
+        self._tabulate(np.unique(np.asarray(sizes, dtype=np.int64)))
+
+    def _tabulate(self, sizes: np.ndarray) -> bool:
+        """Build the table of Σ_v w_v P_v(z) over sub-vectors z with |z| in ``sizes`` (sorted;
+        with those of a table built before), or find it built (False: too large to hold;
+        the direct sum serves)."""
+        if self._table is not None:
+            if np.isin(sizes, self._table[0]).all():
+                return True
+            sizes = np.union1d(sizes, self._table[0])
+        size = int(sizes.max(initial=0))
         radix = self._radix
         space = float(np.prod(radix.astype(float)))
         if space >= 2.0 ** 62:
@@ -153,7 +162,7 @@ class ABCModel:
                                                      side="right")))
             block = np.arange(start, end)
             start = end
-            owner, sub = sub_counts_columns(self.unique[block], top[block])
+            owner, sub = sub_counts_columns(self.unique[block], top[block], sizes)
             owner = block[owner]
             logp = key_log[owner] + lf[self.n[owner] - sub.sum(axis=0)]
             code = np.zeros(owner.shape[0], dtype=np.int64)
@@ -168,10 +177,10 @@ class ABCModel:
                 parts_k.append(k)
                 parts_v.append(np.bincount(inverse.reshape(-1), weights=weights, minlength=k.shape[0]))
         if dense:
-            self._table = (size, None, values)
+            self._table = (sizes, None, values)
         else:
             keys, inverse = np.unique(np.concatenate(parts_k), return_inverse=True)
-            self._table = (size, keys, np.bincount(inverse.reshape(-1), weights=np.concatenate(parts_v),
+            self._table = (sizes, keys, np.bincount(inverse.reshape(-1), weights=np.concatenate(parts_v),
                                                    minlength=keys.shape[0]))
         return True
 
@@ -200,7 +209,7 @@ class ABCModel:
         """``total(y + e_l)`` for every column of ``y`` (L, P) and label l, as (L, P): from the
         table by key arithmetic (the key of y + e_l is key(y) + place_l)."""
         n_labels, p = y.shape
-        if not self._tabulate(int(y.sum(axis=0).max(initial=0)) + 1):
+        if not self._tabulate(np.unique(y.sum(axis=0)) + 1):
             z = (y.T[:, None, :] + np.eye(n_labels, dtype=np.int64)[None]).reshape(-1, n_labels)
             uniq, inv, _ = row_histogram(z)
             return np.ascontiguousarray(self.total(uniq)[inv.reshape(-1)].reshape(p, n_labels).T)

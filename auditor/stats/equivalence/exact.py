@@ -175,6 +175,8 @@ def _exact_tables(keys, mult, inverse, n_labels: int, self_ref: bool, *, combine
     key_log = lf[u].sum(axis=1) - lf[n_u]
     u_cols = np.ascontiguousarray(u.T)
     hard = combiner in ("majority", "plurality") and scorer == "agreement"
+    if model is not None:
+        model.prepare(ks + 1)  # the ABC's predictions from k labels look up sub-vectors of size k + 1
     for block in _key_blocks(u, top):
         owner, y = sub_counts_columns(u[block], top[block], sizes)
         owner = block[owner]
