@@ -716,7 +716,7 @@ class QualityMonitor:
 
     METRICS = ("agreement", "gold_accuracy")
     COLUMNS = ("group", "metric", "direction", "detected_at", "start", "before", "before_low", "before_high",
-               "after", "after_low", "after_high")
+               "after", "after_low", "after_high", "evidence")
 
     def __init__(self, *, alpha: float = 0.05, m: float = 50.0):
         self.alpha = check_probability(alpha, name="alpha", open_interval=True)
@@ -726,9 +726,15 @@ class QualityMonitor:
         self._sums = {k: np.zeros((0, 0, 3)) for k in self.METRICS}
         self._first = {k: np.zeros(0, dtype=np.int64) for k in self.METRICS}
         self._last = {k: np.zeros(0, dtype=np.int64) for k in self.METRICS}
+        self._labels = np.zeros((0, 0), dtype=np.int64)
         self._found: list[dict] = []
 
     def _grow(self, n_groups: int, n_windows: int) -> None:
+        g, w = self._labels.shape
+        if g < n_groups or w < n_windows:
+            out = np.zeros((max(g, n_groups), max(w, n_windows)), dtype=np.int64)
+            out[:g, :w] = self._labels
+            self._labels = out
         for k, arr in self._sums.items():
             g, w, _ = arr.shape
             if g < n_groups or w < n_windows:
@@ -779,6 +785,7 @@ class QualityMonitor:
         self._grow(len(self.groups), len(self.windows))
         item = np.asarray(item, dtype=np.int64)
         label = np.asarray(label, dtype=np.int64)
+        self._labels[:, w] += np.bincount(gcode, minlength=len(self.groups))
         others = np.asarray(counts)[item].astype(np.int64)
         others[np.arange(item.size), label] -= 1
         scores = {"agreement": tie_credit(others, label)}
@@ -808,13 +815,53 @@ class QualityMonitor:
             cn, c1, c2 = _rebased_cumsums(arr[..., 0], arr[..., 1], arr[..., 2], first)
             hit, k, before, after = _look(cn, c1, c2, alpha, first, J, self.m, live)
             for g in np.flatnonzero(hit):
+                scale = n_groups * (2 if gold_groups[g] else 1)
+                ev = _evidence(arr[g, :, 0], arr[g, :, 1], arr[g, :, 2], int(first[g]), J, float(alpha[g]), self.m)
                 row = dict(zip(self.COLUMNS, (
                     self.groups[g], metric, "drop" if after[g, 0] < before[g, 0] else "rise", self.windows[J],
-                    self.windows[int(k[g])], *map(float, before[g]), *map(float, after[g])), strict=True))
+                    self.windows[int(k[g])], *map(float, before[g]), *map(float, after[g]), min(1.0, ev * scale)),
+                    strict=True))
                 new.append(row)
                 first[g], last[g] = int(k[g]), J
         self._found += new
         return new
+
+    def window_rows(self, windows=None, *, confidence: float = 0.95) -> list[dict]:
+        """Per group × window × metric (``windows``: only those window keys), with data:
+        the units, the labels, the mean and its interval (as :func:`quality_series`)."""
+        cols = range(len(self.windows)) if windows is None else [self.windows.index(w) for w in windows]
+        cols = np.asarray(list(cols), dtype=np.int64)
+        out = []
+        for metric in self.METRICS:
+            arr = self._sums[metric][:, cols] if cols.size else np.zeros((len(self.groups), 0, 3))
+            mean, lo, hi = _unit_interval(arr[..., 0], arr[..., 1], arr[..., 2], confidence)
+            for g, j in zip(*np.nonzero(arr[..., 0] > 0), strict=True):
+                out.append({"group": self.groups[g], "metric": metric, "window": self.windows[int(cols[j])],
+                            "n_units": float(arr[g, j, 0]), "n_labels": int(self._labels[g, cols[j]]),
+                            "s1": float(arr[g, j, 1]), "s2": float(arr[g, j, 2]),
+                            "value": float(mean[g, j]), "low": float(lo[g, j]), "high": float(hi[g, j])})
+        return out
+
+    def to_state(self) -> dict:
+        """Everything the monitor holds, as JSON-ready lists (see :meth:`from_state`)."""
+        return {"alpha": self.alpha, "m": self.m, "groups": list(self.groups), "windows": list(self.windows),
+                "labels": self._labels.tolist(),
+                "sums": {k: v.tolist() for k, v in self._sums.items()},
+                "first": {k: v.tolist() for k, v in self._first.items()},
+                "last": {k: v.tolist() for k, v in self._last.items()}}
+
+    @classmethod
+    def from_state(cls, state: Mapping) -> QualityMonitor:
+        """A monitor continuing from :meth:`to_state` (changes found before are not kept)."""
+        mon = cls(alpha=state["alpha"], m=state["m"])
+        mon.groups, mon.windows = list(state["groups"]), list(state["windows"])
+        g, w = len(mon.groups), len(mon.windows)
+        mon._labels = np.asarray(state["labels"], dtype=np.int64).reshape(g, w)
+        for k in cls.METRICS:
+            mon._sums[k] = np.asarray(state["sums"][k], dtype=float).reshape(g, w, 3)
+            mon._first[k] = np.asarray(state["first"][k], dtype=np.int64).reshape(g)
+            mon._last[k] = np.asarray(state["last"][k], dtype=np.int64).reshape(g)
+        return mon
 
     def sums(self, metric: str = "agreement") -> UnitStream:
         """The (group, window) unit sums of ``metric`` so far."""

@@ -317,9 +317,48 @@ def test_monitor_fed_batch_by_batch_equals_the_offline_scan():
         monitor.add_batch(week, item=item_codes[rows], group=frame["vendor"].to_numpy()[rows],
                           label=label_codes[rows], counts=counts)
     online = monitor.changes()
-    cols = ["group", "metric", "direction", "before", "after"]
+    cols = ["group", "metric", "direction", "before", "after", "evidence"]
     pd.testing.assert_frame_equal(online[cols].reset_index(drop=True), offline.changes[cols].reset_index(drop=True))
     assert list(online["start"]) == [6] and online["group"].iloc[0] == "acme-labeling"
     with pytest.raises(StatsInputError, match="before the last window"):
         monitor.add_batch(3, item=item_codes[:1], group=["x"], label=label_codes[:1], counts=counts)
 
+
+
+def test_monitor_state_round_trips_and_continues_like_the_original():
+    """A service stores the monitor between audits (JSON) and resumes it: the resumed
+    monitor finds the same changes, and its window rows are the offline series'."""
+    import json
+
+    scenario = HistoryScenario(weeks=12, items_per_week=300, seed=17, drift=(Drift("acme-labeling", 6, -0.2),))
+    frame = pd.DataFrame(simulate_history(scenario))
+    labels = list(scenario.labels)
+    item_codes, items = pd.factorize(frame["item_id"])
+    label_codes = pd.Index(labels).get_indexer(frame["label"])
+    counts = np.zeros((len(items), 3), dtype=np.int64)
+    np.add.at(counts, (item_codes, label_codes), 1)
+    batch = frame["batch"].to_numpy()
+    vendor = frame["vendor"].to_numpy()
+
+    def feed(mon, weeks):
+        for week in weeks:
+            rows = np.flatnonzero(batch == week)
+            mon.add_batch(week, item=item_codes[rows], group=vendor[rows], label=label_codes[rows], counts=counts)
+
+    whole = QualityMonitor()
+    feed(whole, range(12))
+    first = QualityMonitor()
+    feed(first, range(5))
+    resumed = QualityMonitor.from_state(json.loads(json.dumps(first.to_state())))
+    feed(resumed, range(5, 12))
+    cols = ["group", "metric", "direction", "detected_at", "start", "before", "after", "evidence"]
+    pd.testing.assert_frame_equal(resumed.changes()[cols], whole.changes()[cols])
+    rows = pd.DataFrame(resumed.window_rows()).query("metric == 'agreement'")
+    offline = quality_series(frame, by="vendor", window="batch", labels=labels).to_frame()
+    offline["window"] = pd.factorize(offline["window_start"], sort=True)[0]
+    merged = rows.merge(offline, on=["group", "window"], suffixes=("", "_offline"))
+    assert len(merged) == len(rows) == len(offline)
+    np.testing.assert_allclose(merged["value"], merged["agreement"], rtol=1e-12)
+    np.testing.assert_allclose(merged["low"], merged["agreement_low"], rtol=1e-12)
+    np.testing.assert_array_equal(merged["n_labels"], merged["n_labels_offline"])
+    assert (rows["low"] <= rows["value"]).all() and (rows["value"] <= rows["high"]).all()
