@@ -151,17 +151,13 @@ class WorkerSettings:
     certify_threshold: float = 0.95
     certify_bound: str = "theoretical"
     certify_method: str = "anytime"
-    vendor_alert_delta: float = 0.02
-    vendor_alert_deltas: tuple[tuple[str, float], ...] = ()
+    quality_alpha: float = 0.05
     alert_webhook_url: str | None = None
 
     @property
     def lease(self) -> timedelta:
         """How long a running audit stays live without a heartbeat (renewed every quarter of it)."""
         return timedelta(seconds=self.lease_seconds)
-
-    def vendor_delta(self, vendor: str) -> float:
-        return dict(self.vendor_alert_deltas).get(vendor, self.vendor_alert_delta)
 
 
 def _env_number(env: Mapping[str, str], name: str, kind, default):
@@ -174,19 +170,11 @@ def _env_number(env: Mapping[str, str], name: str, kind, default):
         raise ValueError(f"{name} must be a {kind.__name__}; got {raw!r}.") from None
 
 
-def _vendor_deltas(raw: str | None) -> tuple[tuple[str, float], ...]:
-    out = []
-    for part in (raw or "").split(","):
-        if not part.strip():
-            continue
-        vendor, sep, value = part.rpartition("=")
-        try:
-            out.append((vendor.strip(), float(value)))
-        except ValueError:
-            sep = ""
-        if not sep:
-            raise ValueError(f"AUDITOR_ALERT_VENDOR_DELTAS must look like 'vendor=0.05,...'; got {part!r}.")
-    return tuple(out)
+def _quality_alpha(env: Mapping[str, str]) -> float:
+    value = _env_number(env, "AUDITOR_QUALITY_ALPHA", float, 0.05)
+    if not 0 < value < 1:
+        raise ValueError(f"AUDITOR_QUALITY_ALPHA must lie strictly between 0 and 1; got {value!r}.")
+    return value
 
 
 def load_worker_settings(environ: Mapping[str, str] | None = None, **overrides) -> WorkerSettings:
@@ -217,8 +205,7 @@ def load_worker_settings(environ: Mapping[str, str] | None = None, **overrides) 
         "certify_threshold": _env_number(env, "AUDITOR_CERTIFY_THRESHOLD", float, 0.95),
         "certify_bound": bound,
         "certify_method": method,
-        "vendor_alert_delta": _env_number(env, "AUDITOR_ALERT_VENDOR_DELTA", float, 0.02),
-        "vendor_alert_deltas": _vendor_deltas(env.get("AUDITOR_ALERT_VENDOR_DELTAS")),
+        "quality_alpha": _quality_alpha(env),
         "alert_webhook_url": env.get("AUDITOR_ALERT_WEBHOOK_URL") or None,
     }
     values.update(overrides)

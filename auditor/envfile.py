@@ -86,8 +86,7 @@ CATALOG: tuple[Section, ...] = (
         Variable('AUDITOR_CERTIFY_THRESHOLD', '0.95', help=('Confidence a "certified" verdict needs, and the upper bound it uses (theoretical = U_t, empirical = U_e).',), scope='worker', field='certify_threshold', sample='0.9'),
         Variable('AUDITOR_CERTIFY_BOUND', 'theoretical', scope='worker', field='certify_bound', sample='empirical'),
         Variable('AUDITOR_CERTIFY_METHOD', 'anytime', help=('Which verdict the badge and the certification alert use: anytime (valid however often audits', "re-check it) or the paper's fixed-sample oms / hms."), scope='worker', field='certify_method', sample='oms'),
-        Variable('AUDITOR_ALERT_VENDOR_DELTA', '0.02', help=("Change of a vendor's upper bound that raises an alert; per vendor as vendorA=0.05,vendorB=0.01.",), scope='worker', field='vendor_alert_delta', sample='0.05'),
-        Variable('AUDITOR_ALERT_VENDOR_DELTAS', '', scope='worker', field='vendor_alert_deltas', sample='acme=0.1'),
+        Variable('AUDITOR_QUALITY_ALPHA', '0.05', help=("Probability that the vendor and annotator quality monitors ever raise a false change alert", "on a dataset (over all groups and all audits); smaller waits for stronger evidence."), scope='worker', field='quality_alpha', sample='0.01'),
         Variable('AUDITOR_ALERT_WEBHOOK_URL', '', help=('New alerts are also POSTed here as JSON.',), scope='worker', field='alert_webhook_url', sample='http://127.0.0.1:9/hook'),
     )),
     Section('tests and tools only', (

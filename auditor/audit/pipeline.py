@@ -90,8 +90,8 @@ class AuditOptions:
     method: str = "anytime"
     tau: float = 0.0
     confidence: float = 0.95
-    vendor_delta: float = 0.02
-    vendor_deltas: tuple[tuple[str, float], ...] = ()
+    # Family-wise probability that the quality monitors ever raise a false change alert.
+    quality_alpha: float = 0.05
 
     def to_dict(self) -> dict[str, Any]:
         return {"n_bootstrap": self.n_bootstrap, "pairwise_max_annotations": self.pairwise_max_annotations,
@@ -99,16 +99,13 @@ class AuditOptions:
                 "seed": self.seed, "threshold": self.threshold,
                 "bound": self.bound, "method": self.method, "tau": self.tau, "confidence": self.confidence}
 
-    def delta_for(self, vendor: str) -> float:
-        return dict(self.vendor_deltas).get(vendor, self.vendor_delta)
-
     @classmethod
     def from_settings(cls, w) -> AuditOptions:
         """Options from :class:`~auditor.config.WorkerSettings`."""
         return cls(n_bootstrap=w.n_bootstrap, pairwise_max_annotations=w.pairwise_max_annotations,
                    pairwise_bootstrap=w.pairwise_bootstrap, seed=w.seed,
                    threshold=w.certify_threshold, bound=w.certify_bound, method=w.certify_method,
-                   vendor_delta=w.vendor_alert_delta, vendor_deltas=w.vendor_alert_deltas)
+                   quality_alpha=w.quality_alpha)
 
 
 def _rng(options: AuditOptions, *key: int) -> np.random.Generator:
@@ -614,9 +611,10 @@ def merge_parts(dataset: Mapping[str, Any], releases: list[Mapping[str, Any]]) -
 def alerts_for(previous: PreviousResults, results: Mapping[str, Any], options: AuditOptions) -> list[dict[str, Any]]:
     """Alerts on what changed since the last succeeded audit.
 
-    A release whose verdict changed (or that is certified on its first audit), and a
-    vendor whose upper bound moved by more than its threshold. The verdict is the
-    badge's (``options.method``: the anytime one by default).
+    A release whose verdict changed (or that is certified on its first audit); the
+    verdict is the badge's (``options.method``: the anytime one by default). Vendors'
+    and annotators' quality changes are found by the quality monitors
+    (:mod:`auditor.db.quality`), which raise their own alerts as the run is written.
     """
     alerts = []
     for c in results["certifications"]:
@@ -637,20 +635,4 @@ def alerts_for(previous: PreviousResults, results: Mapping[str, Any], options: A
                         "l": c["l"], "u_t": c["u_t"],
                         "score": c.get(f"s_{c.get('method', options.method)}_{BOUND_COLUMNS[options.bound]}")},
         })
-    for v in results["vendor_reports"]:
-        before = previous.vendors.get(v["vendor"])
-        if before is None or before.get("u_t") is None or v["u_t"] is None:
-            continue
-        delta = v["u_t"] - before["u_t"]
-        limit = options.delta_for(v["vendor"])
-        if abs(delta) > limit:
-            word = "dropped" if delta < 0 else "rose"
-            alerts.append({
-                "kind": "vendor_quality_changed", "severity": "critical" if delta < 0 else "info",
-                "subject": v["vendor"][:200],
-                "message": f"vendor {v['vendor']}: upper bound {word} from {before['u_t']:.4f} to {v['u_t']:.4f} "
-                           f"(threshold {limit:g})",
-                "details": {"vendor": v["vendor"], "before": before["u_t"], "after": v["u_t"], "delta": delta,
-                            "threshold": limit},
-            })
     return alerts

@@ -136,7 +136,8 @@ def finish(factory: sessionmaker[Session], run_id: int, *, task_id: str, data_ve
     alerts = alerts_for(previous, results, options)
     with session_scope(factory) as session:
         return finish_audit(session, run_id, task_id=task_id, data_version=data_version, results=results,
-                            summary=plain(merged["summary"]), alerts=plain(alerts), timings=timings)
+                            summary=plain(merged["summary"]), alerts=plain(alerts), timings=timings,
+                            quality_alpha=options.quality_alpha)
 
 
 # SQLSTATE classes and codes after which the same statement may well succeed: connection

@@ -68,6 +68,9 @@ __all__ = [
     "Model",
     "PowerCurve",
     "Prediction",
+    "QualityChange",
+    "QualityState",
+    "QualityWindow",
     "Release",
     "Role",
     "Tier",
@@ -300,6 +303,9 @@ class Annotation(Base):
     __tablename__ = "annotation"
     # PostgreSQL's key order (migration c3f1d8a2b6e4); SQLite's table keeps dataset_id first.
     __table_args__: ClassVar[tuple] = (PrimaryKeyConstraint("item_id", "annotator_id", "dataset_id"),
+                                       # What arrived after a data version (the quality monitors' reads):
+                                       # versions grow with insertion order, so a BRIN index stays tiny.
+                                       Index("ix_annotation_data_version", "data_version", postgresql_using="brin"),
                                        {"postgresql_partition_by": "LIST (dataset_id)"})
 
     dataset_id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -592,3 +598,68 @@ class Alert(Base):
     created_at: Mapped[datetime] = _created()
     acknowledged_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     acknowledged_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+
+
+# --- quality over time ------------------------------------------------------------
+
+
+class QualityState(Base):
+    """The dataset's quality monitors (one per grouping) as of ``data_version``: the
+    running (group, window) sums and the detectors' state, resumed by the next audit."""
+
+    __tablename__ = "quality_state"
+
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("dataset.id", ondelete="CASCADE"), primary_key=True)
+    data_version: Mapped[int] = mapped_column(BigInteger)
+    state: Mapped[dict[str, Any]] = mapped_column(JSONDoc)
+    updated_at: Mapped[datetime] = _created()
+
+
+class QualityWindow(Base):
+    """A vendor's or annotator's quality in one time window: agreement with the other
+    annotators' consensus, or accuracy against gold, with its interval."""
+
+    __tablename__ = "quality_window"
+    __table_args__ = (UniqueConstraint("dataset_id", "grouping", "group_name", "metric", "window_start",
+                                       name="uq_quality_window_key"),
+                      Index("ix_quality_window_series", "dataset_id", "grouping", "window_start"))
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("dataset.id", ondelete="CASCADE"))
+    grouping: Mapped[str] = mapped_column(String(16))  # "vendor" or "annotator"
+    group_name: Mapped[str] = mapped_column(String(512))
+    metric: Mapped[str] = mapped_column(String(32))     # "agreement" or "gold_accuracy"
+    window_start: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    window_end: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    n_items: Mapped[float] = mapped_column(Double)
+    n_labels: Mapped[int] = mapped_column(Integer)
+    value: Mapped[float | None] = mapped_column(Double)
+    low: Mapped[float | None] = mapped_column(Double)
+    high: Mapped[float | None] = mapped_column(Double)
+    audit_run_id: Mapped[int | None] = mapped_column(ForeignKey("audit_run.id", ondelete="SET NULL"))
+    updated_at: Mapped[datetime] = _created()
+
+
+class QualityChange(Base):
+    """A change in a vendor's or annotator's quality, found by the sequential detector."""
+
+    __tablename__ = "quality_change"
+    __table_args__ = (Index("ix_quality_change_series", "dataset_id", "grouping", "detected_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("dataset.id", ondelete="CASCADE"))
+    audit_run_id: Mapped[int | None] = mapped_column(ForeignKey("audit_run.id", ondelete="SET NULL"))
+    grouping: Mapped[str] = mapped_column(String(16))
+    group_name: Mapped[str] = mapped_column(String(512))
+    metric: Mapped[str] = mapped_column(String(32))
+    direction: Mapped[str] = mapped_column(String(8))  # "drop" or "rise"
+    detected_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))  # end of the window that flagged
+    start: Mapped[datetime] = mapped_column(DateTime(timezone=True))        # estimated start of the change
+    before: Mapped[float] = mapped_column(Double)
+    before_low: Mapped[float] = mapped_column(Double)
+    before_high: Mapped[float] = mapped_column(Double)
+    after: Mapped[float] = mapped_column(Double)
+    after_low: Mapped[float] = mapped_column(Double)
+    after_high: Mapped[float] = mapped_column(Double)
+    evidence: Mapped[float | None] = mapped_column(Double)
+    created_at: Mapped[datetime] = _created()

@@ -32,6 +32,7 @@ from auditor.db.models import (
     Release,
     VendorReport,
 )
+from auditor.db.quality import update_quality
 from auditor.db.session import WRITE_OPTIONS
 
 __all__ = [
@@ -256,11 +257,15 @@ class Finished:
 
 def finish_audit(session: Session, run_id: int, *, task_id: str, data_version: int,
                  results: Mapping[str, Iterable[Mapping[str, Any]]], summary: Mapping[str, Any],
-                 alerts: Iterable[Mapping[str, Any]] = (), timings: Mapping[str, float] | None = None) -> Finished:
+                 alerts: Iterable[Mapping[str, Any]] = (), timings: Mapping[str, float] | None = None,
+                 quality_alpha: float | None = 0.05) -> Finished:
     """Write every result row of the run and mark it succeeded, in the caller's transaction.
 
     Nothing is written unless ``task_id`` still owns the running run (a run taken over
-    after its lease expired is finished by its new owner only).
+    after its lease expired is finished by its new owner only). The quality monitors
+    (:func:`auditor.db.quality.update_quality`, false-alarm level ``quality_alpha``;
+    None leaves them as they are) take in the annotations up to ``data_version`` in the
+    same transaction, and their change alerts are written with the run's.
     """
     _begin_write(session)
     dataset_id = session.execute(select(AuditRun.dataset_id).where(AuditRun.id == run_id)).scalar_one()
@@ -269,6 +274,9 @@ def finish_audit(session: Session, run_id: int, *, task_id: str, data_version: i
     if run.status != AuditStatus.RUNNING or run.task_id != task_id:
         return Finished(False, int(dataset.data_version))
     now = utcnow()
+    alerts = list(alerts)
+    if quality_alpha is not None:
+        alerts += update_quality(session, dataset, up_to=data_version, run_id=run_id, alpha=quality_alpha)
     for key, model in _RESULT_TABLES.items():
         rows = [dict(r) for r in results.get(key, ())]
         if key != "certifications":

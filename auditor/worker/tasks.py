@@ -168,8 +168,6 @@ def _fan_out(task, run_id: int, task_id: str, snap, options: AuditOptions, timin
 
 
 def _options_from(opts: dict[str, Any]) -> AuditOptions:
-    opts = dict(opts)
-    opts["vendor_deltas"] = tuple(tuple(x) for x in opts.get("vendor_deltas", ()))
     return AuditOptions(**opts)
 
 

@@ -1,0 +1,213 @@
+"""Quality over time in the service: each audit feeds the annotations that arrived since
+the last one to the dataset's quality monitors, stores the touched windows and the
+changes found, and returns the alerts they raise.
+
+The statistics are :class:`auditor.stats.quality.QualityMonitor`'s (leave-one-out
+agreement and gold accuracy per vendor and per annotator and week, with intervals; a
+sequential change detector whose probability of *ever* raising a false alarm, over all
+groups and all audits, is at most ``alpha``). Here they are kept incrementally: the
+monitors' running sums and detector state live in ``quality_state`` as of a data
+version, and an audit reads only the annotations written after it (a BRIN index on
+``annotation.data_version`` finds them), so its cost follows the new data, not the
+history.
+
+Windows are calendar weeks (Monday 00:00 UTC) of each annotation's ``annotated_at``
+(its import time when the file gave none). An annotation stamped before the newest
+window already seen (a late upload of old work) is counted in that newest window: the
+detector's looks go forward in time only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from auditor.db.models import (
+    Annotation,
+    Annotator,
+    Dataset,
+    Item,
+    QualityChange,
+    QualityState,
+    QualityWindow,
+)
+from auditor.stats.quality import QualityMonitor
+
+__all__ = ["GROUPINGS", "WINDOW", "update_quality", "window_bounds"]
+
+GROUPINGS = ("vendor", "annotator")
+WINDOW = timedelta(days=7)
+#: Windows start on Mondays, 00:00 UTC.
+_ORIGIN = datetime(1970, 1, 5, tzinfo=UTC)
+_ORIGIN_NS = int(_ORIGIN.timestamp()) * 1_000_000_000
+_WINDOW_NS = int(WINDOW.total_seconds()) * 1_000_000_000
+# Ids per IN (...) list: bounded parameters per statement.
+_IDS_PER_QUERY = 5_000
+_READ_CHUNK = 200_000
+#: Beyond this many distinct items, read the dataset's items whole instead of by id.
+_ITEMS_BY_ID = 50_000
+
+
+def window_bounds(index: int) -> tuple[datetime, datetime]:
+    """Start and end of week number ``index`` (weeks since Monday 5 January 1970)."""
+    start = _ORIGIN + index * WINDOW
+    return start, start + WINDOW
+
+
+def _window_index(stamps: Iterable[datetime]) -> np.ndarray:
+    """Week numbers of time stamps (naive ones are UTC, as SQLite returns them)."""
+    ns = pd.to_datetime(pd.Series(list(stamps), dtype=object), utc=True).to_numpy(dtype="datetime64[ns]")
+    return (ns.astype(np.int64) - _ORIGIN_NS) // _WINDOW_NS
+
+
+def _new_annotations(session: Session, dataset_id: int, since: int, up_to: int):
+    """(item id, annotator id, label, week index) of the annotations written in (since, up_to]."""
+    stmt = (select(Annotation.item_id, Annotation.annotator_id, Annotation.label,
+                   func.coalesce(Annotation.annotated_at, Annotation.created_at))
+            .where(Annotation.dataset_id == dataset_id, Annotation.data_version > since,
+                   Annotation.data_version <= up_to)
+            .execution_options(yield_per=_READ_CHUNK))
+    parts: list[tuple[np.ndarray, ...]] = []
+    for chunk in session.execute(stmt).partitions():
+        cols = list(zip(*chunk, strict=True))
+        parts.append((np.asarray(cols[0], dtype=np.int64), np.asarray(cols[1], dtype=np.int64),
+                      np.asarray(cols[2], dtype=np.int64), _window_index(cols[3])))
+    if not parts:
+        return None
+    return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
+
+
+def _by_ids(session: Session, columns, key, ids: np.ndarray):
+    out = []
+    for start in range(0, ids.size, _IDS_PER_QUERY):
+        chunk = [int(x) for x in ids[start:start + _IDS_PER_QUERY]]
+        out += session.execute(select(*columns).where(key.in_(chunk))).all()
+    return out
+
+
+def _items(session: Session, dataset: Dataset, ids: np.ndarray):
+    """Current label counts (rows in the order of ``ids``) and gold codes of these items."""
+    n_labels = len(dataset.labels)
+    cols = (Item.id, Item.label_counts, Item.gold_label)
+    if ids.size > _ITEMS_BY_ID:
+        rows = session.execute(select(*cols).where(Item.dataset_id == dataset.id)).all()
+    else:
+        rows = _by_ids(session, cols, Item.id, ids)
+    found = {int(r[0]): r for r in rows}
+    counts = np.zeros((ids.size, n_labels), dtype=np.int64)
+    gold = np.full(ids.size, -1, dtype=np.int64)
+    for i, item_id in enumerate(ids.tolist()):
+        r = found.get(item_id)
+        if r is None:
+            continue
+        if r[1]:
+            counts[i, : len(r[1])] = r[1][:n_labels]
+        if r[2] is not None:
+            gold[i] = r[2]
+    return counts, gold
+
+
+def _load(row: QualityState | None, alpha: float) -> dict[str, QualityMonitor]:
+    if row is None:
+        return {g: QualityMonitor(alpha=alpha) for g in GROUPINGS}
+    return {g: QualityMonitor.from_state(row.state[g]) for g in GROUPINGS}
+
+
+def update_quality(session: Session, dataset: Dataset, *, up_to: int, run_id: int | None,
+                   alpha: float = 0.05) -> list[dict[str, Any]]:
+    """Feed the annotations of versions up to ``up_to`` not seen yet, store the windows they
+    touched and the changes found; return the alerts (in the caller's transaction, with
+    the dataset row locked by the caller)."""
+    row = session.get(QualityState, dataset.id)
+    since = 0 if row is None else int(row.data_version)
+    if up_to <= since:
+        return []
+    monitors = _load(row, alpha)
+    new = _new_annotations(session, dataset.id, since, up_to)
+    alerts: list[dict[str, Any]] = []
+    if new is not None:
+        item_ids, annotator_ids, labels, week = new
+        items, item_row = np.unique(item_ids, return_inverse=True)
+        counts, gold = _items(session, dataset, items)
+        ann, ann_row = np.unique(annotator_ids, return_inverse=True)
+        people = {int(r[0]): (r[1], r[2]) for r in _by_ids(session, (Annotator.id, Annotator.external_id,
+                                                                      Annotator.vendor), Annotator.id, ann)}
+        names = np.array([people.get(int(a), (str(a), None))[0] for a in ann], dtype=object)
+        vendors = np.array([people.get(int(a), (None, None))[1] for a in ann], dtype=object)
+        groups = {"annotator": names[ann_row], "vendor": vendors[ann_row]}
+        touched: dict[str, set[int]] = {g: set() for g in GROUPINGS}
+        for grouping, mon in monitors.items():
+            group = groups[grouping]
+            keep = np.array([g is not None for g in group], dtype=bool)
+            last = int(mon.windows[-1]) if mon.windows else None
+            wk = week if last is None else np.maximum(week, last)  # late work counts in the newest window
+            for w in np.unique(wk[keep]):
+                rows = np.flatnonzero(keep & (wk == w))
+                found = mon.add_batch(int(w), item=item_row[rows], group=group[rows], label=labels[rows],
+                                      counts=counts, gold=gold)
+                touched[grouping].add(int(w))
+                for change in found:
+                    alerts.append(_record_change(session, dataset, grouping, change, run_id))
+            _store_windows(session, dataset.id, grouping, mon, sorted(touched[grouping]), run_id)
+    state = {g: m.to_state() for g, m in monitors.items()}
+    if row is None:
+        session.add(QualityState(dataset_id=dataset.id, data_version=up_to, state=state))
+    else:
+        row.data_version, row.state, row.updated_at = up_to, state, datetime.now(UTC)
+    session.flush()
+    return alerts
+
+
+def _store_windows(session: Session, dataset_id: int, grouping: str, mon: QualityMonitor, weeks: list[int],
+                   run_id: int | None) -> None:
+    """Replace the rows of the windows this audit added to (their sums only grew)."""
+    if not weeks:
+        return
+    starts = [window_bounds(w)[0] for w in weeks]
+    session.execute(delete(QualityWindow).where(
+        QualityWindow.dataset_id == dataset_id, QualityWindow.grouping == grouping,
+        QualityWindow.window_start.in_(starts)))
+    now = datetime.now(UTC)
+    session.add_all(
+        QualityWindow(dataset_id=dataset_id, grouping=grouping, group_name=str(r["group"])[:512],
+                      metric=r["metric"], window_start=window_bounds(r["window"])[0],
+                      window_end=window_bounds(r["window"])[1], n_items=r["n_units"], n_labels=r["n_labels"],
+                      value=_finite(r["value"]), low=_finite(r["low"]), high=_finite(r["high"]),
+                      audit_run_id=run_id, updated_at=now)
+        for r in mon.window_rows(weeks))
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
+
+
+def _record_change(session: Session, dataset: Dataset, grouping: str, change: dict, run_id: int | None
+                   ) -> dict[str, Any]:
+    start = window_bounds(int(change["start"]))[0]
+    detected = window_bounds(int(change["detected_at"]))[1]
+    values = {k: float(change[k]) for k in ("before", "before_low", "before_high", "after", "after_low",
+                                            "after_high")}
+    group = str(change["group"])[:512]
+    session.add(QualityChange(dataset_id=dataset.id, audit_run_id=run_id, grouping=grouping, group_name=group,
+                              metric=change["metric"], direction=change["direction"], detected_at=detected,
+                              start=start, evidence=float(change["evidence"]), **values))
+    what = "agreement with the other annotators" if change["metric"] == "agreement" else "accuracy on gold items"
+    verb = "dropped" if change["direction"] == "drop" else "rose"
+    return {
+        "kind": f"{grouping}_quality_changed",
+        "severity": "critical" if change["direction"] == "drop" else "info",
+        "subject": group[:200],
+        "message": (f"{grouping} {group}: {what} {verb} from {values['before']:.3f} "
+                    f"[{values['before_low']:.3f}, {values['before_high']:.3f}] to {values['after']:.3f} "
+                    f"[{values['after_low']:.3f}, {values['after_high']:.3f}] since the week of "
+                    f"{start:%Y-%m-%d} (evidence: family-wise false-alarm level {float(change['evidence']):.2g})"),
+        "details": {"grouping": grouping, "group": group, "metric": change["metric"],
+                    "direction": change["direction"], "start": start.isoformat(),
+                    "detected_at": detected.isoformat(), "evidence": float(change["evidence"]), **values},
+    }
