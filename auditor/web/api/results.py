@@ -1,5 +1,5 @@
 """Audit results: runs, certifications, power curves, vendor reports, per-annotator
-bounds, BEST ceilings, alerts; and the OpenAPI document itself."""
+bounds, BEST ceilings, alerts, quality over time; and the OpenAPI document itself."""
 
 from __future__ import annotations
 
@@ -12,13 +12,17 @@ from auditor.db import (
     Agreement,
     Alert,
     AlertSeverity,
+    Annotator,
     AuditRun,
     AuditStatus,
     BestScore,
     Certification,
     Model,
     PowerCurve,
+    QualityChange,
+    QualityWindow,
     Release,
+    Role,
     VendorReport,
 )
 from auditor.db.queries_audit import latest_run
@@ -268,3 +272,66 @@ def openapi_document(principal, db):
     from auditor.web.api.openapi import build_document
 
     return jsonify(build_document())
+
+
+# --- quality over time ------------------------------------------------------------------------
+
+_GROUPING = Param("grouping", "string", "Vendors (default) or annotators.", enum=("vendor", "annotator"),
+                  default="vendor")
+_GROUP = Param("group", "string", "Only this vendor or annotator (its external id).", max_length=512)
+
+
+def _quality_scope(principal, db, stmt, table, grouping: str, group: str | None, workspace_id: int):
+    """Filter by group; a vendor caller sees its own vendor and its own annotators only."""
+    if group:
+        stmt = stmt.where(table.group_name == group)
+    if principal.role == Role.VENDOR:
+        own = vendor_scope(principal, None)
+        if grouping == "vendor":
+            stmt = stmt.where(table.group_name == own)
+        else:
+            mine = select(Annotator.external_id).where(Annotator.workspace_id == workspace_id,
+                                                       Annotator.vendor == own)
+            stmt = stmt.where(table.group_name.in_(mine))
+    return stmt
+
+
+@endpoint("GET", "/datasets/<int:dataset_id>/quality", summary="List quality windows", tag="results",
+          roles=READ_OR_VENDOR, listing=True, response=s.page_of("QualityWindow"),
+          query=[_GROUPING, _GROUP, Param("metric", "string", "Only this metric.",
+                                          enum=("agreement", "gold_accuracy"))], cache=True)
+def list_quality_windows(principal, db, dataset_id, grouping, group, metric):
+    """Each vendor's (or annotator's) weekly quality: agreement with the other annotators'
+    leave-one-out consensus and accuracy on gold items, with 95% intervals, oldest first."""
+    ds = get_dataset(principal, db, dataset_id)
+    q = QualityWindow
+    stmt = (select(q.id, q.dataset_id, q.grouping, q.group_name.label("group"), q.metric, q.window_start,
+                   q.window_end, q.n_items, q.n_labels, q.value, q.low, q.high, q.audit_run_id, q.updated_at)
+            .where(q.dataset_id == ds.id, q.grouping == grouping)
+            .order_by(q.window_start, q.group_name, q.metric))
+    if metric:
+        stmt = stmt.where(q.metric == metric)
+    stmt = _quality_scope(principal, db, stmt, q, grouping, group, ds.workspace_id)
+    return Listing(stmt, s.quality_window, ["grouping", "group", "metric", "window_start", "window_end", "n_items",
+                                            "n_labels", "value", "low", "high", "audit_run_id"],
+                   f"quality-{grouping}-{ds.id}", mapping=True)
+
+
+@endpoint("GET", "/datasets/<int:dataset_id>/quality/changes", summary="List quality changes", tag="results",
+          roles=READ_OR_VENDOR, listing=True, response=s.page_of("QualityChange"),
+          query=[_GROUPING, _GROUP], cache=True)
+def list_quality_changes(principal, db, dataset_id, grouping, group):
+    """Changes in a vendor's (or annotator's) quality found by the sequential detector,
+    newest first: when it started, quality before and after with intervals, and the
+    evidence (the smallest false-alarm level at which it would still be reported)."""
+    ds = get_dataset(principal, db, dataset_id)
+    c = QualityChange
+    stmt = (select(c.id, c.dataset_id, c.audit_run_id, c.grouping, c.group_name.label("group"), c.metric,
+                   c.direction, c.detected_at, c.start, c.before, c.before_low, c.before_high, c.after,
+                   c.after_low, c.after_high, c.evidence, c.created_at)
+            .where(c.dataset_id == ds.id, c.grouping == grouping).order_by(c.detected_at.desc(), c.id.desc()))
+    stmt = _quality_scope(principal, db, stmt, c, grouping, group, ds.workspace_id)
+    return Listing(stmt, s.quality_change, ["grouping", "group", "metric", "direction", "start", "detected_at",
+                                            "before", "before_low", "before_high", "after", "after_low",
+                                            "after_high", "evidence", "audit_run_id"],
+                   f"quality-changes-{grouping}-{ds.id}", mapping=True)

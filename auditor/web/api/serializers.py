@@ -147,6 +147,26 @@ def vendor_report(m) -> dict:
     return out
 
 
+def quality_window(m) -> dict:
+    """A row of the quality-window columns (a mapping)."""
+    out = dict(m)
+    for k in ("value", "low", "high", "n_items"):
+        out[k] = finite(out[k])
+    for k in ("window_start", "window_end", "updated_at"):
+        out[k] = _t(out[k])
+    return out
+
+
+def quality_change(m) -> dict:
+    """A row of the quality-change columns (a mapping)."""
+    out = dict(m)
+    for k in ("before", "before_low", "before_high", "after", "after_low", "after_high", "evidence"):
+        out[k] = finite(out[k])
+    for k in ("detected_at", "start", "created_at"):
+        out[k] = _t(out[k])
+    return out
+
+
 def annotator_bound(row: dict) -> dict:
     return plain(row)
 
@@ -253,6 +273,20 @@ SCHEMAS: dict[str, dict] = {
                          data_version=INT, run_finished_at=_n(TIME), vendor=STR, n_annotators=INT, n_items=INT,
                          n_annotations=INT, u_t=_n("number"), u_e=_n("number"), agreement=_n("number"),
                          expert_equivalence=_n("number"), created_at=_n(TIME)),
+    "QualityWindow": _obj(["grouping", "group", "metric", "window_start", "window_end", "value"],
+                          id=INT, dataset_id=INT, grouping={"type": "string", "enum": ["vendor", "annotator"]},
+                          group=STR, metric={"type": "string", "enum": ["agreement", "gold_accuracy"]},
+                          window_start=TIME, window_end=TIME, n_items=_n("number"), n_labels=INT,
+                          value=_n("number"), low=_n("number"), high=_n("number"), audit_run_id=_n("integer"),
+                          updated_at=_n(TIME)),
+    "QualityChange": _obj(["grouping", "group", "metric", "direction", "detected_at", "start"],
+                          id=INT, dataset_id=INT, audit_run_id=_n("integer"),
+                          grouping={"type": "string", "enum": ["vendor", "annotator"]}, group=STR,
+                          metric={"type": "string", "enum": ["agreement", "gold_accuracy"]},
+                          direction={"type": "string", "enum": ["drop", "rise"]}, detected_at=TIME, start=TIME,
+                          before=_n("number"), before_low=_n("number"), before_high=_n("number"),
+                          after=_n("number"), after_low=_n("number"), after_high=_n("number"),
+                          evidence=_n("number"), created_at=_n(TIME)),
     "AnnotatorBound": _obj(["vendor", "annotator"], vendor=_n("string"), audit_run_id=INT, annotator=STR,
                            agreement=_n("number"), n_items=INT, lower_confidence=_n("number")),
     "BestScore": _obj(["metric", "value"], id=INT, audit_run_id=INT, data_version=INT, metric=STR,
