@@ -25,6 +25,9 @@ from auditor.cli._workspace import DEMO_WORKSPACE
 
 WORKSPACE = DEMO_WORKSPACE
 DATASET = "product-reviews"
+#: A second dataset: four months of weekly batches from three vendors, one of which gets
+#: worse in week 11, for the quality-over-time series and their change alert.
+WEEKLY_DATASET = "support-tickets-weekly"
 ADMIN = "admin@demo.local"
 
 
@@ -49,10 +52,10 @@ def _password(instance: Path) -> str:
     return password
 
 
-def seed(session, *, items: int, seed_value: int, password: str) -> tuple[int, bool]:
-    """Create the demo workspace, its admin and dataset, and import the simulated data.
+def seed(session, *, items: int, seed_value: int, password: str) -> tuple[list[int], bool]:
+    """Create the demo workspace, its admin and datasets, and import the simulated data.
 
-    Returns the dataset id and whether anything was imported (a second run changes nothing).
+    Returns the dataset ids and whether anything was imported (a second run changes nothing).
     """
     from sqlalchemy import select
 
@@ -64,7 +67,7 @@ def seed(session, *, items: int, seed_value: int, password: str) -> tuple[int, b
         import_gold,
         import_predictions,
     )
-    from auditor.simulate import Scenario, simulate
+    from auditor.simulate import Drift, HistoryScenario, Scenario, simulate, simulate_history
     from auditor.web.security import hash_password
 
     ws = get_workspace(session, WORKSPACE, create=True)
@@ -89,8 +92,17 @@ def seed(session, *, items: int, seed_value: int, password: str) -> tuple[int, b
             session, ds, _csv_bytes(rows), workspace=WORKSPACE, format="csv", model=scenario.model,
             release=version, released_at=datetime.fromisoformat(data.released_at[version]),
         ))
+    history = HistoryScenario(weeks=16, items_per_week=max(150, items // 13), seed=seed_value,
+                              labels=("billing", "bug", "feature request"),
+                              drift=(Drift("bolt-annotations", 10, -0.2),))
+    weekly = create_dataset(session, WEEKLY_DATASET, list(history.labels), workspace=WORKSPACE,
+                            description="Support tickets labelled weekly by three vendors since January; "
+                                        "one vendor's quality drops in week 11 (simulated).")
+    records = [{k: r[k] for k in ("item_id", "annotator_id", "label", "vendor", "tier", "timestamp")}
+               for r in simulate_history(history)]
+    results.append(import_annotations(session, weekly, _csv_bytes(records), workspace=WORKSPACE, format="csv"))
     changed = any(r.changed for r in results)
-    return ds.id, changed
+    return [ds.id, weekly.id], changed
 
 
 @main.command("demo")
@@ -122,7 +134,7 @@ def demo_command(host: str, port: int, items: int, seed_value: int, no_serve: bo
     upgrade(engine)
     password = _password(instance)
     with session_scope(make_session_factory(engine)) as session:
-        dataset_id, changed = seed(session, items=items, seed_value=seed_value, password=password)
+        dataset_ids, changed = seed(session, items=items, seed_value=seed_value, password=password)
     click.echo(f"demo workspace seeded ({'new data imported' if changed else 'already up to date'})")
 
     if no_serve:
@@ -133,11 +145,12 @@ def demo_command(host: str, port: int, items: int, seed_value: int, no_serve: bo
         from auditor.config import load_worker_settings
 
         w = load_worker_settings()
-        outcome = runner.run_audit(make_session_factory(engine), dataset_id, task_id=f"demo-{uuid.uuid4().hex}",
-                                   options=AuditOptions.from_settings(w), lease=w.lease)
-        click.echo(f"audit: {outcome.state}")
-        if outcome.state not in ("succeeded", "current"):
-            raise click.ClickException(f"the audit did not succeed: {outcome.state}")
+        for dataset_id in dataset_ids:
+            outcome = runner.run_audit(make_session_factory(engine), dataset_id, task_id=f"demo-{uuid.uuid4().hex}",
+                                       options=AuditOptions.from_settings(w), lease=w.lease)
+            click.echo(f"audit: {outcome.state}")
+            if outcome.state not in ("succeeded", "current"):
+                raise click.ClickException(f"the audit did not succeed: {outcome.state}")
         return
 
     env = dict(os.environ)
@@ -148,7 +161,8 @@ def demo_command(host: str, port: int, items: int, seed_value: int, no_serve: bo
     ]
     from auditor.worker.dispatch import request_audit
 
-    request_audit(dataset_id)
+    for dataset_id in dataset_ids:
+        request_audit(dataset_id)
     url = f"http://{host}:{port}/"
     click.echo("")
     click.echo(f"  Auditor is running at {url}")
