@@ -17,6 +17,11 @@ largest batch (nothing changes) and a batch that re-labels 10% of existing pairs
 
 Prints seconds and rows per second for each batch; a linear plan keeps the rate
 roughly constant as the batch grows. Needs a superuser (to clear pg_statistic).
+
+After the first batch and after each new-items batch it also times the quality
+monitors' update as an audit runs it (``auditor.db.quality.update_quality``: read the
+annotations written since the last update, score them, store the touched windows):
+once over the whole first batch, then per batch.
 """
 
 from __future__ import annotations
@@ -110,18 +115,33 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{what:<44} {rows:>10,} rows {dt:8.2f} s {rows / dt:12,.0f} rows/s  ({result.status})",
                           flush=True)
 
+                def quality(what: str) -> None:
+                    from sqlalchemy import select
+
+                    from auditor.db.models import Dataset
+                    from auditor.db.quality import update_quality
+
+                    t0 = time.perf_counter()
+                    with session_scope(factory) as s:
+                        ds = s.execute(select(Dataset).where(Dataset.name == "bench").with_for_update()).scalar_one()
+                        update_quality(s, ds, up_to=ds.data_version, run_id=None)
+                    print(f"{'quality monitors: ' + what:<44} {'':>10} {'':>4} {time.perf_counter() - t0:8.2f} s",
+                          flush=True)
+
                 first = Path(tmp) / "first.csv"
                 rows = write_batch(first, 0, args.first_items, args.labels_per_item, args.annotators, 0)
                 t0 = time.perf_counter()
                 with session_scope(factory) as s:
                     import_annotations(s, "bench", str(first))
                 print(f"{'first batch (bulk path)':<44} {rows:>10,} rows {time.perf_counter() - t0:8.2f} s", flush=True)
+                quality("the first batch")
                 start = args.first_items
                 last = None
                 for k, size in enumerate(args.batches, 1):
                     path = Path(tmp) / f"batch{k}.csv"
                     rows = write_batch(path, start, size, args.labels_per_item, args.annotators, k)
                     timed(path, f"{size:,} new items, statistics absent", rows)
+                    quality(f"after {rows:,} new annotations")
                     start += size
                     last = (path, size, rows)
                 if last is not None:
