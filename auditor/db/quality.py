@@ -19,13 +19,11 @@ detector's looks go forward in time only.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
-import pandas as pd
-from sqlalchemy import delete, func, select
+from sqlalchemy import BigInteger, cast, delete, func, insert, select
 from sqlalchemy.orm import Session
 
 from auditor.db.models import (
@@ -45,13 +43,11 @@ GROUPINGS = ("vendor", "annotator")
 WINDOW = timedelta(days=7)
 #: Windows start on Mondays, 00:00 UTC.
 _ORIGIN = datetime(1970, 1, 5, tzinfo=UTC)
-_ORIGIN_NS = int(_ORIGIN.timestamp()) * 1_000_000_000
-_WINDOW_NS = int(WINDOW.total_seconds()) * 1_000_000_000
+_ORIGIN_S = int(_ORIGIN.timestamp())
+_WINDOW_S = int(WINDOW.total_seconds())
 # Ids per IN (...) list: bounded parameters per statement.
 _IDS_PER_QUERY = 5_000
 _READ_CHUNK = 200_000
-#: Beyond this many distinct items, read the dataset's items whole instead of by id.
-_ITEMS_BY_ID = 50_000
 
 
 def window_bounds(index: int) -> tuple[datetime, datetime]:
@@ -60,27 +56,56 @@ def window_bounds(index: int) -> tuple[datetime, datetime]:
     return start, start + WINDOW
 
 
-def _window_index(stamps: Iterable[datetime]) -> np.ndarray:
-    """Week numbers of time stamps (naive ones are UTC, as SQLite returns them)."""
-    ns = pd.to_datetime(pd.Series(list(stamps), dtype=object), utc=True).to_numpy(dtype="datetime64[ns]")
-    return (ns.astype(np.int64) - _ORIGIN_NS) // _WINDOW_NS
+def _weeks(epoch_seconds: np.ndarray) -> np.ndarray:
+    return (np.asarray(epoch_seconds, dtype=np.int64) - _ORIGIN_S) // _WINDOW_S
+
+
+# Rows per server-side block: each block travels as one bytea of packed int8s.
+_BLOCK_ROWS = 1_000_000
+
+
+def _new_annotations_pg(session: Session, dataset_id: int, since: int, up_to: int):
+    """PostgreSQL: the rows packed on the server into one ``bytea`` per block of item ids
+    (``int8send`` of each field), read with one ``np.frombuffer`` each: no Python object
+    and no protocol message per row."""
+    from auditor.db.pgread import estimated_rows, id_blocks, item_range, raw_connection
+
+    raw = raw_connection(session.connection())
+    where = "annotation WHERE dataset_id = %s AND data_version > %s AND data_version <= %s"
+    params = (dataset_id, since, up_to)
+    lo, hi, _ = item_range(raw, dataset_id)
+    n_blocks = max(1, -(-estimated_rows(raw, where, params) // _BLOCK_ROWS))
+    sql = ("SELECT string_agg(int8send(item_id) || int8send(annotator_id::int8) || int8send(label::int8) || "
+           "int8send(floor(extract(epoch FROM coalesce(annotated_at, created_at)))::int8), ''::bytea) "
+           f"FROM {where} AND item_id BETWEEN %s AND %s")
+    parts = []
+    with raw.cursor(binary=True) as cur:
+        for a, b in id_blocks(lo, hi, n_blocks):
+            cur.execute(sql, (*params, a, b))
+            data = cur.fetchone()[0]
+            if data:
+                parts.append(np.frombuffer(data, dtype=">i8").reshape(-1, 4))
+    if not parts:
+        return None
+    arr = np.concatenate(parts).astype(np.int64)
+    return arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), _weeks(arr[:, 3])
 
 
 def _new_annotations(session: Session, dataset_id: int, since: int, up_to: int):
     """(item id, annotator id, label, week index) of the annotations written in (since, up_to]."""
+    if session.get_bind().dialect.name == "postgresql":
+        return _new_annotations_pg(session, dataset_id, since, up_to)
+    stamp = func.coalesce(Annotation.annotated_at, Annotation.created_at)
     stmt = (select(Annotation.item_id, Annotation.annotator_id, Annotation.label,
-                   func.coalesce(Annotation.annotated_at, Annotation.created_at))
+                   cast(func.extract("epoch", stamp), BigInteger))
             .where(Annotation.dataset_id == dataset_id, Annotation.data_version > since,
                    Annotation.data_version <= up_to)
             .execution_options(yield_per=_READ_CHUNK))
-    parts: list[tuple[np.ndarray, ...]] = []
-    for chunk in session.execute(stmt).partitions():
-        cols = list(zip(*chunk, strict=True))
-        parts.append((np.asarray(cols[0], dtype=np.int64), np.asarray(cols[1], dtype=np.int64),
-                      np.asarray(cols[2], dtype=np.int64), _window_index(cols[3])))
+    parts = [np.asarray(chunk, dtype=np.int64).reshape(-1, 4) for chunk in session.execute(stmt).partitions()]
     if not parts:
         return None
-    return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
+    arr = np.concatenate(parts)
+    return arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), _weeks(arr[:, 3])
 
 
 def _by_ids(session: Session, columns, key, ids: np.ndarray):
@@ -91,17 +116,28 @@ def _by_ids(session: Session, columns, key, ids: np.ndarray):
     return out
 
 
-def _items(session: Session, dataset: Dataset, ids: np.ndarray):
-    """Current label counts (rows in the order of ``ids``) and gold codes of these items."""
+def _items(session: Session, dataset: Dataset, ids: np.ndarray, *, item_row: np.ndarray | None = None,
+           labels: np.ndarray | None = None):
+    """Label counts (rows in the order of ``ids``) and gold codes of these items.
+
+    With ``item_row`` and ``labels`` (every annotation of the dataset up to the version,
+    as on the first update) the counts are those annotations' own; otherwise the items'
+    current counts are read by id.
+    """
     n_labels = len(dataset.labels)
-    cols = (Item.id, Item.label_counts, Item.gold_label)
-    if ids.size > _ITEMS_BY_ID:
-        rows = session.execute(select(*cols).where(Item.dataset_id == dataset.id)).all()
-    else:
-        rows = _by_ids(session, cols, Item.id, ids)
-    found = {int(r[0]): r for r in rows}
-    counts = np.zeros((ids.size, n_labels), dtype=np.int64)
     gold = np.full(ids.size, -1, dtype=np.int64)
+    if item_row is not None:
+        counts = np.bincount(item_row * n_labels + labels, minlength=ids.size * n_labels).reshape(ids.size, n_labels)
+        rows = session.execute(select(Item.id, Item.gold_label).where(Item.dataset_id == dataset.id,
+                                                                      Item.gold_label.is_not(None))).all()
+        if rows:
+            gid = np.array([r[0] for r in rows], dtype=np.int64)
+            pos = np.searchsorted(ids, gid)
+            ok = (pos < ids.size) & (ids[np.minimum(pos, ids.size - 1)] == gid)
+            gold[pos[ok]] = np.array([r[1] for r in rows], dtype=np.int64)[ok]
+        return counts.astype(np.int64), gold
+    counts = np.zeros((ids.size, n_labels), dtype=np.int64)
+    found = {int(r[0]): r for r in _by_ids(session, (Item.id, Item.label_counts, Item.gold_label), Item.id, ids)}
     for i, item_id in enumerate(ids.tolist()):
         r = found.get(item_id)
         if r is None:
@@ -134,7 +170,9 @@ def update_quality(session: Session, dataset: Dataset, *, up_to: int, run_id: in
     if new is not None:
         item_ids, annotator_ids, labels, week = new
         items, item_row = np.unique(item_ids, return_inverse=True)
-        counts, gold = _items(session, dataset, items)
+        # The first update reads every annotation up to the version: their counts are the items'.
+        counts, gold = (_items(session, dataset, items, item_row=item_row, labels=labels) if since == 0
+                        else _items(session, dataset, items))
         ann, ann_row = np.unique(annotator_ids, return_inverse=True)
         people = {int(r[0]): (r[1], r[2]) for r in _by_ids(session, (Annotator.id, Annotator.external_id,
                                                                       Annotator.vendor), Annotator.id, ann)}
@@ -174,13 +212,13 @@ def _store_windows(session: Session, dataset_id: int, grouping: str, mon: Qualit
         QualityWindow.dataset_id == dataset_id, QualityWindow.grouping == grouping,
         QualityWindow.window_start.in_(starts)))
     now = datetime.now(UTC)
-    session.add_all(
-        QualityWindow(dataset_id=dataset_id, grouping=grouping, group_name=str(r["group"])[:512],
-                      metric=r["metric"], window_start=window_bounds(r["window"])[0],
-                      window_end=window_bounds(r["window"])[1], n_items=r["n_units"], n_labels=r["n_labels"],
-                      value=_finite(r["value"]), low=_finite(r["low"]), high=_finite(r["high"]),
-                      audit_run_id=run_id, updated_at=now)
-        for r in mon.window_rows(weeks))
+    rows = [{"dataset_id": dataset_id, "grouping": grouping, "group_name": str(r["group"])[:512],
+             "metric": r["metric"], "window_start": window_bounds(r["window"])[0],
+             "window_end": window_bounds(r["window"])[1], "n_items": r["n_units"], "n_labels": r["n_labels"],
+             "value": _finite(r["value"]), "low": _finite(r["low"]), "high": _finite(r["high"]),
+             "audit_run_id": run_id, "updated_at": now} for r in mon.window_rows(weeks)]
+    for start in range(0, len(rows), 2000):
+        session.execute(insert(QualityWindow), rows[start:start + 2000])
 
 
 def _finite(x: float) -> float | None:

@@ -242,12 +242,19 @@ def quality_units(unit_key: np.ndarray, score: np.ndarray, group: np.ndarray, wi
     """
     ok = ~np.isnan(score)
     key = (group[ok] * n_windows + window[ok]).astype(np.int64)
-    uk = np.stack([key, unit_key[ok].astype(np.int64)])
-    ukeys, inv = np.unique(uk, axis=1, return_inverse=True)
+    unit = unit_key[ok].astype(np.int64)
+    # One integer per (cell, unit), ordered as the pairs are: a 1-D sort, not a row sort.
+    base = min(0, int(unit.min(initial=0)))
+    span = int(unit.max(initial=-1)) + 1 - base
+    if 0 < span and n_groups * n_windows * span < 2**62:
+        codes, inv = np.unique(key * span + (unit - base), return_inverse=True)
+        cell = codes // span
+    else:
+        ukeys, inv = np.unique(np.stack([key, unit]), axis=1, return_inverse=True)
+        cell = ukeys[0]
     inv = inv.ravel()
     cnt = np.bincount(inv)
     mean = np.bincount(inv, weights=score[ok]) / cnt
-    cell = ukeys[0]
     size = n_groups * n_windows
     n = np.bincount(cell, minlength=size).reshape(n_groups, n_windows)
     s1 = np.bincount(cell, weights=mean, minlength=size).reshape(n_groups, n_windows)
@@ -775,7 +782,7 @@ class QualityMonitor:
         if not self.windows or window != self.windows[-1]:
             self.windows.append(window)
         w = len(self.windows) - 1
-        names, gcode = np.unique(np.asarray(group, dtype=object), return_inverse=True)
+        gcode, names = pd.factorize(np.asarray(group, dtype=object))  # hashing: no sort of the names
         index = {g: i for i, g in enumerate(self.groups)}
         for g in names:
             if g not in index:
