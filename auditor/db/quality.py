@@ -77,11 +77,15 @@ def _new_annotations_pg(session: Session, dataset_id: int, since: int, up_to: in
     n_blocks = max(1, -(-estimated_rows(raw, where, params) // _BLOCK_ROWS))
     sql = ("SELECT string_agg(int8send(item_id) || int8send(annotator_id::int8) || int8send(label::int8) || "
            "int8send(floor(extract(epoch FROM coalesce(annotated_at, created_at)))::int8), ''::bytea) "
-           f"FROM {where} AND item_id BETWEEN %s AND %s")
+           f"FROM {where}")
+    # One block (a batch since the last audit): the data_version condition alone, which the
+    # BRIN index serves (an item range would steer the planner to the key's full range).
+    blocks = [((), "")] if n_blocks == 1 else [((a, b), " AND item_id BETWEEN %s AND %s")
+                                                 for a, b in id_blocks(lo, hi, n_blocks)]
     parts = []
     with raw.cursor(binary=True) as cur:
-        for a, b in id_blocks(lo, hi, n_blocks):
-            cur.execute(sql, (*params, a, b))
+        for extra, cond in blocks:
+            cur.execute(sql + cond, (*params, *extra))
             data = cur.fetchone()[0]
             if data:
                 parts.append(np.frombuffer(data, dtype=">i8").reshape(-1, 4))
