@@ -242,6 +242,9 @@ class Dataset(Base):
     description: Mapped[str] = mapped_column(Text, default="", server_default="")
     labels: Mapped[list[str]] = mapped_column(JSONDoc)
     data_version: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    # The quality monitors' windows: calendar weeks of the annotations' time stamps, or
+    # one window per import batch (for data without time stamps).
+    quality_window: Mapped[str] = mapped_column(String(8), default="week", server_default="week")
     created_at: Mapped[datetime] = _created()
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now(),
                                                  onupdate=func.now())

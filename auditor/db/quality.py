@@ -12,7 +12,8 @@ version, and an audit reads only the annotations written after it (a BRIN index 
 history.
 
 Windows are calendar weeks (Monday 00:00 UTC) of each annotation's ``annotated_at``
-(its import time when the file gave none). An annotation stamped before the newest
+(its import time when the file gave none), or, for a dataset created with
+``quality_window="batch"`` (data without time stamps), one window per import batch. An annotation stamped before the newest
 window already seen (a late upload of old work) is counted in that newest window: the
 detector's looks go forward in time only.
 """
@@ -30,6 +31,7 @@ from auditor.db.models import (
     Annotation,
     Annotator,
     Dataset,
+    ImportBatch,
     Item,
     QualityChange,
     QualityState,
@@ -64,7 +66,7 @@ def _weeks(epoch_seconds: np.ndarray) -> np.ndarray:
 _BLOCK_ROWS = 1_000_000
 
 
-def _new_annotations_pg(session: Session, dataset_id: int, since: int, up_to: int):
+def _new_annotations_pg(session: Session, dataset_id: int, since: int, up_to: int, *, by_batch: bool):
     """PostgreSQL: the rows packed on the server into one ``bytea`` per block of item ids
     (``int8send`` of each field), read with one ``np.frombuffer`` each: no Python object
     and no protocol message per row."""
@@ -75,9 +77,9 @@ def _new_annotations_pg(session: Session, dataset_id: int, since: int, up_to: in
     params = (dataset_id, since, up_to)
     lo, hi, _ = item_range(raw, dataset_id)
     n_blocks = max(1, -(-estimated_rows(raw, where, params) // _BLOCK_ROWS))
+    when = "data_version" if by_batch else "floor(extract(epoch FROM coalesce(annotated_at, created_at)))::int8"
     sql = ("SELECT string_agg(int8send(item_id) || int8send(annotator_id::int8) || int8send(label::int8) || "
-           "int8send(floor(extract(epoch FROM coalesce(annotated_at, created_at)))::int8), ''::bytea) "
-           f"FROM {where}")
+           f"int8send({when}), ''::bytea) FROM {where}")
     # One block (a batch since the last audit): the data_version condition alone, which the
     # BRIN index serves (an item range would steer the planner to the key's full range).
     blocks = [((), "")] if n_blocks == 1 else [((a, b), " AND item_id BETWEEN %s AND %s")
@@ -92,16 +94,17 @@ def _new_annotations_pg(session: Session, dataset_id: int, since: int, up_to: in
     if not parts:
         return None
     arr = np.concatenate(parts).astype(np.int64)
-    return arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), _weeks(arr[:, 3])
+    return arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), arr[:, 3] if by_batch else _weeks(arr[:, 3])
 
 
-def _new_annotations(session: Session, dataset_id: int, since: int, up_to: int):
-    """(item id, annotator id, label, week index) of the annotations written in (since, up_to]."""
+def _new_annotations(session: Session, dataset_id: int, since: int, up_to: int, *, by_batch: bool = False):
+    """(item id, annotator id, label, window) of the annotations written in (since, up_to];
+    the window is the week number, or with ``by_batch`` the data version of the import."""
     if session.get_bind().dialect.name == "postgresql":
-        return _new_annotations_pg(session, dataset_id, since, up_to)
+        return _new_annotations_pg(session, dataset_id, since, up_to, by_batch=by_batch)
     stamp = func.coalesce(Annotation.annotated_at, Annotation.created_at)
-    stmt = (select(Annotation.item_id, Annotation.annotator_id, Annotation.label,
-                   cast(func.extract("epoch", stamp), BigInteger))
+    when = Annotation.data_version if by_batch else cast(func.extract("epoch", stamp), BigInteger)
+    stmt = (select(Annotation.item_id, Annotation.annotator_id, Annotation.label, when)
             .where(Annotation.dataset_id == dataset_id, Annotation.data_version > since,
                    Annotation.data_version <= up_to)
             .execution_options(yield_per=_READ_CHUNK))
@@ -109,7 +112,7 @@ def _new_annotations(session: Session, dataset_id: int, since: int, up_to: int):
     if not parts:
         return None
     arr = np.concatenate(parts)
-    return arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), _weeks(arr[:, 3])
+    return arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), arr[:, 3] if by_batch else _weeks(arr[:, 3])
 
 
 def _by_ids(session: Session, columns, key, ids: np.ndarray):
@@ -169,7 +172,9 @@ def update_quality(session: Session, dataset: Dataset, *, up_to: int, run_id: in
     if up_to <= since:
         return []
     monitors = _load(row, alpha)
-    new = _new_annotations(session, dataset.id, since, up_to)
+    by_batch = dataset.quality_window == "batch"
+    bounds = _Bounds(session, dataset.id, by_batch)
+    new = _new_annotations(session, dataset.id, since, up_to, by_batch=by_batch)
     alerts: list[dict[str, Any]] = []
     if new is not None:
         item_ids, annotator_ids, labels, week = new
@@ -195,8 +200,8 @@ def update_quality(session: Session, dataset: Dataset, *, up_to: int, run_id: in
                                       counts=counts, gold=gold)
                 touched[grouping].add(int(w))
                 for change in found:
-                    alerts.append(_record_change(session, dataset, grouping, change, run_id))
-            _store_windows(session, dataset.id, grouping, mon, sorted(touched[grouping]), run_id)
+                    alerts.append(_record_change(session, dataset, grouping, change, run_id, bounds))
+            _store_windows(session, dataset.id, grouping, mon, sorted(touched[grouping]), run_id, bounds)
     state = {g: m.to_state() for g, m in monitors.items()}
     if row is None:
         session.add(QualityState(dataset_id=dataset.id, data_version=up_to, state=state))
@@ -206,19 +211,37 @@ def update_quality(session: Session, dataset: Dataset, *, up_to: int, run_id: in
     return alerts
 
 
+class _Bounds:
+    """Start and end of a window: its calendar week, or its import batch's time (``by_batch``)."""
+
+    def __init__(self, session: Session, dataset_id: int, by_batch: bool):
+        self.session, self.dataset_id, self.by_batch = session, dataset_id, by_batch
+        self._batches: dict[int, datetime] = {}
+
+    def __call__(self, window: int) -> tuple[datetime, datetime]:
+        if not self.by_batch:
+            return window_bounds(window)
+        if window not in self._batches:
+            at = self.session.scalar(select(func.min(ImportBatch.created_at)).where(
+                ImportBatch.dataset_id == self.dataset_id, ImportBatch.data_version == window))
+            at = at or datetime.now(UTC)
+            self._batches[window] = at if at.tzinfo else at.replace(tzinfo=UTC)
+        return self._batches[window], self._batches[window]
+
+
 def _store_windows(session: Session, dataset_id: int, grouping: str, mon: QualityMonitor, weeks: list[int],
-                   run_id: int | None) -> None:
+                   run_id: int | None, bounds: _Bounds) -> None:
     """Replace the rows of the windows this audit added to (their sums only grew)."""
     if not weeks:
         return
-    starts = [window_bounds(w)[0] for w in weeks]
+    starts = [bounds(w)[0] for w in weeks]
     session.execute(delete(QualityWindow).where(
         QualityWindow.dataset_id == dataset_id, QualityWindow.grouping == grouping,
         QualityWindow.window_start.in_(starts)))
     now = datetime.now(UTC)
     rows = [{"dataset_id": dataset_id, "grouping": grouping, "group_name": str(r["group"])[:512],
-             "metric": r["metric"], "window_start": window_bounds(r["window"])[0],
-             "window_end": window_bounds(r["window"])[1], "n_items": r["n_units"], "n_labels": r["n_labels"],
+             "metric": r["metric"], "window_start": bounds(r["window"])[0],
+             "window_end": bounds(r["window"])[1], "n_items": r["n_units"], "n_labels": r["n_labels"],
              "value": _finite(r["value"]), "low": _finite(r["low"]), "high": _finite(r["high"]),
              "audit_run_id": run_id, "updated_at": now} for r in mon.window_rows(weeks)]
     for start in range(0, len(rows), 2000):
@@ -229,10 +252,10 @@ def _finite(x: float) -> float | None:
     return float(x) if np.isfinite(x) else None
 
 
-def _record_change(session: Session, dataset: Dataset, grouping: str, change: dict, run_id: int | None
-                   ) -> dict[str, Any]:
-    start = window_bounds(int(change["start"]))[0]
-    detected = window_bounds(int(change["detected_at"]))[1]
+def _record_change(session: Session, dataset: Dataset, grouping: str, change: dict, run_id: int | None,
+                   bounds: _Bounds) -> dict[str, Any]:
+    start = bounds(int(change["start"]))[0]
+    detected = bounds(int(change["detected_at"]))[1]
     values = {k: float(change[k]) for k in ("before", "before_low", "before_high", "after", "after_low",
                                             "after_high")}
     group = str(change["group"])[:512]
@@ -247,8 +270,8 @@ def _record_change(session: Session, dataset: Dataset, grouping: str, change: di
         "subject": group[:200],
         "message": (f"{grouping} {group}: {what} {verb} from {values['before']:.3f} "
                     f"[{values['before_low']:.3f}, {values['before_high']:.3f}] to {values['after']:.3f} "
-                    f"[{values['after_low']:.3f}, {values['after_high']:.3f}] since the week of "
-                    f"{start:%Y-%m-%d} (evidence: family-wise false-alarm level {float(change['evidence']):.2g})"),
+                    f"[{values['after_low']:.3f}, {values['after_high']:.3f}] since "
+                    f"{'the import of ' if bounds.by_batch else 'the week of '}{start:%Y-%m-%d} (evidence: family-wise false-alarm level {float(change['evidence']):.2g})"),
         "details": {"grouping": grouping, "group": group, "metric": change["metric"],
                     "direction": change["direction"], "start": start.isoformat(),
                     "detected_at": detected.isoformat(), "evidence": float(change["evidence"]), **values},

@@ -43,9 +43,19 @@ def _check_labels(labels: Sequence[str]) -> list[str]:
     return out
 
 
+QUALITY_WINDOWS = ("week", "batch")
+
+
 def create_dataset(session: Session, name: str, labels: Sequence[str], *, workspace: str = DEFAULT_WORKSPACE,
-                   description: str = "") -> Dataset:
-    """Create the dataset ``name`` with an ordered label set (idempotent for identical labels)."""
+                   description: str = "", quality_window: str = "week") -> Dataset:
+    """Create the dataset ``name`` with an ordered label set (idempotent for identical labels).
+
+    ``quality_window``: the vendor and annotator quality series are per calendar week of
+    the annotations' time stamps (``"week"``) or per import batch (``"batch"``, for data
+    without time stamps); it cannot change once the dataset exists.
+    """
+    if quality_window not in QUALITY_WINDOWS:
+        raise IngestError(f"quality_window must be one of {', '.join(QUALITY_WINDOWS)}; got {quality_window!r}")
     name = name.strip()
     if not name:
         raise IngestError("a dataset needs a name")
@@ -56,7 +66,8 @@ def create_dataset(session: Session, name: str, labels: Sequence[str], *, worksp
         if list(existing.labels) != labels:
             raise IngestError(f"dataset {name!r} exists with labels {existing.labels}, not {labels}")
         return existing
-    ds = Dataset(workspace_id=ws.id, name=name, labels=labels, description=description, data_version=0)
+    ds = Dataset(workspace_id=ws.id, name=name, labels=labels, description=description, data_version=0,
+                 quality_window=quality_window)
     session.add(ds)
     session.flush()
     return ds

@@ -1,5 +1,6 @@
 """Quality over time: per-window vendor and annotator quality, detected changes, monitor state,
-and a BRIN index on annotation.data_version for reading what arrived after a version.
+each dataset's kind of window (calendar week or import batch), and a BRIN index on
+annotation.data_version for reading what arrived after a version.
 
 Revision ID: 4c7e2a9b5d10
 Revises: 9b3e52d1c7a4
@@ -27,6 +28,8 @@ def _now() -> sa.Column:
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("dataset") as batch:
+        batch.add_column(sa.Column("quality_window", sa.String(length=8), nullable=False, server_default="week"))
     # The annotations written after a data version: BRIN (versions grow with insertion order).
     op.create_index("ix_annotation_data_version", "annotation", ["data_version"], postgresql_using="brin")
     op.create_table(
@@ -93,3 +96,5 @@ def downgrade() -> None:
     op.drop_table("quality_window")
     op.drop_table("quality_state")
     op.drop_index("ix_annotation_data_version", table_name="annotation")
+    with op.batch_alter_table("dataset") as batch:
+        batch.drop_column("quality_window")

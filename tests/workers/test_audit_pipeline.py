@@ -21,7 +21,7 @@ from auditor.audit.pipeline import (
 )
 from auditor.config import load_worker_settings
 from auditor.db import session_scope
-from auditor.db.models import Alert, AuditOutbox, AuditRun, AuditStatus, Certification
+from auditor.db.models import AuditOutbox, AuditRun, AuditStatus, Certification
 from auditor.db.queries_audit import claim_audit, stale_datasets
 from auditor.db.snapshot import SnapshotCache
 from auditor.db.snapshot import load_audit_snapshot as load_snapshot

@@ -8,6 +8,7 @@ and audited after each, as a team's pipeline would; on SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -57,7 +58,7 @@ def _run_history(factory, name: str, scenario: HistoryScenario) -> tuple[int, pd
 
 def test_a_degrading_vendor_raises_one_alert_with_its_start_and_evidence(factory):
     scenario = HistoryScenario(weeks=10, items_per_week=200, seed=17, drift=(Drift("acme-labeling", 5, -0.25),))
-    ds, frame, outcomes = _run_history(factory, "drift", scenario)
+    ds, _, outcomes = _run_history(factory, "drift", scenario)
     assert all(o.state == "succeeded" for o in outcomes)
     with session_scope(factory) as s:
         changes = s.execute(select(QualityChange).where(QualityChange.dataset_id == ds)).scalars().all()
@@ -122,3 +123,43 @@ def test_an_audit_reads_only_what_arrived_since_the_last(factory):
 
 def _aware(dt: datetime) -> datetime:
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+
+
+def test_snow_rte_low_agreement_workers_in_a_second_import_raise_an_alert(factory, datasets_dir):
+    """Real data without time stamps (Snow et al.'s RTE crowd labels), in a dataset whose
+    quality windows are its import batches: everyone but the two busiest low-agreement
+    workers first, those two in a second import; the audit after it flags the drop."""
+    from auditor.stats import annotations_from_records, annotator_lower_bounds
+
+    frame = pd.read_csv(datasets_dir / "snow2008_mturk" / "all_collected_data" / "rte.standardized.tsv", sep="\t")
+    records = frame.rename(columns={"orig_id": "item_id", "!amt_worker_ids": "annotator_id", "response": "label"})
+    bounds = annotator_lower_bounds(annotations_from_records(records, labels=[0, 1]))
+    busy = bounds.n_items >= 500
+    worst = [bounds.annotators[i] for i in np.flatnonzero(busy)[np.argsort(bounds.agreement[busy])[:2]]]
+    with session_scope(factory) as s:
+        ds = ingest.create_dataset(s, "snow-rte", ["0", "1"], workspace=f"ws-snow-{uuid.uuid4().hex[:10]}",
+                                   quality_window="batch")
+        ds_id, workspace = ds.id, ds.workspace.slug
+        gold = frame.drop_duplicates("orig_id")
+        ingest.import_gold(s, ds, _csv(["item_id", "label"], zip(gold["orig_id"], gold["gold"], strict=True)),
+                           workspace=workspace, format="csv")
+    outcomes = []
+    for name, part in (("first", records[~records["annotator_id"].isin(worst)]),
+                       ("second", records[records["annotator_id"].isin(worst)])):
+        with session_scope(factory) as s:
+            ds = s.get(Dataset, ds_id)
+            body = _csv(["item_id", "annotator_id", "label", "vendor"],
+                        zip(part["item_id"], part["annotator_id"], part["label"], ["mturk"] * len(part), strict=True))
+            ingest.import_annotations(s, ds, body, workspace=workspace, format="csv")
+        outcomes.append(runner.run_audit(factory, ds_id, task_id=f"snow-{name}", options=OPTIONS, lease=LEASE))
+    with session_scope(factory) as s:
+        changes = s.execute(select(QualityChange).where(QualityChange.dataset_id == ds_id)).scalars().all()
+        alerts = s.execute(select(Alert).where(Alert.dataset_id == ds_id, Alert.kind.like("%quality_changed"))
+                           ).scalars().all()
+        windows = s.execute(select(func.count()).select_from(QualityWindow).where(
+            QualityWindow.dataset_id == ds_id, QualityWindow.grouping == "vendor")).scalar_one()
+    vendor = sorted((c.metric, c.direction) for c in changes if c.grouping == "vendor")
+    assert vendor == [("agreement", "drop"), ("gold_accuracy", "drop")]
+    assert all(c.audit_run_id == outcomes[1].run_id for c in changes)
+    assert {a.kind for a in alerts} >= {"vendor_quality_changed"} and windows == 4  # 2 imports × 2 metrics
+    assert any("since the import of" in a.message for a in alerts)

@@ -48,7 +48,8 @@ def create_dataset(principal, db, body):
         raise ApiError(409, f"A dataset named {body['name']!r} already exists (id {exists}).", field="name")
     try:
         ds = ingest.create_dataset(db, body["name"], body["labels"], workspace=principal.workspace_slug,
-                            description=body.get("description", ""))
+                                   description=body.get("description", ""),
+                                   quality_window=body.get("quality_window", "week"))
     except IngestError as exc:
         raise ApiError(400, str(exc), field="labels") from None
     commit(db, f"A dataset named {body['name']!r}")

@@ -58,7 +58,7 @@ def _t(value: datetime | None) -> str | None:
 
 def dataset(d: Dataset) -> dict:
     return {"id": d.id, "name": d.name, "description": d.description, "labels": list(d.labels),
-            "data_version": d.data_version, "created_at": _t(d.created_at), "updated_at": _t(d.updated_at)}
+            "data_version": d.data_version, "quality_window": d.quality_window, "created_at": _t(d.created_at), "updated_at": _t(d.updated_at)}
 
 
 def item(i: Item, labels: list[str] | None = None) -> dict:
@@ -215,7 +215,8 @@ SCHEMAS: dict[str, dict] = {
     "Me": _obj(["user_id", "workspace", "email", "role"], user_id=INT, workspace=STR, email=STR, role=STR,
                vendor=_n("string"), datasets=_n({"type": "array", "items": INT})),
     "Dataset": _obj(["id", "name", "labels", "data_version"], id=INT, name=STR, description=STR,
-                    labels={"type": "array", "items": STR}, data_version=INT, created_at=_n(TIME),
+                    labels={"type": "array", "items": STR}, data_version=INT,
+                    quality_window={"type": "string", "enum": ["week", "batch"]}, created_at=_n(TIME),
                     updated_at=_n(TIME)),
     "Item": _obj(["id", "dataset_id", "external_id", "label_counts"], id=INT, dataset_id=INT,
                  external_id=STR, gold_label=_n("string"), gold_source=_n("string"),
@@ -311,6 +312,10 @@ def _ingest(description: str, **options) -> dict:
 BODIES: dict[str, dict] = {
     "DatasetCreate": {"type": "object", "required": ["name", "labels"], "additionalProperties": False,
                       "properties": {"name": _NAME, "description": {"type": "string", "maxLength": 10_000},
+                                     "quality_window": {"type": "string", "enum": ["week", "batch"],
+                                                        "description": "Quality series per calendar week of "
+                                                                       "the annotations' time stamps (default) "
+                                                                       "or per import batch."},
                                      "labels": {"type": "array", "items": _LABEL, "minItems": 2,
                                                 "maxItems": 1000, "uniqueItems": True}}},
     "ItemsCreate": {"type": "object", "required": ["items"], "additionalProperties": False,
