@@ -117,15 +117,14 @@ def main(argv: list[str] | None = None) -> int:
                           flush=True)
 
                 def quality(what: str) -> None:
-                    from sqlalchemy import select
-
-                    from auditor.db.models import Dataset
-                    from auditor.db.quality import update_quality
-
                     # The monitors read the new rows by the BRIN index on data_version, which the
                     # planner picks once the table has statistics (autovacuum's ANALYZE); the
                     # import timings above clear them on purpose, so restore them first.
                     import psycopg
+                    from sqlalchemy import select
+
+                    from auditor.db.models import Dataset
+                    from auditor.db.quality import update_quality
 
                     with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"),
                                          autocommit=True) as conn:
