@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session, defer
+from sqlalchemy import Select, func, select, tuple_
+from sqlalchemy.orm import Session, aliased, defer
 
 from auditor.db import (
     Agreement,
     Alert,
+    Annotation,
+    Annotator,
     AuditRun,
     AuditStatus,
     BestScore,
@@ -20,17 +22,113 @@ from auditor.db import (
     Item,
     Model,
     PowerCurve,
+    QualityChange,
+    QualityWindow,
     Release,
     VendorReport,
 )
 from auditor.db.queries_audit import latest_runs
 
-__all__ = ["audit_runs", "dataset_page", "model_page", "overview", "vendor_page"]
+__all__ = ["annotator_page", "audit_runs", "dataset_page", "model_page", "overview", "vendor_page"]
 
 
 def _upper(run: AuditRun | None) -> dict:
     upper = ((run.summary or {}).get("upper") or {}) if run else {}
     return {"u_t": upper.get("u_t"), "u_e": upper.get("u_e")}
+
+
+# --- quality over time: weekly windows and the detector's changes -----------------------------
+
+QUALITY_METRICS = ("agreement", "gold_accuracy")
+_SERIES_NAMES = {"agreement": "agreement with the others' consensus", "gold_accuracy": "accuracy on gold items"}
+# Keys per ``IN (...)``: bounded parameters per statement.
+_KEYS_PER_QUERY = 1000
+
+
+def _epoch_ms(when: datetime) -> int:
+    """Milliseconds since 1970 for the charts (SQLite returns naive datetimes: they are UTC)."""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return int(when.timestamp() * 1000)
+
+
+def _group_key(db: Session, column):
+    """``column`` as compared with ``group_name`` of the quality tables. Annotator ids have
+    the C collation on PostgreSQL, ``group_name`` the database's: compared in that one, the
+    lookups below stay on the tables' (dataset, grouping, group, metric, week) index."""
+    return column.collate("default") if db.get_bind().dialect.name == "postgresql" else column
+
+
+def _recent(db: Session, keys: Select, grouping: str, *, depth: int = 1
+            ) -> tuple[dict[tuple, list[QualityWindow]], dict[tuple, QualityChange]]:
+    """The newest ``depth`` weekly windows of each metric, and the newest change, of each
+    (dataset, group) that ``keys`` lists (its columns ``dataset_id`` and ``group_name``).
+
+    Windows are keyed (dataset id, group, metric), newest first; changes (dataset id, group).
+    Bounded whatever the length of the history: per key, one index lookup per metric and
+    window and one for the newest change, in three statements."""
+    k = keys.subquery()
+    w, c = aliased(QualityWindow), aliased(QualityChange)
+    cols = [k.c.dataset_id, k.c.group_name]
+    for metric in QUALITY_METRICS:
+        cols += [select(w.window_start).where(w.dataset_id == k.c.dataset_id, w.grouping == grouping,
+                                              w.group_name == k.c.group_name, w.metric == metric)
+                 .order_by(w.window_start.desc()).limit(1).offset(i).scalar_subquery() for i in range(depth)]
+    cols.append(select(c.id).where(c.dataset_id == k.c.dataset_id, c.grouping == grouping,
+                                   c.group_name == k.c.group_name)
+                .order_by(c.detected_at.desc(), c.id.desc()).limit(1).scalar_subquery())
+    wanted: list[tuple] = []
+    change_ids: list[int] = []
+    for dataset_id, name, *found in db.execute(select(*cols)):
+        for i, metric in enumerate(QUALITY_METRICS):
+            wanted += [(dataset_id, name, metric, start) for start in found[i * depth:(i + 1) * depth]
+                       if start is not None]
+        if found[-1] is not None:
+            change_ids.append(found[-1])
+    # The same statements whether or not there is anything to read (one each up to _KEYS_PER_QUERY keys).
+    q = QualityWindow
+    windows: dict[tuple, list[QualityWindow]] = defaultdict(list)
+    for at in range(0, max(len(wanted), 1), _KEYS_PER_QUERY):
+        for row in db.scalars(select(q).where(q.grouping == grouping, tuple_(
+                q.dataset_id, q.group_name, q.metric, q.window_start).in_(wanted[at:at + _KEYS_PER_QUERY]))):
+            windows[(row.dataset_id, row.group_name, row.metric)].append(row)
+    for rows in windows.values():
+        rows.sort(key=lambda r: r.window_start, reverse=True)
+    changes: dict[tuple, QualityChange] = {}
+    for at in range(0, max(len(change_ids), 1), _KEYS_PER_QUERY):
+        for ch in db.scalars(select(QualityChange).where(QualityChange.id.in_(change_ids[at:at + _KEYS_PER_QUERY]))):
+            changes[(ch.dataset_id, ch.group_name)] = ch
+    return windows, changes
+
+
+def _quality_chart(windows: list[QualityWindow], changes: list[QualityChange]) -> dict | None:
+    """Weekly agreement (and gold accuracy where there is gold) over time with 95% bands;
+    each change found marked where it started."""
+    series = []
+    for metric in QUALITY_METRICS:
+        rows = sorted((r for r in windows if r.metric == metric), key=lambda r: r.window_start)
+        if rows:
+            series.append({"name": _SERIES_NAMES[metric], "metric": metric,
+                           "points": [[_epoch_ms(r.window_start), r.value] for r in rows],
+                           "band": [[_epoch_ms(r.window_start), r.low, r.high] for r in rows]})
+    if not series:
+        return None
+    vlines = [{"x": _epoch_ms(ch.start), "kind": ch.direction,
+               "label": f"{ch.direction} from {ch.start:%Y-%m-%d}"
+                        + (" (gold accuracy)" if ch.metric == "gold_accuracy" else ""),
+               "note": f"{ch.before:.3f} → {ch.after:.3f}"} for ch in changes]
+    return {"x_type": "time", "x_unit_days": 7, "x_label": "week (from Monday, UTC)",
+            "y_label": "agreement / gold accuracy", "series": series, "vlines": vlines}
+
+
+def _weeks(windows: list[QualityWindow]) -> list[dict]:
+    """One row per week, newest first: each metric's window, and the labels counted."""
+    weeks: dict[datetime, dict] = {}
+    for r in windows:
+        week = weeks.setdefault(r.window_start, {"start": r.window_start, "n_labels": r.n_labels,
+                                                 **dict.fromkeys(QUALITY_METRICS)})
+        week[r.metric] = r
+    return sorted(weeks.values(), key=lambda w: w["start"], reverse=True)
 
 
 def overview(db: Session, workspace_id: int, *, now: datetime | None = None) -> dict:
@@ -50,11 +148,25 @@ def overview(db: Session, workspace_id: int, *, now: datetime | None = None) -> 
                 "pending": pending.get(d.id, 0)} for d in datasets]
 
     run_ids = [r.id for r in latest.values()]
-    vendors = [{"vendor": v.vendor, "dataset": next(d.name for d in datasets if d.id == run.dataset_id),
-                "dataset_id": run.dataset_id, "u_t": v.u_t, "u_e": v.u_e, "agreement": v.agreement,
-                "expert_equivalence": v.expert_equivalence, "n_annotators": v.n_annotators}
-               for v, run in db.execute(select(VendorReport, AuditRun).join(AuditRun, VendorReport.audit_run_id == AuditRun.id)
-                                        .where(AuditRun.id.in_(run_ids or [-1])).order_by(VendorReport.vendor))]
+    names = {d.id: d.name for d in datasets}
+    # Each vendor's newest two weekly windows and newest change (bounded: see _recent).
+    keys = (select(AuditRun.dataset_id.label("dataset_id"), VendorReport.vendor.label("group_name"))
+            .join(AuditRun, VendorReport.audit_run_id == AuditRun.id).where(AuditRun.id.in_(run_ids or [-1])))
+    windows, found = _recent(db, keys, "vendor", depth=2)
+    vendors = []
+    for v, run in db.execute(select(VendorReport, AuditRun).options(defer(VendorReport.annotators),
+                                                                     defer(VendorReport.details))
+                             .join(AuditRun, VendorReport.audit_run_id == AuditRun.id)
+                             .where(AuditRun.id.in_(run_ids or [-1])).order_by(VendorReport.vendor)):
+        weekly = windows.get((run.dataset_id, v.vendor, "agreement"), [])
+        latest_week, before = [*weekly, None, None][:2]
+        delta = (latest_week.value - before.value if latest_week is not None and before is not None
+                 and latest_week.value is not None and before.value is not None else None)
+        vendors.append({"vendor": v.vendor, "dataset": names[run.dataset_id], "dataset_id": run.dataset_id,
+                        "u_t": v.u_t, "u_e": v.u_e, "agreement": v.agreement,
+                        "expert_equivalence": v.expert_equivalence, "n_annotators": v.n_annotators,
+                        "week": latest_week, "previous_week": before, "delta": delta,
+                        "change": found.get((run.dataset_id, v.vendor))})
 
     # Each model's newest release, with its certification in its dataset's latest run.
     releases = []
@@ -206,15 +318,57 @@ def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None
     for rep, run, ds in rows:
         entry = by_dataset.setdefault(ds.id, {"dataset": ds, "reports": []})
         entry["reports"].append((rep, run))
+
+    # The vendor's weekly quality: its whole series on each dataset (the charts) and its changes.
+    q = QualityWindow
+    wstmt = (select(q).join(Dataset, q.dataset_id == Dataset.id)
+             .where(Dataset.workspace_id == workspace_id, q.grouping == "vendor", q.group_name == vendor)
+             .order_by(q.dataset_id, q.window_start, q.metric))
+    if dataset_ids is not None:
+        wstmt = wstmt.where(Dataset.id.in_(list(dataset_ids) or [-1]))
+    series: dict[int, list[QualityWindow]] = defaultdict(list)
+    for r in db.scalars(wstmt):
+        series[r.dataset_id].append(r)
+    for ds in db.scalars(select(Dataset).where(Dataset.id.in_(list(set(series) - set(by_dataset)) or [-1]))):
+        by_dataset[ds.id] = {"dataset": ds, "reports": []}
+    ids = list(by_dataset)
+    changes: dict[int, list[QualityChange]] = defaultdict(list)
+    for ch in db.scalars(select(QualityChange).where(QualityChange.dataset_id.in_(ids or [-1]),
+                                                     QualityChange.grouping == "vendor",
+                                                     QualityChange.group_name == vendor)
+                         .order_by(QualityChange.detected_at.desc(), QualityChange.id.desc())):
+        changes[ch.dataset_id].append(ch)
+
+    # Its annotators' newest window of each metric and newest change, on each dataset.
+    keys = (select(Dataset.id.label("dataset_id"), _group_key(db, Annotator.external_id).label("group_name"))
+            .join(Annotator, Annotator.workspace_id == Dataset.workspace_id)
+            .where(Dataset.id.in_(ids or [-1]), Annotator.vendor == vendor))
+    latest_windows, latest_changes = _recent(db, keys, "annotator")
+    # Only the latest report's per-annotator bounds are read (not every run's).
+    latest_ids = [entry["reports"][-1][0].id for entry in by_dataset.values() if entry["reports"]]
+    bounds = dict(db.execute(select(VendorReport.id, VendorReport.annotators)
+                             .where(VendorReport.id.in_(latest_ids or [-1]))).all())
+
     charts = []
-    for entry in by_dataset.values():
+    for entry in sorted(by_dataset.values(), key=lambda e: e["dataset"].name):
+        ds_id = entry["dataset"].id
         reps = entry["reports"]
-        entry["latest"] = reps[-1][0]
-        entry["chart"] = {
-            "x_label": "data version", "y_label": "upper bound on raters' accuracy",
-            "series": [{"name": "U_t", "points": [[run.data_version, rep.u_t] for rep, run in reps]},
-                       {"name": "U_e", "points": [[run.data_version, rep.u_e] for rep, run in reps],
-                        "style": "dashed"}]}
+        entry["latest"] = reps[-1][0] if reps else None
+        entry["quality_chart"] = _quality_chart(series.get(ds_id, []), changes.get(ds_id, []))
+        entry["changes"] = changes.get(ds_id, [])
+        audit = {a.get("annotator"): a for a in (bounds.get(reps[-1][0].id) or [] if reps else [])}
+        people = sorted({name for (d, name, _m) in latest_windows if d == ds_id} | set(audit))
+        entry["annotators"] = [
+            {"annotator": name, "agreement": (latest_windows.get((ds_id, name, "agreement")) or [None])[0],
+             "gold": (latest_windows.get((ds_id, name, "gold_accuracy")) or [None])[0],
+             "change": latest_changes.get((ds_id, name)), "audit": audit.get(name)} for name in people]
+        entry["chart"] = None
+        if reps:
+            entry["chart"] = {
+                "x_label": "data version", "y_label": "upper bound on raters' accuracy",
+                "series": [{"name": "U_t", "points": [[run.data_version, rep.u_t] for rep, run in reps]},
+                           {"name": "U_e", "points": [[run.data_version, rep.u_e] for rep, run in reps],
+                            "style": "dashed"}]}
         if any(rep.expert_equivalence is not None for rep, _ in reps):
             entry["eq_chart"] = {
                 "x_label": "data version", "y_label": "expert equivalence of k vendor raters",
@@ -226,6 +380,22 @@ def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None
         alert_stmt = alert_stmt.where(Alert.dataset_id.in_(list(dataset_ids) or [-1]))
     alerts = list(db.scalars(alert_stmt.order_by(Alert.created_at.desc()).limit(50)))
     return {"vendor": vendor, "datasets": charts, "alerts": alerts}
+
+
+def annotator_page(db: Session, ds: Dataset, person: Annotator) -> dict:
+    """One annotator on one dataset: its weekly series, the changes found, the items it labelled."""
+    q, c = QualityWindow, QualityChange
+    windows = list(db.scalars(select(q).where(q.dataset_id == ds.id, q.grouping == "annotator",
+                                              q.group_name == person.external_id)
+                              .order_by(q.window_start, q.metric)))
+    changes = list(db.scalars(select(c).where(c.dataset_id == ds.id, c.grouping == "annotator",
+                                              c.group_name == person.external_id)
+                              .order_by(c.detected_at.desc(), c.id.desc())))
+    n_items = db.scalar(select(func.count()).select_from(Annotation)
+                        .where(Annotation.dataset_id == ds.id, Annotation.annotator_id == person.id))
+    weeks = _weeks(windows)
+    return {"dataset": ds, "annotator": person, "n_items": n_items, "weeks": weeks, "changes": changes,
+            "n_labels": sum(w["n_labels"] for w in weeks), "chart": _quality_chart(windows, changes)}
 
 
 def audit_runs(db: Session, workspace_id: int, *, limit: int = 200) -> list:

@@ -1,4 +1,4 @@
-"""Template filters for numbers, confidences, equivalences and verdicts.
+"""Template filters for numbers, confidences, equivalences, verdicts and weekly quality.
 
 Plain Python (not Jinja macros): a 100-release table calls them thousands of times.
 """
@@ -61,8 +61,62 @@ def verdict(cert) -> Markup:
     return Markup('<span class="badge no" title="{2}">{0} ({1})</span>').format(cert.verdict, short, long)
 
 
+def week(when) -> Markup | str:
+    """The week a weekly window (or a change) starts: its Monday, as a date."""
+    if when is None:
+        return _NA
+    return f"{when:%Y-%m-%d}"
+
+
+def windowed(window) -> Markup | str:
+    """A weekly window's value with its 95% interval."""
+    if not window or window.value is None:
+        return _NA
+    out = escape(f"{window.value:.3f}")
+    if window.low is not None and window.high is not None:
+        out += Markup(" <small>[{:.3f}, {:.3f}]</small>").format(window.low, window.high)
+    return out
+
+
+def delta(x) -> Markup:
+    """A signed difference (a true minus sign), marked up or down."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return _NA
+    if abs(x) < 0.0005:
+        return Markup('<span class="delta flat">±0.000</span>')
+    return Markup('<span class="delta {}">{}{:.3f}</span>').format("up" if x > 0 else "down",
+                                                                     "+" if x > 0 else "\u2212", abs(x))
+
+
+_METRIC_WORDS = {"agreement": "agreement with the others", "gold_accuracy": "accuracy on gold items"}
+
+
+def change_badge(change) -> Markup:
+    """The detector's change: a badge naming its direction and the week it started; the
+    intervals before and after and the evidence in its title."""
+    if change is None:
+        return _NA
+    what = _METRIC_WORDS.get(change.metric, change.metric)
+    title = (f"{what} {'dropped' if change.direction == 'drop' else 'rose'} from {change.before:.3f} "
+             f"[{change.before_low:.3f}, {change.before_high:.3f}] to {change.after:.3f} "
+             f"[{change.after_low:.3f}, {change.after_high:.3f}]; found with the data up to "
+             f"{change.detected_at:%Y-%m-%d}")
+    if change.evidence is not None:
+        title += f"; evidence (family-wise false-alarm level) {change.evidence:.2g}"
+    label = f"{'drop' if change.direction == 'drop' else 'rise'} since {change.start:%Y-%m-%d}"
+    if change.metric == "gold_accuracy":
+        label += " (gold)"
+    return Markup('<span class="badge change {}" title="{}"><span class="nowrap">change detected:</span> '
+                  '<span class="nowrap">{}</span></span>').format("no" if change.direction == "drop" else "ok",
+                                                                  title, label)
+
+
 def init_app(app: Flask) -> None:
     app.add_template_filter(num)
     app.add_template_filter(confidence)
     app.add_template_filter(equivalence)
     app.add_template_filter(verdict)
+    app.add_template_filter(week)
+    app.add_template_filter(windowed)
+    app.add_template_filter(delta)
+    app.add_template_filter(change_badge)

@@ -19,7 +19,7 @@ from flask import (
 )
 from sqlalchemy import select
 
-from auditor.db import Dataset, Model, Role, User, Workspace
+from auditor.db import Annotator, Dataset, Model, Role, User, Workspace
 from auditor.web import dashboards
 from auditor.web.cache import cached
 from auditor.web.db import get_session, in_workspace
@@ -107,8 +107,13 @@ def overview():
     return render_template("overview.html", **data)
 
 
+# Ids are 32-bit integers in the database: a larger one in a URL names nothing (a 404, not a
+# database error).
+_MAX_ID = 2**31 - 1
+
+
 def _dataset(dataset_id: int) -> Dataset:
-    ds = in_workspace(get_session(), Dataset, dataset_id, g.principal.workspace_id)
+    ds = in_workspace(get_session(), Dataset, dataset_id, g.principal.workspace_id) if dataset_id <= _MAX_ID else None
     if ds is None:
         abort(404)
     return ds
@@ -125,7 +130,7 @@ def dataset(dataset_id: int):
 @login_required()
 @cached
 def model(model_id: int):
-    m = in_workspace(get_session(), Model, model_id, g.principal.workspace_id)
+    m = in_workspace(get_session(), Model, model_id, g.principal.workspace_id) if model_id <= _MAX_ID else None
     if m is None:
         abort(404)
     dataset_id = request.args.get("dataset_id", type=int)
@@ -144,6 +149,25 @@ def vendor(name: str):
     granted = None if principal.reads_all else principal.grants
     data = dashboards.vendor_page(db, principal.workspace_id, name, dataset_ids=granted)
     return render_template("vendor.html", **data)
+
+
+@bp.get("/datasets/<int:dataset_id>/annotators/<path:external_id>")
+@login_required(readers_only=False)
+@cached
+def annotator(dataset_id: int, external_id: str):
+    """One annotator's weekly quality on a dataset. A vendor user sees its own annotators on the
+    datasets it is granted only; anything else is simply not found, as on the vendor page."""
+    principal = g.principal
+    if not principal.reads_all and (principal.role != Role.VENDOR or not principal.vendor
+                                    or dataset_id not in principal.grants):
+        abort(404)
+    db = get_session()
+    ds = _dataset(dataset_id)
+    person = db.scalars(select(Annotator).where(Annotator.workspace_id == principal.workspace_id,
+                                                Annotator.external_id == external_id)).first()
+    if person is None or (not principal.reads_all and person.vendor != principal.vendor):
+        abort(404)
+    return render_template("annotator.html", **dashboards.annotator_page(db, ds, person))
 
 
 @bp.get("/audit-runs")

@@ -9,6 +9,7 @@ screenshot under ``test-artifacts/``.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import threading
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 from werkzeug.serving import make_server
 
 from tests.web.conftest import PASSWORD, make_tenant
+from tests.web.quality_history import annotators_of, seed_history
 
 pytestmark = pytest.mark.services
 
@@ -173,4 +175,77 @@ def test_markup_in_names_is_shown_as_text_and_never_runs(app, watched):
     watched.open(f"/datasets/{ds['id']}", "xss-dataset")
     watched.open("/vendors/" + quote(evil, safe=""), "xss-vendor")
     assert watched.page.locator("img[src=x]").count() == 0
+    watched.check_clean()
+
+
+def test_quality_over_time_pages_chart_dates_bands_changes_and_sort(app, watched):
+    """Weekly quality: the overview's change badge, the vendor page's time chart (dates on the
+    axis, 95% bands, the change marked where it started), its annotator table sorted by a
+    click on a heading, and an annotator's own page."""
+    history = seed_history(app)
+    page = watched.page
+    watched.login(history.tenant)
+    watched.open("/", "quality-overview")
+    badge = page.locator('table#vendors tr[data-vendor="acme-labeling"] .badge.change')
+    assert badge.count() == 1 and badge.inner_text().startswith("change detected: drop since 2026-")
+    assert page.locator('table#vendors tr[data-vendor="crowdworks"] .badge.change').count() == 0
+
+    watched.open("/vendors/acme-labeling", "quality-vendor", charts=2)
+    chart = page.locator('figure[data-chart="chart-quality-1"][data-rendered="true"]')
+    assert chart.count() == 1
+    ticks = chart.locator("svg text.x-tick").all_text_contents()
+    assert len(ticks) >= 3 and all(re.fullmatch(r"\d{4}-\d{2}-\d{2}", t) for t in ticks), ticks
+    assert ticks[0] == "2026-01-05" and ticks == sorted(ticks)
+    assert chart.locator("svg path.band").count() == 2  # agreement and gold accuracy, each with its interval
+    assert chart.locator("svg path.series").count() == 2
+    vline = chart.locator("svg g.vline")
+    assert vline.count() == 1
+    label = vline.locator("text.vline-label").text_content()
+    start = re.search(r"drop from (\d{4}-\d{2}-\d{2})", label).group(1)
+    # The marker stands on the week the change started: at that week's point.
+    x = float(vline.locator("line").get_attribute("x1"))
+    point = chart.locator("svg circle.point", has=page.locator(f'title:text-matches("^week of {start}, agreement")'))
+    assert point.count() == 1 and abs(float(point.get_attribute("cx")) - x) < 0.01
+    legend = chart.locator("ul.legend").inner_text()
+    assert "agreement" in legend and "gold" in legend
+
+    table = page.locator("table#annotators-1")
+    assert table.get_attribute("data-sortable") == "true"
+
+    def order():
+        return table.locator("tbody tr").evaluate_all("rows => rows.map(r => r.dataset.annotator)")
+
+    def values(column):
+        return table.locator(f"tbody tr td:nth-child({column})").evaluate_all(
+            "cells => cells.map(c => parseFloat(c.dataset.sortValue))")
+
+    assert order() == annotators_of("acme-labeling")
+    heading = table.locator("thead th", has_text="agreement, latest week")
+    heading.locator("button").click()
+    assert heading.get_attribute("aria-sort") == "ascending"
+    assert values(2) == sorted(values(2))
+    ascending = order()
+    heading.locator("button").click()
+    assert heading.get_attribute("aria-sort") == "descending"
+    assert values(2) == sorted(values(2), reverse=True)
+    # The rows moved: one order is the other reversed (so at least one differs from the names' order).
+    assert order() == ascending[::-1] != ascending
+    gold = table.locator("thead th", has_text="gold accuracy, latest week")
+    gold.locator("button").click()
+    assert gold.get_attribute("aria-sort") == "ascending" and heading.get_attribute("aria-sort") is None
+    assert values(3) == sorted(values(3))
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "quality-vendor-sorted.png"), full_page=True)
+
+    # Each annotator links to its own page.
+    first = order()[0]
+    table.locator(f'tbody tr[data-annotator="{first}"] a').click()
+    page.wait_for_load_state("load")
+    assert page.url.endswith(f"/datasets/{history.dataset_id}/annotators/{first}")
+    watched.open(f"/datasets/{history.dataset_id}/annotators/bolt-02", "quality-annotator", charts=1)
+    chart = page.locator('figure[data-chart="chart-annotator"][data-rendered="true"]')
+    assert chart.locator("svg path.band").count() == 2 and chart.locator("svg g.vline").count() == 1
+    assert all(re.fullmatch(r"\d{4}-\d{2}-\d{2}", t) for t in chart.locator("svg text.x-tick").all_text_contents())
+    assert page.locator("table#annotator-changes tbody tr").count() == 1
+    assert int(page.inner_text("#items-labelled")) > 0
     watched.check_clean()
