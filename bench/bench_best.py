@@ -15,7 +15,9 @@ Scoracle demo drives it: 625 posterior draws per metric, redone with 10,000 when
 
 Data: ``N`` items × ``K`` classes × ``n`` annotators drawn from a Dirichlet-multinomial
 (default prior close to the fit on SNLI dev). ``--presets DIR`` also scores every
-``*label-counts.json`` file in DIR (the Scoracle demo's presets).
+``*label-counts.json`` file in DIR (the Scoracle demo's presets), and ``--counts FILE``
+any count matrix saved as ``.npy`` or ``.json`` (e.g. CIFAR-10H's
+``cifar10h-counts.npy``). ``--sizes`` with no value skips the synthetic data.
 
 Prints wall times, peak memory, both sets of scores with the reference's Monte Carlo
 standard errors, and the speed ratio. This same file is the reference runner
@@ -196,6 +198,8 @@ def main() -> None:
                          "classes, else 0.2 each)")
     ap.add_argument("--presets", type=Path, default=None,
                     help="a folder of *label-counts.json files to score as well")
+    ap.add_argument("--counts", type=Path, nargs="*", default=[],
+                    help="count matrices (.npy or .json, items × classes) to score as well")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--reference-utils", default=os.environ.get("SCRUPLES_UTILS"),
@@ -229,6 +233,13 @@ def main() -> None:
         for path in sorted(args.presets.glob("*label-counts.json")):
             with open(path, encoding="utf-8") as fh:
                 report(path.name, json.load(fh), args)
+    for path in args.counts:
+        if path.suffix == ".npy":
+            counts = np.load(path).round().astype(np.int64)
+        else:
+            with open(path, encoding="utf-8") as fh:
+                counts = json.load(fh)
+        report(path.name, counts, args)
 
 
 if __name__ == "__main__":

@@ -242,7 +242,14 @@ def _histogram(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[int, .
             uniq, weights = np.unique(codes, return_counts=True)
         rows = (uniq[:, None] // place[None, :]) % radix[None, :]
     else:
-        rows, weights = np.unique(y, axis=0, return_counts=True)
+        # Too many classes for one integer: rows as byte strings (big-endian, so that they
+        # sort as the rows do), far cheaper than a row-wise unique.
+        top = int(radix.max()) - 1
+        dtype = next(t for t in (">u1", ">u2", ">u4", ">u8") if top <= np.iinfo(t).max)
+        narrow = np.ascontiguousarray(y, dtype=dtype)
+        keys = narrow.view(np.dtype((np.void, narrow.shape[1] * narrow.itemsize))).ravel()
+        uniq, weights = np.unique(keys, return_counts=True)
+        rows = np.frombuffer(uniq.tobytes(), dtype=dtype).reshape(len(uniq), y.shape[1])
     return rows.astype(np.int64), weights.astype(float), excluded
 
 
@@ -261,7 +268,7 @@ def _fit(rows: np.ndarray, weights: np.ndarray, excluded: tuple[int, ...], n_cla
                         "never predicts them.")
     if n_items == 1:
         _warn(messages, "a single item: the prior is fitted to that one item.")
-    yu = rows[:, used]
+    yu = rows if used.all() else rows[:, used]
     pi_hat = np.zeros(n_classes)
     pi_hat[used] = totals[used] / totals.sum()
     log_pi = np.log(pi_hat[used])

@@ -8,26 +8,32 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from scipy import integrate, special
+from scipy import integrate, sparse, special
 
 __all__ = []
 
 # Tail mass dropped on each side of a gamma or binomial distribution: far below the
 # precision any score is reported with, and above double-precision underflow.
 _TAIL = 1e-16
-# Gauss-Legendre nodes of the fine rule (the check rule has two thirds as many), and the
-# largest disagreement between the two rules accepted without refinement.
-_NODES = 96
+# Gauss-Legendre nodes of the rule used and of the rule it is checked against, and the
+# largest disagreement between the two accepted without refinement.
+_NODES = 48
+_CHECK_NODES = 40
 _QUAD_TOL = 1e-10
-# Rows whose rules still disagree are redone with composite rules of up to this many
-# panels of ``_NODES`` nodes each, before adaptive quadrature takes the last pairs.
-_MAX_PANELS = 8
-# Windows are rounded outwards: widths to powers of 2^(1/4), starts to 1/8 of the width,
-# so that rows share nodes (at most 34% wider than their own window).
-_WIDTH_STEPS = 4
-_START_STEPS = 8
-# Largest (rows, shapes, nodes) block gathered at once.
+# Windows are rounded outwards: widths to powers of 2^(1/8), starts to 1/16 of the width,
+# so that rows share nodes (at most 16% wider than their own window).
+_WIDTH_STEPS = 8
+_START_STEPS = 16
+# Largest (rows, shapes, nodes) block gathered at once, and (rows, nodes) block of the
+# integrands multiplied at once.
 _BLOCK = 1 << 21
+_DENSE_BLOCK = 1 << 20
+# Matrix products of fewer multiplications than this avoid BLAS.
+_BLAS_MIN_PRODUCT = 1 << 40
+# Inputs of at most this many rows start with the first refinement.
+_FEW_ROWS = 64
+# Windows shared by at most this many (rows × classes) are integrated row by row.
+_DIRECT_CELLS = 64
 # ln F below this counts as 0 (F underflows): exp of it is 0 in double precision.
 _LOG_FLOOR = -1000.0
 
@@ -51,17 +57,21 @@ def _argmax_probabilities(beta: np.ndarray) -> np.ndarray:
     ``\\bar F_{β_max}^{-1}(ε)`` and starts at the largest of ``F_{β_max}^{-1}(ε)`` and
     the points where the bound ``\\prod_{j∈S} F_{β_j}(x) ≤ x^{B_S} / \\prod_{j∈S}
     Γ(β_j + 1)`` reaches ``ε`` (``S`` all classes, or those at their column's
-    smallest value). Windows are rounded outwards onto a lattice so that rows share
-    them; on each window one 96-node Gauss–Legendre rule is checked against a 64-node
-    rule, rows where the two differ by more than ``_QUAD_TOL`` are redone with
-    composite rules of 2, 4, 8 panels (each checked against the previous), and pairs
-    still differing by adaptive Gauss–Kronrod on their own range.
+    smallest value). Windows are rounded outwards onto a lattice (at most 16% wider) so
+    that rows share them; on each window one 48-node Gauss–Legendre rule is checked
+    against a 40-node rule, rows where the two differ by more than ``_QUAD_TOL`` are
+    redone with 64 then 96 nodes, then composite rules of 2, 4, 8 panels of 96 (each
+    checked against the previous), and pairs still differing by adaptive Gauss–Kronrod
+    on their own range.
 
-    The work is shared: every gamma CDF ``F_β`` is evaluated once per window and
-    distinct ``β`` (a column's smallest value, e.g. ``α_j`` for ``β = α + Y``, is the
-    *background* of that column; the other entries are the *foreground*), so that per
-    row and node only the foreground entries are gathered, and the integrals of the
-    background classes are one matrix product per window.
+    The work is shared, never a Python loop per row: every gamma CDF ``F_β`` is
+    evaluated once per window and distinct ``β`` (a column's smallest value, e.g.
+    ``α_j`` for ``β = α + Y``, is the *background* of that column; the other entries are
+    the *foreground*), so that per row and node only the foreground entries are
+    gathered (a sparse product gives ``Σ_j \\ln F_{β_j}``), and the integrals of the
+    background classes are one matrix product per window (the caller passes one row
+    per distinct count vector). Windows of very few rows are integrated row by row,
+    vectorised over rows, classes and nodes.
 
     Only the classes that can win count: a class whose gamma variable exceeds
     ``F_{β_max}^{-1}(ε)`` with probability at most ε is the argmax with probability
@@ -71,6 +81,11 @@ def _argmax_probabilities(beta: np.ndarray) -> np.ndarray:
     n_classes = beta.shape[1]
     pos = beta > 0
     k_pos = pos.sum(axis=1)
+    many = np.flatnonzero(k_pos > 2)
+    if many.size == len(beta):
+        out = _gamma_quadrature(beta)
+        out /= out.sum(axis=1, keepdims=True)
+        return out
     out = np.zeros_like(beta, dtype=float)
     one = k_pos == 1
     out[one] = pos[one]
@@ -81,34 +96,28 @@ def _argmax_probabilities(beta: np.ndarray) -> np.ndarray:
         cols = np.flatnonzero(pos[two].ravel()).reshape(-1, 2) % n_classes
         out[two, cols[:, 0]] = p_first
         out[two, cols[:, 1]] = 1.0 - p_first
-    many = np.flatnonzero(k_pos > 2)
     if many.size:
-        out[many] = _gamma_quadrature(beta[many] if many.size < len(beta) else beta)
-    sums = out.sum(axis=1, keepdims=True)
-    return out / sums
+        out[many] = _gamma_quadrature(beta[many])
+    out /= out.sum(axis=1, keepdims=True)
+    return out
 
 
 class _Rows:
     """The rows of ``β`` as background values per column plus sparse foreground entries,
-    with each row's live classes and its integration window (rounded onto the lattice)."""
+    with each row's live classes and its integration window (rounded onto the lattice).
+
+    Rows are kept in the order of their windows (and, within a window, of their number
+    of foreground entries): ``order[i]`` is the input row of row ``i``.
+    """
 
     def __init__(self, beta: np.ndarray):
-        n_rows, n_classes = beta.shape
+        n_rows = beta.shape[0]
         self.beta = beta
         self.bg = beta.min(axis=0)
-        fg = beta != self.bg[None, :]
-        self.fg_float = fg.astype(float)
-        r_fg, j_fg = np.nonzero(fg)
+        r_fg, j_fg = np.nonzero(beta != self.bg[None, :])
         v_fg = beta[r_fg, j_fg]
         self.values, v_id = np.unique(v_fg, return_inverse=True)
-        # Foreground entries row by row, padded to the longest row (pad: id -1).
         n_fg = np.bincount(r_fg, minlength=n_rows)
-        width = max(int(n_fg.max()), 1)
-        slot = np.arange(len(r_fg)) - np.repeat(np.cumsum(n_fg) - n_fg, n_fg)
-        self.fg_id = np.full((n_rows, width), -1, dtype=np.int64)
-        self.fg_col = np.zeros((n_rows, width), dtype=np.int64)
-        self.fg_id[r_fg, slot] = v_id
-        self.fg_col[r_fg, slot] = j_fg
 
         # Window end and the live classes depend on the row's largest β only.
         b_max = beta.max(axis=1)
@@ -116,17 +125,15 @@ class _Rows:
         x_lo0 = special.gammaincinv(ub, _TAIL)
         t_hi = np.log(special.gammainccinv(ub, _TAIL))[inv_b]
         bg_pos = self.bg > 0
-        with np.errstate(divide="ignore"):
-            live_bg = bg_pos[None, :] & (special.gammaincc(np.where(bg_pos, self.bg, 1.0)[None, :],
-                                                           x_lo0[:, None]) > _TAIL)
-        self.live = live_bg[inv_b]
+        live_bg = bg_pos[None, :] & (special.gammaincc(np.where(bg_pos, self.bg, 1.0)[None, :],
+                                                       x_lo0[:, None]) > _TAIL)
+        live = live_bg[inv_b]
         if len(v_fg):
             if len(ub) * len(self.values) <= len(v_fg):
                 table = special.gammaincc(self.values[None, :], x_lo0[:, None]) > _TAIL
-                live_fg = table[inv_b[r_fg], v_id]
+                live[r_fg, j_fg] = table[inv_b[r_fg], v_id]
             else:
-                live_fg = special.gammaincc(v_fg, x_lo0[inv_b[r_fg]]) > _TAIL
-            self.live[r_fg, j_fg] = live_fg
+                live[r_fg, j_fg] = special.gammaincc(v_fg, x_lo0[inv_b[r_fg]]) > _TAIL
 
         # Window start: F_{β_max}^{-1}(ε), or where x^{B_S} / Π_S Γ(β_j + 1) = ε.
         lg_bg = np.where(bg_pos, special.gammaln(self.bg + 1.0), 0.0)
@@ -136,129 +143,223 @@ class _Rows:
         s_bg = lg_bg.sum() - np.bincount(r_fg, weights=lg_bg[j_fg], minlength=n_rows)
         b_bg = self.bg.sum() - np.bincount(r_fg, weights=self.bg[j_fg], minlength=n_rows)
         log_eps = np.log(_TAIL)
-        t_lo = np.maximum(np.log(x_lo0)[inv_b], (log_eps + s_all) / b_all)
+        with np.errstate(divide="ignore"):  # x_lo0 underflows to 0 for tiny shapes
+            t_lo = np.maximum(np.log(x_lo0)[inv_b], (log_eps + s_all) / b_all)
         has_bg = b_bg > 1e-300
         t_lo[has_bg] = np.maximum(t_lo[has_bg], (log_eps + s_bg[has_bg]) / b_bg[has_bg])
         t_lo = np.minimum(t_lo, t_hi)
 
-        # Rounded outwards onto the lattice: width 2^(ℓ/4), start a multiple of 1/8 of it.
+        # Rounded outwards onto the lattice: width 2^(ℓ/8), start a multiple of 1/16 of it.
         width_exact = np.maximum(t_hi - t_lo, 1e-3)
         level = np.ceil(_WIDTH_STEPS * np.log2(width_exact)).astype(np.int64)
         w_q = np.exp2(level / _WIDTH_STEPS)
         step = w_q / _START_STEPS
         start = np.floor(t_lo / step).astype(np.int64)
         key = (level + 4096) * (1 << 40) + (start + (1 << 39))
-        _, self.group = np.unique(key, return_inverse=True)
-        first = np.zeros(self.group.max() + 1, dtype=np.int64)
-        first[self.group[::-1]] = np.arange(n_rows)[::-1]
-        self.t_start = (start * step)[first]
-        self.t_width = (w_q + step)[first]
-        self.n_groups = len(first)
+        _, group = np.unique(key, return_inverse=True)
+        self.order = np.lexsort((n_fg, group))
+        self.group = group[self.order]
+        rank = np.empty(n_rows, dtype=np.int64)
+        rank[self.order] = np.arange(n_rows)
+        first = np.flatnonzero(np.r_[True, self.group[1:] != self.group[:-1]])
+        self.t_start = (start * step)[self.order[first]]
+        self.t_width = (w_q + step)[self.order[first]]
+        self.live = live[self.order]
+        self.n_fg = n_fg[self.order]
+        # Foreground entries row by row (in the new order), padded to the longest row
+        # (padding: value id -1, column 0).
+        r_new = rank[r_fg]
+        by_row = np.argsort(r_new, kind="stable")
+        r_new, j_fg, v_id = r_new[by_row], j_fg[by_row], v_id[by_row]
+        width = max(int(n_fg.max()), 1)
+        slot = np.arange(len(r_new)) - np.repeat(np.cumsum(self.n_fg) - self.n_fg, self.n_fg)
+        self.fg_id = np.full((n_rows, width), -1, dtype=np.int64)
+        self.fg_col = np.zeros((n_rows, width), dtype=np.int64)
+        self.fg_id[r_new, slot] = v_id
+        self.fg_col[r_new, slot] = j_fg
 
-    def integrate(self, rows: np.ndarray, rules) -> list[np.ndarray]:
-        """``P`` of ``rows`` by each rule ``(nodes, weights)`` on [0, 1], mapped on the
-        rows' windows; one list entry per rule, each ``(len(rows), K)``."""
+    def integrate(self, rows: np.ndarray, rule, check=None) -> tuple[np.ndarray, np.ndarray]:
+        """``P`` of ``rows`` (ascending, in the rows' order) by ``rule`` ``(nodes,
+        weights)`` on [0, 1], mapped on the rows' windows, ``(len(rows), K)``; and, with
+        a ``check`` rule, each row's largest difference between the two (else None).
+
+        Per window: ``ln Π_j F_{β_j}`` at every node is the background total, less
+        the background values of the row's foreground columns, plus their foreground
+        values (one sparse product); times ``x f_β / F_β``, integrated by a matrix
+        product for the background classes and one dot product per foreground entry.
+        """
+        rules = [rule] if check is None else [rule, check]
         nodes = np.concatenate([u for u, _ in rules])
         bounds = np.cumsum([0] + [len(u) for u, _ in rules])
-        outs = [np.zeros((len(rows), self.beta.shape[1])) for _ in rules]
-        order = np.argsort(self.group[rows], kind="stable")
-        grp = self.group[rows][order]
-        cut = np.flatnonzero(np.diff(grp)) + 1
-        for part in np.split(order, cut):
-            g = self.group[rows[part[0]]]
+        parts = [slice(bounds[k], bounds[k + 1]) for k in range(len(rules))]
+        weights = np.concatenate([w for _, w in rules])
+        out = np.empty((len(rows), len(self.bg)))
+        gap = np.zeros(len(rows)) if check is not None else None
+        cut = np.flatnonzero(np.diff(self.group[rows])) + 1
+        first_all, last_all = np.r_[0, cut], np.r_[cut, len(rows)]
+        # Windows of a few rows: each row on its own (no shared tables to build).
+        few = last_all - first_all <= max(1, _DIRECT_CELLS // len(self.bg))
+        if few.any():
+            sel = np.concatenate([np.arange(a, b) for a, b in zip(first_all[few], last_all[few],
+                                                                  strict=True)])
+            self._direct(rows, sel, nodes, weights, parts, out, gap)
+        for first, last in zip(first_all[~few], last_all[~few], strict=True):
+            g = self.group[rows[first]]
             t = self.t_start[g] + nodes * self.t_width[g]
+            scale = weights * self.t_width[g]
             bg_log, bg_h = _log_cdf_and_hazard(self.bg, t)
             bg_total = bg_log.sum(axis=0)
-            ids = self.fg_id[rows[part]]
-            used = np.unique(ids[ids >= 0])
-            fg_log, fg_h = _log_cdf_and_hazard(self.values[used], t)
-            # One zero row for the padding.
-            fg_log = np.vstack([fg_log, np.zeros((1, len(t)))])
-            fg_h = np.vstack([fg_h, np.zeros((1, len(t)))])
-            local = np.where(ids >= 0, np.searchsorted(used, ids), len(used))
-            chunk = max(1, _BLOCK // (local.shape[1] * len(t)))
-            for lo in range(0, len(part), chunk):
-                sel = part[lo:lo + chunk]
-                r = rows[sel]
-                loc = local[lo:lo + chunk]
-                log_prod = bg_total - self.fg_float[r] @ bg_log + fg_log[loc].sum(axis=1)
-                dens = np.exp(log_prod)
-                h = fg_h[loc]
-                for k, (_, w) in enumerate(rules):
-                    sl = slice(bounds[k], bounds[k + 1])
-                    e = dens[:, sl] * (w * self.t_width[g])
-                    p = e @ bg_h[:, sl].T
-                    p_fg = np.einsum("rq,rmq->rm", e, h[:, :, sl])
-                    cols = self.fg_col[r]
-                    valid = loc < len(used)
-                    rr = np.broadcast_to(np.arange(len(sel))[:, None], cols.shape)
-                    p[rr[valid], cols[valid]] = p_fg[valid]
-                    outs[k][sel] = p
-        live = self.live[rows]
-        return [np.where(live, o, 0.0) for o in outs]
+            bg_h = bg_h.T * scale[:, None]                          # (nodes, K), weighted
+            ids = self.fg_id[rows[first:last]]
+            used, local = np.unique(ids, return_inverse=True)
+            local = local.reshape(ids.shape)
+            # Tables of the values used; row 0 is zero (the padding) if there is padding.
+            values = self.values[used] if used[0] >= 0 else np.r_[0.0, self.values[used[1:]]]
+            fg_log, fg_h = _log_cdf_and_hazard(values, t)
+            fg_h *= scale
+            log_table = np.vstack([fg_log, bg_log])
+            chunk = max(1, _DENSE_BLOCK // len(t))
+            for lo in range(first, last, chunk):
+                hi = min(lo + chunk, last)
+                r = rows[lo:hi]
+                width = max(int(self.n_fg[r].max()), 1)
+                loc = local[lo - first:hi - first, :width]
+                cols = self.fg_col[r, :width]
+                valid = self.fg_id[r, :width] >= 0
+                # +ln F of each foreground value, −ln F of its column's background.
+                index = np.concatenate([loc, np.where(valid, len(fg_log) + cols, 0)], axis=1)
+                data = np.concatenate([np.ones(loc.shape), -np.ones(loc.shape)], axis=1)
+                terms = sparse.csr_matrix((data.ravel(), index.ravel(),
+                                           np.arange(0, index.size + 1, 2 * width)),
+                                          shape=(hi - lo, len(log_table)))
+                dens = np.exp(bg_total + terms @ log_table)
+                blocks = [_matmul(dens[:, part], bg_h[part]) for part in parts]
+                # The foreground entries, a block of rows at a time: (rows, width, nodes).
+                step = max(1, _BLOCK // (width * len(t)))
+                for a in range(0, hi - lo, step):
+                    b = min(a + step, hi - lo)
+                    w_ab = max(int(self.n_fg[r[a:b]].max()), 1)
+                    h_fg = fg_h[loc[a:b, :w_ab]]
+                    ok = valid[a:b, :w_ab]
+                    rr = np.broadcast_to(np.arange(a, b)[:, None], ok.shape)[ok]
+                    cc = cols[a:b, :w_ab][ok]
+                    for block, part in zip(blocks, parts, strict=True):
+                        block[rr, cc] = np.einsum("cmq,cq->cm", h_fg[:, :, part],
+                                                  dens[a:b, part])[ok]
+                dead = ~self.live[r]
+                for block in blocks:
+                    block[dead] = 0.0
+                out[lo:hi] = blocks[0]
+                if check is not None:
+                    gap[lo:hi] = np.max(np.abs(blocks[0] - blocks[1]), axis=1)
+        return out, gap
+
+    def _direct(self, rows, sel, nodes, weights, parts, out, gap):
+        """:meth:`integrate` for ``rows[sel]``, every gamma CDF evaluated at each row's own
+        nodes: ``(rows, K, nodes)`` arrays, a block of rows at a time."""
+        n_classes = len(self.bg)
+        step = max(1, _BLOCK // (n_classes * len(nodes)))
+        for lo in range(0, len(sel), step):
+            at = sel[lo:lo + step]
+            r = rows[at]
+            g = self.group[r]
+            t = self.t_start[g][:, None] + nodes[None, :] * self.t_width[g][:, None]
+            log_cdf, hazard = _log_cdf_and_hazard(self.beta[self.order[r]], t)
+            dens = np.exp(log_cdf.sum(axis=1)) * (weights[None, :] * self.t_width[g][:, None])
+            blocks = [np.einsum("rkq,rq->rk", hazard[:, :, part], dens[:, part]) for part in parts]
+            dead = ~self.live[r]
+            for block in blocks:
+                block[dead] = 0.0
+            out[at] = blocks[0]
+            if gap is not None:
+                gap[at] = np.max(np.abs(blocks[0] - blocks[1]), axis=1)
+
+
+def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b``; small products by numpy's own loop (a threaded BLAS spends longer
+    starting its threads than multiplying)."""
+    if a.shape[0] * a.shape[1] * b.shape[1] < _BLAS_MIN_PRODUCT:
+        return np.einsum("rq,qk->rk", a, b)
+    return a @ b
 
 
 def _log_cdf_and_hazard(shapes: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``ln F_β(e^t)`` and ``e^t f_β(e^t) / F_β(e^t)`` for each shape (rows) and node.
+    """``ln F_β(e^t)`` and ``e^t f_β(e^t) / F_β(e^t)`` for each shape and node: shapes
+    ``(S,)`` and nodes ``(Q,)`` give ``(S, Q)``; shapes ``(R, S)`` and nodes ``(R, Q)``
+    give ``(R, S, Q)``.
 
     Shape 0 (``p_j = 0``) gives ``F = 1`` and 0; ``ln F`` is floored at ``_LOG_FLOOR``
     (where the product it enters underflows anyway) and the ratio is 0 where ``F``
     underflows (the integrand is below ``β F(x)`` there, i.e. 0).
     """
-    pos = shapes > 0
-    b = np.where(pos, shapes, 1.0)[:, None]
-    x = np.exp(t)[None, :]
+    pos = (shapes > 0)[..., None]
+    b = np.where(pos, shapes[..., None], 1.0)
+    t = t[..., None, :]
+    x = np.exp(t)
+    log_pdf = b * t - x - special.gammaln(b)
+    # Far in the upper tail F rounds to 1: the Chernoff bound 1 − F ≤ e^{−x} (e x/β)^β
+    # (x > β) below 2^-60 says so without evaluating F.
     with np.errstate(divide="ignore"):
-        log_cdf = np.log(special.gammainc(b, x))
-    log_pdf = b * t[None, :] - x - special.gammaln(b)
+        one = (x > b) & (b * (1.0 + np.log(x) - np.log(b)) - x < -60.0 * np.log(2.0))
+    cdf = np.ones(np.broadcast_shapes(b.shape, x.shape))
+    rest = ~one
+    cdf[rest] = special.gammainc(np.broadcast_to(b, cdf.shape)[rest], np.broadcast_to(x, cdf.shape)[rest])
+    with np.errstate(divide="ignore"):
+        log_cdf = np.log(cdf)
     finite = log_cdf > -np.inf
     with np.errstate(invalid="ignore", over="ignore"):
-        hazard = np.where(finite, np.exp(log_pdf - log_cdf), 0.0)
+        hazard = np.where(finite & pos, np.exp(log_pdf - log_cdf), 0.0)
     log_cdf = np.maximum(log_cdf, _LOG_FLOOR)
-    return np.where(pos[:, None], log_cdf, 0.0), np.where(pos[:, None], hazard, 0.0)
+    return np.where(pos, log_cdf, 0.0), hazard
 
 
 def _gamma_quadrature(beta: np.ndarray) -> np.ndarray:
     """``P`` for rows with at least three positive classes (not normalised)."""
     rows = _Rows(beta)
-    every = np.arange(len(beta))
-    fine, coarse = rows.integrate(every, [_legendre(_NODES), _legendre(2 * _NODES // 3)])
-    out = fine
+    # A few rows start one step finer: a second pass would cost more than it saves.
+    rules = (_legendre(_NODES), *_REFINEMENTS)
+    first = 1 if len(beta) <= _FEW_ROWS and len(rules) > 1 else 0
+    check = _legendre(_CHECK_NODES) if first == 0 else rules[first - 1]
+    out, gap = rows.integrate(np.arange(len(beta)), rules[first], check)
     # Rows on which the two rules disagree (a narrow peak in a wide window) are redone
-    # with composite rules, each checked against the previous one.
-    redo = np.flatnonzero(np.any(np.abs(fine - coarse) > _QUAD_TOL, axis=1))
-    previous, older = fine[redo], coarse[redo]
-    panels = 2
-    while redo.size and panels <= _MAX_PANELS:
-        (finer,) = rows.integrate(redo, [_composite(_NODES, panels)])
+    # with finer rules, each checked against the previous one.
+    redo = np.flatnonzero(gap > _QUAD_TOL)
+    previous, older = out[redo], None
+    for rule in rules[first + 1:]:
+        if not redo.size:
+            break
+        finer, _ = rows.integrate(redo, rule)
         out[redo] = finer
         keep = np.any(np.abs(finer - previous) > _QUAD_TOL, axis=1)
         redo, previous, older = redo[keep], finer[keep], previous[keep]
-        panels *= 2
     if redo.size:
-        # The pairs on which the rules still disagree go to adaptive Gauss-Kronrod,
-        # each on its own range.
-        r_hard, c_hard = np.nonzero(np.abs(previous - older) > _QUAD_TOL)
+        # The pairs on which the rules still disagree (every live pair, if no refinement
+        # was tried) go to adaptive Gauss-Kronrod, each on its own range.
+        hard = rows.live[redo] if older is None else np.abs(previous - older) > _QUAD_TOL
+        r_hard, c_hard = np.nonzero(hard)
         r_hard = redo[r_hard]
-        integrand = _pair_integrand(beta, r_hard, c_hard)
+        integrand = _pair_integrand(beta[rows.order[r_hard]], c_hard,
+                                    rows.t_start[rows.group[r_hard]])
         out[r_hard, c_hard], _err = integrate.quad_vec(
             lambda u, f=integrand: f(np.array([u]))[:, 0], 0.0, 1.0,
             epsabs=1e-13, epsrel=1e-11, norm="max", limit=2000)
-    return out
+    rank = np.empty_like(rows.order)
+    rank[rows.order] = np.arange(len(rank))
+    return out[rank]
 
 
-def _pair_integrand(beta: np.ndarray, rows: np.ndarray, cls: np.ndarray):
-    """The integrand of ``P_c`` for the given (row, class) pairs, on each pair's range.
+def _pair_integrand(beta: np.ndarray, cls: np.ndarray, t_lo: np.ndarray):
+    """The integrand of ``P_c`` for the given rows of ``beta`` and classes, on each
+    pair's range.
 
     ``integrand(u)`` evaluates every pair at nodes ``u`` of [0, 1], mapped onto
-    ``[F_{β_max}^{-1}(ε), \\bar F_{β_c}^{-1}(ε)]`` in ``t = ln x``, and returns a
-    ``(len(rows), len(u))`` array whose integral over ``u`` is ``P_c``.
+    ``[t_lo, \\ln \\bar F_{β_c}^{-1}(ε)]`` in ``t = ln x`` (``t_lo``: the start of the
+    row's window), and returns a ``(len(cls), len(u))`` array whose integral over ``u``
+    is ``P_c``.
     """
-    b_all = beta[rows]
-    b_c = beta[rows, cls]
-    t_lo = np.log(special.gammaincinv(b_all.max(axis=1), _TAIL))
+    b_c = beta[np.arange(len(cls)), cls]
     width = np.maximum(np.log(special.gammainccinv(b_c, _TAIL)) - t_lo, 0.0)
-    others = b_all.copy()
+    others = beta.copy()
     others[np.arange(len(cls)), cls] = np.nan  # excluded from the product
     others[others == 0] = np.nan             # p_j = 0: never above p_c
     lg_c = special.gammaln(b_c)
@@ -281,8 +382,12 @@ def _legendre(n: int) -> tuple[np.ndarray, np.ndarray]:
     return (x + 1.0) / 2.0, w / 2.0
 
 
-@functools.cache
 def _composite(n: int, panels: int) -> tuple[np.ndarray, np.ndarray]:
     """``panels`` equal panels of the ``n``-node Gauss-Legendre rule on [0, 1]."""
     u, w = _legendre(n)
     return ((np.arange(panels)[:, None] + u[None, :]) / panels).ravel(), np.tile(w / panels, panels)
+
+
+# Rows whose rules disagree are redone with these rules in turn, each checked against the
+# previous one, before adaptive quadrature takes the pairs left.
+_REFINEMENTS = (_legendre(64), _legendre(96), *(_composite(96, panels) for panels in (2, 4, 8)))

@@ -157,7 +157,9 @@ def best_performance(label_counts, /, *, metrics: Iterable[str] = BEST_METRICS, 
     n_items = int(weights.sum())
     n_classes = rows.shape[1]
     gold = rows.argmax(axis=1)
-    q = rows / rows.sum(axis=1, keepdims=True)
+    # The non-zero counts, item by item: the only terms of the cross-entropy.
+    item, cls = np.nonzero(rows)
+    q = rows[item, cls] / rows.sum(axis=1)[item]
 
     needs_argmax = any(name != "cross entropy (soft labels)" for name in names)
     if fit.regime == "finite":
@@ -196,17 +198,15 @@ def best_performance(label_counts, /, *, metrics: Iterable[str] = BEST_METRICS, 
                                 f"the target {target_se:g} ({f1_method}).")
         else:
             if fit.regime == "finite":
-                beta = fit.alpha[None, :] + rows
-                b_sum = beta.sum(axis=1, keepdims=True)
-                with np.errstate(invalid="ignore"):
-                    terms = np.where(q > 0, q * (special.digamma(b_sum) - special.digamma(beta)), 0.0)
+                b_sum = fit.alpha.sum() + rows.sum(axis=1)
+                terms = q * (special.digamma(b_sum[item]) - special.digamma(fit.alpha[cls] + rows[item, cls]))
                 method = "exact (digamma)"
             elif fit.regime == "infinite":
-                with np.errstate(divide="ignore"):
-                    terms = np.where(q > 0, -q * np.log(np.where(q > 0, fit.prior_mean, 1.0)), 0.0)
+                terms = -q * np.log(fit.prior_mean[cls])
             else:
-                terms = np.zeros(rows.shape)
-            value = float(weights @ terms.sum(axis=1) / n_items)
+                terms = np.zeros(len(q))
+            per_item = np.bincount(item, weights=terms, minlength=len(rows))
+            value = float(weights @ per_item / n_items)
         scores[name], ses[name], methods[name] = value, float(se), method
     return BestPerformance(
         scores=MappingProxyType(scores), standard_errors=MappingProxyType(ses),

@@ -1,0 +1,182 @@
+"""BEST's batched computations against straightforward references: the posterior argmax
+probabilities (one Gauss-Legendre rule shared by every row of a window) against adaptive
+quadrature of each integral on its own, and the Poisson-binomial trees of F1 (macro)
+against direct convolution of the binomial pmfs.
+
+Tolerance of the argmax probabilities: ``1e-10 + 1e-9·P``, the accuracy the quadrature
+checks itself to (two rules agreeing to 1e-10; probabilities are reported to 4 digits).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy import integrate, special
+
+import auditor.stats.best.f1 as f1_module
+import auditor.stats.best.quadrature as quadrature_module
+from auditor.stats import BestPerformanceWarning, best_performance
+
+
+def _reference_argmax(row):
+    """P(argmax = c) for p ~ Dirichlet(row), each class by adaptive Gauss-Kronrod of
+    ∫ f_c(x) Π_{j≠c} F_j(x) dx in t = ln x over the 1e-30 quantiles of the largest shape
+    (from x = 1e-300 at least: below, x underflows)."""
+    pos = np.flatnonzero(row > 0)
+    b = row[pos]
+    lo = np.log(max(special.gammaincinv(b.max(), 1e-30), 1e-300))
+    hi = np.log(special.gammainccinv(b.max(), 1e-30))
+    out = np.zeros(len(row))
+    for k, c in enumerate(pos):
+        others = np.delete(b, k)
+
+        def integrand(t, b_c=b[k], others=others):
+            x = np.exp(t)
+            with np.errstate(divide="ignore"):
+                log_others = np.sum(np.log(special.gammainc(others, x)))
+            return np.exp(b_c * t - x - special.gammaln(b_c) + log_others)
+
+        points = [t for t in (np.log(b[k]), np.log(b.max())) if lo < t < hi] or None
+        out[c], _ = integrate.quad(integrand, lo, hi, epsabs=1e-15, epsrel=1e-13, limit=1000,
+                                   points=points)
+    return out / out.sum()
+
+
+def _random_rows(seed, n_rows):
+    """Posterior shapes α + Y of one random dataset: small and large α, 1 to 3,000
+    labels per item, some tied rows, some unused classes."""
+    rng = np.random.default_rng(seed)
+    k = int(rng.choice([3, 4, 6, 10, 20]))
+    alpha = rng.choice([0.01, 0.2, 1.0, 3.0]) * rng.uniform(0.5, 1.5, k)
+    if seed % 3 == 0:
+        alpha[-1] = 0.0  # an unused class: β = 0 in every row
+    n = rng.choice([1, 2, 3, 10, 60, 500, 3000], size=n_rows)
+    p = rng.dirichlet(np.full(k, rng.choice([0.2, 1.0, 10.0])), size=n_rows)
+    counts = np.stack([rng.multinomial(m, row) for m, row in zip(n, p, strict=True)])
+    counts[:, alpha == 0] = 0
+    beta = alpha[None, :] + counts
+    beta[::5] = beta[::5, :1]  # ties: every class of the row equal (all but unused ones)
+    beta[:, alpha == 0] = 0.0
+    return beta
+
+
+def _assert_close(probs, reference):
+    np.testing.assert_array_less(np.abs(probs - reference), 1e-10 + 1e-9 * reference)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_argmax_probabilities_match_adaptive_quadrature_of_each_integral(seed):
+    beta = _random_rows(seed, 12)
+    probs = quadrature_module._argmax_probabilities(beta)
+    reference = np.stack([_reference_argmax(row) for row in beta])
+    _assert_close(probs, reference)
+
+
+def test_refinement_and_adaptive_fallback_reach_the_same_values(monkeypatch):
+    beta = _random_rows(1, 10)
+    reference = np.stack([_reference_argmax(row) for row in beta])
+    # Rules too coarse for every row: each is refined, row by row...
+    monkeypatch.setattr(quadrature_module, "_FEW_ROWS", 0)
+    monkeypatch.setattr(quadrature_module, "_NODES", 10)
+    monkeypatch.setattr(quadrature_module, "_CHECK_NODES", 8)
+    _assert_close(quadrature_module._argmax_probabilities(beta), reference)
+    # ... and without refinements, the pairs go to adaptive quadrature.
+    monkeypatch.setattr(quadrature_module, "_REFINEMENTS", ())
+    calls = []
+    original = quadrature_module.integrate.quad_vec
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(quadrature_module.integrate, "quad_vec", counting)
+    _assert_close(quadrature_module._argmax_probabilities(beta), reference)
+    assert calls
+
+
+def test_shared_windows_and_row_by_row_agree():
+    # Many rows per window share tables; a row alone takes the row-by-row path.
+    rng = np.random.default_rng(3)
+    alpha = rng.uniform(0.2, 2.0, 8)
+    beta = alpha[None, :] + rng.multinomial(12, rng.dirichlet(np.ones(8)), size=400)
+    together = quadrature_module._argmax_probabilities(beta)
+    alone = np.concatenate([quadrature_module._argmax_probabilities(row[None, :])
+                            for row in beta[:40]])
+    np.testing.assert_allclose(together[:40], alone, rtol=0, atol=1e-13)
+    # Relabelling the classes relabels the probabilities.
+    perm = rng.permutation(8)
+    np.testing.assert_allclose(quadrature_module._argmax_probabilities(beta[:, perm]),
+                               together[:, perm], rtol=0, atol=1e-13)
+
+
+def test_classes_that_cannot_win_get_exactly_zero():
+    probs = quadrature_module._argmax_probabilities(np.array([[3000.0, 3000.0, 0.01, 0.5]]))
+    assert probs[0, 2] == 0.0 and probs[0, 3] == 0.0
+    np.testing.assert_allclose(probs[0, :2], 0.5, atol=1e-12)
+
+
+def test_many_classes_need_no_adaptive_quadrature(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("adaptive quadrature used")
+
+    monkeypatch.setattr(quadrature_module.integrate, "quad_vec", refuse)
+    rng = np.random.default_rng(0)
+    counts = rng.multinomial(10, rng.dirichlet(np.full(50, 0.5), size=3000))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BestPerformanceWarning)
+        res = best_performance(counts, rng=0)
+    assert res.methods["accuracy"] == "exact (gamma quadrature)"
+
+
+# ------------------------------------------------------------------ F1 (macro)
+
+
+def _binomial(w, p):
+    k = np.arange(int(w) + 1)
+    return special.comb(w, k) * p**k * (1 - p) ** (w - k)
+
+
+def _direct(weights, probs):
+    pmf = np.ones(1)
+    for w, p in zip(weights, probs, strict=True):
+        pmf = np.convolve(pmf, _binomial(w, p))
+    return pmf
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_batched_poisson_binomials_equal_direct_convolution(seed):
+    rng = np.random.default_rng(seed)
+    n = 300
+    weights = rng.choice([1, 1, 1, 2, 5, 40], size=n).astype(float)
+    probs = rng.choice([0.0, 1.0, 1e-30, 0.3, 0.9], size=n) * (rng.random(n) < 0.2)
+    probs = np.where(probs > 0, probs, rng.beta(0.3, 2.0, n))
+    sums = np.sort(rng.integers(0, 4, n))
+    offset, pieces = f1_module._pieces(weights, probs, sums, 5)
+    dists = f1_module._convolve_sums(offset, [pieces])
+    for k, (start, pmf) in enumerate(dists):
+        direct = _direct(weights[sums == k], probs[sums == k])
+        full = np.zeros(max(len(direct), start + len(pmf)))
+        full[start:start + len(pmf)] = pmf
+        np.testing.assert_allclose(full[:len(direct)], direct, rtol=0, atol=1e-14)
+        assert full[len(direct):].sum() == 0.0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_f1_parts_equal_direct_convolution(seed):
+    # Distinct count vectors of weight 1 (a dense matrix, recursion in blocks), a few
+    # (expanded into trials) and many (binomial pieces).
+    rng = np.random.default_rng(seed)
+    n_rows, k = 160, 4
+    probs = rng.dirichlet(np.full(k, 0.4), size=n_rows)
+    gold = rng.integers(0, k - (seed == 2), n_rows)  # seed 2: a class never gold
+    weights = rng.choice([1, 1, 1, 3, 60], size=n_rows).astype(float)
+    m, parts = f1_module._f1_parts(weights, gold, probs, k)
+    for c in np.flatnonzero(m):
+        tp = _direct(weights[gold == c], probs[gold == c, c])
+        fp = _direct(weights[gold != c], probs[gold != c, c])
+        joint = np.convolve(np.arange(len(tp)) * tp, fp)
+        expected = np.sum(2.0 * joint / (m[c] + np.arange(len(joint))))
+        # (the reference's own 60-trial binomials are good to about 1e-12)
+        assert parts[int(c)] == pytest.approx(expected, rel=1e-11, abs=1e-14)
