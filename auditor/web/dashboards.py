@@ -395,7 +395,40 @@ def annotator_page(db: Session, ds: Dataset, person: Annotator) -> dict:
                         .where(Annotation.dataset_id == ds.id, Annotation.annotator_id == person.id))
     weeks = _weeks(windows)
     return {"dataset": ds, "annotator": person, "n_items": n_items, "weeks": weeks, "changes": changes,
-            "n_labels": sum(w["n_labels"] for w in weeks), "chart": _quality_chart(windows, changes)}
+            "n_labels": sum(w["n_labels"] for w in weeks), "chart": _quality_chart(windows, changes),
+            "disagreements": disagreements(db, ds, person), "recent_labels": RECENT_LABELS}
+
+
+#: The annotator's most recent labels looked at for disagreements, and how many are listed.
+RECENT_LABELS = 500
+LISTED_DISAGREEMENTS = 25
+
+
+def disagreements(db: Session, ds: Dataset, person: Annotator) -> list[dict]:
+    """Of the annotator's most recent labels, those that differ from every plurality label
+    of the *other* annotators on the item (ties counted as agreement), newest first."""
+    rows = db.execute(
+        select(Annotation.label, func.coalesce(Annotation.annotated_at, Annotation.created_at), Item.external_id,
+               Item.label_counts, Item.gold_label)
+        .join(Item, Item.id == Annotation.item_id)
+        .where(Annotation.dataset_id == ds.id, Annotation.annotator_id == person.id)
+        .order_by(Annotation.data_version.desc(), Annotation.item_id).limit(RECENT_LABELS)).all()
+    labels = list(ds.labels)
+    out = []
+    for label, when, item, counts, gold in rows:
+        others = list(counts or [0] * len(labels))[: len(labels)]
+        if label < len(others):
+            others[label] -= 1
+        top = max(others, default=0)
+        if top <= 0 or others[label] == top:
+            continue  # no other label on the item, or its label is (one of) the others' plurality
+        out.append({"item": item, "label": labels[label] if label < len(labels) else label, "at": when,
+                    "others": {labels[i]: n for i, n in enumerate(others) if n},
+                    "consensus": [labels[i] for i, n in enumerate(others) if n == top],
+                    "gold": labels[gold] if gold is not None and gold < len(labels) else None})
+        if len(out) == LISTED_DISAGREEMENTS:
+            break
+    return out
 
 
 def audit_runs(db: Session, workspace_id: int, *, limit: int = 200) -> list:

@@ -323,3 +323,27 @@ def test_markup_in_annotator_ids_and_vendors_stays_text(app):
     link = re.search(r'<a href="(/datasets/\d+/annotators/[^"]+)">', vendor_page).group(1)
     annotator_page = _page(session, html.unescape(link))
     assert "<img" not in annotator_page and "&lt;img src=x" in annotator_page
+
+
+def test_annotator_page_lists_its_disagreements_with_the_others_plurality(app, history):
+    """Each listed item is one where the annotator's label is none of the other annotators'
+    most frequent labels (checked against the simulated records), at most 25 of them."""
+    from collections import Counter
+
+    page = _page(_session(app, history.tenant, "analyst"), f"/datasets/{history.dataset_id}/annotators/bolt-02")
+    table = re.search(r'<table class="data" id="disagreements">(.*?)</table>', page, re.S).group(1)
+    body = table.split("<tbody>", 1)[1]
+    rows = [[_text(c) for c in re.findall(r"<td>(.*?)</td>", r, re.S)] for r in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
+    assert 0 < len(rows) <= 25
+    by_item: dict[str, Counter] = {}
+    mine: dict[str, str] = {}
+    for rec in simulate_history(SCENARIO):
+        if rec["annotator_id"] == "bolt-02":
+            mine[rec["item_id"]] = rec["label"]
+        else:
+            by_item.setdefault(rec["item_id"], Counter())[rec["label"]] += 1
+    for item, label, plurality, *_ in rows:
+        others = by_item[item]
+        top = max(others.values())
+        assert mine[item] == label and label not in {k for k, n in others.items() if n == top}
+        assert set(plurality.split(", ")) == {k for k, n in others.items() if n == top}
