@@ -234,13 +234,12 @@ def _store_windows(session: Session, dataset_id: int, grouping: str, mon: Qualit
     """Replace the rows of the windows this audit added to (their sums only grew)."""
     if not weeks:
         return
-    starts = [bounds(w)[0] for w in weeks]
     session.execute(delete(QualityWindow).where(
         QualityWindow.dataset_id == dataset_id, QualityWindow.grouping == grouping,
-        QualityWindow.window_start.in_(starts)))
+        QualityWindow.window.in_([int(w) for w in weeks])))
     now = datetime.now(UTC)
     rows = [{"dataset_id": dataset_id, "grouping": grouping, "group_name": str(r["group"])[:512],
-             "metric": r["metric"], "window_start": bounds(r["window"])[0],
+             "metric": r["metric"], "window": int(r["window"]), "window_start": bounds(r["window"])[0],
              "window_end": bounds(r["window"])[1], "n_items": r["n_units"], "n_labels": r["n_labels"],
              "value": _finite(r["value"]), "low": _finite(r["low"]), "high": _finite(r["high"]),
              "audit_run_id": run_id, "updated_at": now} for r in mon.window_rows(weeks)]
