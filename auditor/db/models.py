@@ -623,9 +623,9 @@ class QualityWindow(Base):
     annotators' consensus, or accuracy against gold, with its interval."""
 
     __tablename__ = "quality_window"
-    __table_args__ = (UniqueConstraint("dataset_id", "grouping", "group_name", "metric", "window",
+    __table_args__ = (UniqueConstraint("dataset_id", "grouping", "group_name", "metric", "window_key",
                                        name="uq_quality_window_key"),
-                      Index("ix_quality_window_series", "dataset_id", "grouping", "window"))
+                      Index("ix_quality_window_series", "dataset_id", "grouping", "window_key"))
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)
     dataset_id: Mapped[int] = mapped_column(ForeignKey("dataset.id", ondelete="CASCADE"))
@@ -634,7 +634,7 @@ class QualityWindow(Base):
     metric: Mapped[str] = mapped_column(String(32))     # "agreement" or "gold_accuracy"
     # The window's key, in time order: weeks since Monday 5 January 1970, or the import's
     # data version (a dataset with batch windows, whose imports may share a time stamp).
-    window: Mapped[int] = mapped_column(BigInteger)
+    window_key: Mapped[int] = mapped_column(BigInteger)
     window_start: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     window_end: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     n_items: Mapped[float] = mapped_column(Double)

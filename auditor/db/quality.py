@@ -236,10 +236,10 @@ def _store_windows(session: Session, dataset_id: int, grouping: str, mon: Qualit
         return
     session.execute(delete(QualityWindow).where(
         QualityWindow.dataset_id == dataset_id, QualityWindow.grouping == grouping,
-        QualityWindow.window.in_([int(w) for w in weeks])))
+        QualityWindow.window_key.in_([int(w) for w in weeks])))
     now = datetime.now(UTC)
     rows = [{"dataset_id": dataset_id, "grouping": grouping, "group_name": str(r["group"])[:512],
-             "metric": r["metric"], "window": int(r["window"]), "window_start": bounds(r["window"])[0],
+             "metric": r["metric"], "window_key": int(r["window"]), "window_start": bounds(r["window"])[0],
              "window_end": bounds(r["window"])[1], "n_items": r["n_units"], "n_labels": r["n_labels"],
              "value": _finite(r["value"]), "low": _finite(r["low"]), "high": _finite(r["high"]),
              "audit_run_id": run_id, "updated_at": now} for r in mon.window_rows(weeks)]

@@ -71,9 +71,9 @@ def _recent(db: Session, keys: Select, grouping: str, *, depth: int = 1
     w, c = aliased(QualityWindow), aliased(QualityChange)
     cols = [k.c.dataset_id, k.c.group_name]
     for metric in QUALITY_METRICS:
-        cols += [select(w.window).where(w.dataset_id == k.c.dataset_id, w.grouping == grouping,
+        cols += [select(w.window_key).where(w.dataset_id == k.c.dataset_id, w.grouping == grouping,
                                         w.group_name == k.c.group_name, w.metric == metric)
-                 .order_by(w.window.desc()).limit(1).offset(i).scalar_subquery() for i in range(depth)]
+                 .order_by(w.window_key.desc()).limit(1).offset(i).scalar_subquery() for i in range(depth)]
     cols.append(select(c.id).where(c.dataset_id == k.c.dataset_id, c.grouping == grouping,
                                    c.group_name == k.c.group_name)
                 .order_by(c.detected_at.desc(), c.id.desc()).limit(1).scalar_subquery())
@@ -90,10 +90,10 @@ def _recent(db: Session, keys: Select, grouping: str, *, depth: int = 1
     windows: dict[tuple, list[QualityWindow]] = defaultdict(list)
     for at in range(0, max(len(wanted), 1), _KEYS_PER_QUERY):
         for row in db.scalars(select(q).where(q.grouping == grouping, tuple_(
-                q.dataset_id, q.group_name, q.metric, q.window).in_(wanted[at:at + _KEYS_PER_QUERY]))):
+                q.dataset_id, q.group_name, q.metric, q.window_key).in_(wanted[at:at + _KEYS_PER_QUERY]))):
             windows[(row.dataset_id, row.group_name, row.metric)].append(row)
     for rows in windows.values():
-        rows.sort(key=lambda r: r.window, reverse=True)
+        rows.sort(key=lambda r: r.window_key, reverse=True)
     changes: dict[tuple, QualityChange] = {}
     for at in range(0, max(len(change_ids), 1), _KEYS_PER_QUERY):
         for ch in db.scalars(select(QualityChange).where(QualityChange.id.in_(change_ids[at:at + _KEYS_PER_QUERY]))):
@@ -106,7 +106,7 @@ def _quality_chart(windows: list[QualityWindow], changes: list[QualityChange]) -
     each change found marked where it started."""
     series = []
     for metric in QUALITY_METRICS:
-        rows = sorted((r for r in windows if r.metric == metric), key=lambda r: r.window)
+        rows = sorted((r for r in windows if r.metric == metric), key=lambda r: r.window_key)
         if rows:
             series.append({"name": _SERIES_NAMES[metric], "metric": metric,
                            "points": [[_epoch_ms(r.window_start), r.value] for r in rows],
@@ -125,7 +125,7 @@ def _weeks(windows: list[QualityWindow]) -> list[dict]:
     """One row per week, newest first: each metric's window, and the labels counted."""
     weeks: dict[int, dict] = {}
     for r in windows:
-        week = weeks.setdefault(r.window, {"start": r.window_start, "window": r.window, "n_labels": r.n_labels,
+        week = weeks.setdefault(r.window_key, {"start": r.window_start, "window": r.window_key, "n_labels": r.n_labels,
                                            **dict.fromkeys(QUALITY_METRICS)})
         week[r.metric] = r
     return sorted(weeks.values(), key=lambda w: w["window"], reverse=True)
@@ -323,7 +323,7 @@ def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None
     q = QualityWindow
     wstmt = (select(q).join(Dataset, q.dataset_id == Dataset.id)
              .where(Dataset.workspace_id == workspace_id, q.grouping == "vendor", q.group_name == vendor)
-             .order_by(q.dataset_id, q.window, q.metric))
+             .order_by(q.dataset_id, q.window_key, q.metric))
     if dataset_ids is not None:
         wstmt = wstmt.where(Dataset.id.in_(list(dataset_ids) or [-1]))
     series: dict[int, list[QualityWindow]] = defaultdict(list)
@@ -387,7 +387,7 @@ def annotator_page(db: Session, ds: Dataset, person: Annotator) -> dict:
     q, c = QualityWindow, QualityChange
     windows = list(db.scalars(select(q).where(q.dataset_id == ds.id, q.grouping == "annotator",
                                               q.group_name == person.external_id)
-                              .order_by(q.window, q.metric)))
+                              .order_by(q.window_key, q.metric)))
     changes = list(db.scalars(select(c).where(c.dataset_id == ds.id, c.grouping == "annotator",
                                               c.group_name == person.external_id)
                               .order_by(c.detected_at.desc(), c.id.desc())))

@@ -49,7 +49,7 @@ def upgrade() -> None:
         sa.Column("grouping", sa.String(16), nullable=False),
         sa.Column("group_name", sa.String(512), nullable=False),
         sa.Column("metric", sa.String(32), nullable=False),
-        sa.Column("window", sa.BigInteger(), nullable=False),
+        sa.Column("window_key", sa.BigInteger(), nullable=False),
         sa.Column("window_start", sa.DateTime(timezone=True), nullable=False),
         sa.Column("window_end", sa.DateTime(timezone=True), nullable=False),
         sa.Column("n_items", sa.Double(), nullable=False),
@@ -62,10 +62,10 @@ def upgrade() -> None:
                                                               ondelete="SET NULL"), nullable=True),
         _now(),
         sa.PrimaryKeyConstraint("id", name="pk_quality_window"),
-        sa.UniqueConstraint("dataset_id", "grouping", "group_name", "metric", "window",
+        sa.UniqueConstraint("dataset_id", "grouping", "group_name", "metric", "window_key",
                             name="uq_quality_window_key"),
     )
-    op.create_index("ix_quality_window_series", "quality_window", ["dataset_id", "grouping", "window"])
+    op.create_index("ix_quality_window_series", "quality_window", ["dataset_id", "grouping", "window_key"])
     op.create_table(
         "quality_change",
         sa.Column("id", sa.Integer(), nullable=False),

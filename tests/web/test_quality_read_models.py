@@ -28,7 +28,7 @@ MONDAY = datetime(2026, 3, 2, tzinfo=UTC)
 
 def _window(ds, grouping, group, metric, week, value, run_id):
     start = MONDAY + timedelta(weeks=week)
-    return QualityWindow(dataset_id=ds, grouping=grouping, group_name=group, metric=metric, window=week,
+    return QualityWindow(dataset_id=ds, grouping=grouping, group_name=group, metric=metric, window_key=week,
                          window_start=start,
                          window_end=start + timedelta(weeks=1), n_items=50, n_labels=60 + week, value=value,
                          low=value - 0.05, high=value + 0.05, audit_run_id=run_id)

@@ -305,14 +305,14 @@ def list_quality_windows(principal, db, dataset_id, grouping, group, metric):
     leave-one-out consensus and accuracy on gold items, with 95% intervals, oldest first."""
     ds = get_dataset(principal, db, dataset_id)
     q = QualityWindow
-    stmt = (select(q.id, q.dataset_id, q.grouping, q.group_name.label("group"), q.metric, q.window, q.window_start,
+    stmt = (select(q.id, q.dataset_id, q.grouping, q.group_name.label("group"), q.metric, q.window_key, q.window_start,
                    q.window_end, q.n_items, q.n_labels, q.value, q.low, q.high, q.audit_run_id, q.updated_at)
             .where(q.dataset_id == ds.id, q.grouping == grouping)
-            .order_by(q.window, q.group_name, q.metric))
+            .order_by(q.window_key, q.group_name, q.metric))
     if metric:
         stmt = stmt.where(q.metric == metric)
     stmt = _quality_scope(principal, db, stmt, q, grouping, group, ds.workspace_id)
-    return Listing(stmt, s.quality_window, ["grouping", "group", "metric", "window", "window_start", "window_end",
+    return Listing(stmt, s.quality_window, ["grouping", "group", "metric", "window_key", "window_start", "window_end",
                                             "n_items",
                                             "n_labels", "value", "low", "high", "audit_run_id"],
                    f"quality-{grouping}-{ds.id}", mapping=True)

@@ -277,7 +277,7 @@ SCHEMAS: dict[str, dict] = {
     "QualityWindow": _obj(["grouping", "group", "metric", "window_start", "window_end", "value"],
                           id=INT, dataset_id=INT, grouping={"type": "string", "enum": ["vendor", "annotator"]},
                           group=STR, metric={"type": "string", "enum": ["agreement", "gold_accuracy"]},
-                          window={"type": "integer", "description": "The window's key, in time order: "
+                          window_key={"type": "integer", "description": "The window's key, in time order: "
                                   "weeks since Monday 1970-01-05, or the import's data version (batch windows)."},
                           window_start=TIME, window_end=TIME, n_items=_n("number"), n_labels=INT,
                           value=_n("number"), low=_n("number"), high=_n("number"), audit_run_id=_n("integer"),
