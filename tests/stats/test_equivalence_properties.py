@@ -531,3 +531,38 @@ def test_curve_and_equivalences_on_the_same_items_share_one_table_computation(mo
     power_curve(LabelCounts(counts[::-1][:100], ("a", "b", "c"), tuple(range(100))), combiner="abc",
                 scorer="cross_entropy", n_bootstrap=0)
     assert len(calls) == 4
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_labels=st.integers(2, 5), block=st.sampled_from([7, 40, 10_000]),
+       reference=st.booleans())
+def test_abc_size_ordered_sums_equal_the_sub_vector_table(seed, n_labels, block, reference):
+    """The ABC's exact path sums T(y + e_l) from the enumerated pairs (by size, in blocks, two
+    passes when a size spans several blocks); the table of sub-vectors of size |y| + 1 that
+    it replaced must give the same expected scores, for every block size."""
+    from auditor.stats.equivalence import exact
+    from auditor.stats.equivalence.combiners import ABCModel
+
+    rng = np.random.default_rng(seed)
+    n_items = int(rng.integers(5, 60))
+    per_item = rng.integers(1, 9, n_items)
+    pool = np.stack([rng.multinomial(n, rng.dirichlet(np.full(n_labels, 0.7))) for n in per_item])
+    ref = np.stack([rng.multinomial(2, rng.dirichlet(np.ones(n_labels))) for _ in range(n_items)]) \
+        if reference else None
+    uniq, _, mult = row_histogram(pool)
+    prior = pool.sum(axis=0) / pool.sum()
+    k_max = int(per_item.max()) - (0 if reference else 1)
+    # Every k, or a grid of them (as on curves with very many labels).
+    ks = None if seed % 2 else np.unique(np.r_[0, rng.choice(k_max + 1, size=min(3, k_max + 1), replace=False)])
+    kw = dict(combiner="abc", scorer="cross_entropy", k_max=k_max, prior=prior, clip=0.01, ks=ks)
+    exact.clear_table_cache()
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(exact, "_ABC_BLOCK", block)
+        m.setattr(exact, "_ABC_GROUP", 3 * block)
+        by_size = exact.exact_tables(pool, ref, model=ABCModel(uniq, mult), **kw)
+    exact.clear_table_cache()
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(exact, "_abc_by_size_ok", lambda *a: False)
+        table = exact.exact_tables(pool, ref, model=ABCModel(uniq, mult), **kw)
+    exact.clear_table_cache()
+    np.testing.assert_allclose(by_size.expected, table.expected, rtol=1e-10, atol=1e-12)

@@ -213,6 +213,9 @@ def sub_counts_columns(unique: np.ndarray, k_max: np.ndarray,
     offsets_by_level: list[np.ndarray] = []
     parents: list[np.ndarray] = []
     used = np.zeros(n_u, dtype=np.int64)
+    # With ``sizes``: what the labels after each one can still add, to drop partial vectors
+    # that can no longer reach the smallest size.
+    left = None if sizes is None else np.cumsum(unique[:, ::-1], axis=1)[:, ::-1]
     for lab in range(n_labels):
         room = np.minimum(unique[owner, lab], k_max[owner] - used)
         if sizes is not None and lab == n_labels - 1:
@@ -227,6 +230,10 @@ def sub_counts_columns(unique: np.ndarray, k_max: np.ndarray,
             starts = np.cumsum(reps) - reps
             parent = np.repeat(np.arange(owner.shape[0]), reps)
             offsets = np.arange(parent.shape[0]) - starts[parent]
+            if left is not None and lab + 1 < n_labels:
+                keep = used[parent] + offsets + left[owner[parent], lab + 1] >= sizes[0]
+                if not keep.all():
+                    parent, offsets = parent[keep], offsets[keep]
         owner = owner[parent]
         used = used[parent] + offsets
         offsets_by_level.append(offsets)

@@ -9,6 +9,7 @@ which is the expectation of breaking the tie at random.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 from scipy.special import gammaln
 
 from auditor.stats.equivalence._inputs import row_histogram, sub_counts_columns
@@ -34,12 +35,14 @@ def tie_uniform_columns(scores: np.ndarray) -> np.ndarray:
     return winners / winners.sum(axis=0)
 
 
-def clip_probabilities(probs: np.ndarray, clip: float, axis: int = 1) -> np.ndarray:
-    """Clip to ``[clip, 1 - clip]`` and renormalise along ``axis`` (the reference package's rule)."""
+def clip_probabilities(probs: np.ndarray, clip: float, axis: int = 1, *, inplace: bool = False) -> np.ndarray:
+    """Clip to ``[clip, 1 - clip]`` and renormalise along ``axis`` (the reference package's rule);
+    ``inplace`` overwrites ``probs`` (a float array the caller owns)."""
     if clip <= 0:
         return probs
-    out = np.clip(probs, clip, 1.0 - clip)
-    return out / out.sum(axis=axis, keepdims=True)
+    out = np.clip(probs, clip, 1.0 - clip, out=probs if inplace else None)
+    out /= out.sum(axis=axis, keepdims=True)
+    return out
 
 
 def _log_falling(n: np.ndarray, k: np.ndarray) -> np.ndarray:
@@ -173,14 +176,15 @@ class ABCModel:
             if dense:
                 values += np.bincount(code, weights=weights, minlength=values.shape[0])
             else:
-                k, inverse = np.unique(code, return_inverse=True)
-                parts_k.append(k)
-                parts_v.append(np.bincount(inverse.reshape(-1), weights=weights, minlength=k.shape[0]))
+                inverse, k = pd.factorize(code)  # hashing: linear in the pairs; sorted below
+                parts_k.append(np.asarray(k, dtype=np.int64))
+                parts_v.append(np.bincount(inverse, weights=weights, minlength=k.shape[0]))
         if dense:
             self._table = (sizes, None, values)
         else:
-            keys, inverse = np.unique(np.concatenate(parts_k), return_inverse=True)
-            self._table = (sizes, keys, np.bincount(inverse.reshape(-1), weights=np.concatenate(parts_v),
+            inverse, keys = pd.factorize(np.concatenate(parts_k), sort=True)
+            keys = np.asarray(keys, dtype=np.int64)
+            self._table = (sizes, keys, np.bincount(inverse, weights=np.concatenate(parts_v),
                                                    minlength=keys.shape[0]))
         return True
 
@@ -207,7 +211,12 @@ class ABCModel:
 
     def _totals_next(self, y: np.ndarray) -> np.ndarray:
         """``total(y + e_l)`` for every column of ``y`` (L, P) and label l, as (L, P): from the
-        table by key arithmetic (the key of y + e_l is key(y) + place_l)."""
+        table by key arithmetic (the key of y + e_l is key(y) + place_l).
+
+        The P columns repeat a much smaller set of sub-vectors (every item that has them
+        shares them), so the keys are factorised first (a hash pass) and the table is
+        searched once per distinct sub-vector and label; the result is gathered back.
+        """
         n_labels, p = y.shape
         if not self._tabulate(np.unique(y.sum(axis=0)) + 1):
             z = (y.T[:, None, :] + np.eye(n_labels, dtype=np.int64)[None]).reshape(-1, n_labels)
@@ -219,47 +228,59 @@ class ABCModel:
         for lab in range(n_labels):
             inside &= y[lab] < radix[lab]
             code += np.minimum(y[lab], radix[lab] - 1) * self._place[lab]
-        out = np.zeros((n_labels, p))
-        dense = self._table[1] is None
-        # Sorted once: the codes of y + e_l are then ascending for every l.
-        order = None if dense else np.argsort(code, kind="stable")
+        code[~inside] = -1  # a count above every item's: no y + e_l is in the table
+        which, distinct = pd.factorize(code, sort=True)
+        distinct = np.asarray(distinct, dtype=np.int64)
+        found = distinct >= 0
+        digits = np.zeros(distinct.shape[0], dtype=np.int64)
+        values = np.zeros((n_labels, distinct.shape[0]))
         for lab in range(n_labels):
-            ok = inside & (y[lab] + 1 < radix[lab])
-            if dense:
-                out[lab, ok] = self._lookup(code[ok] + self._place[lab])
-            else:
-                rows = order[ok[order]]
-                out[lab, rows] = self._lookup(code[rows] + self._place[lab], ascending=True)
-        return out
+            np.floor_divide(distinct, self._place[lab], out=digits)
+            ok = found & (digits % radix[lab] + 1 < radix[lab])
+            # ``distinct`` is sorted, so the keys + place_l are ascending too.
+            values[lab, ok] = self._lookup(distinct[ok] + self._place[lab], ascending=True)
+        return values[:, which]
 
     def predict(self, y: np.ndarray, own: np.ndarray) -> np.ndarray:
         """Predictions (P, L) for sub-counts ``y ≤ own`` of items with full counts ``own``."""
         return self.predict_columns(np.ascontiguousarray(y.T), np.ascontiguousarray(own.T)).T
 
-    def predict_columns(self, y: np.ndarray, own: np.ndarray) -> np.ndarray:
-        """:meth:`predict` column-major: ``y``, ``own`` and the result are (L, P)."""
+    def predict_columns(self, y: np.ndarray, own: np.ndarray, *, rest: np.ndarray | None = None,
+                        log_own: np.ndarray | None = None, total: np.ndarray | None = None) -> np.ndarray:
+        """:meth:`predict` column-major: ``y``, ``own`` and the result are (L, P).
+
+        ``rest`` (``own − y``), ``log_own`` (log P_own(y)) and ``total`` (``total(y + e_l)``,
+        (L, P); overwritten) may be passed by a caller that has them already (the exact path
+        computes the first two for its hypergeometric weights, and may sum the third).
+        """
         n_labels = y.shape[0]
-        total = self._totals_next(y)
-        # P_own(y + e_l) = P_own(y) (own_l − y_l) / (|own| − |y|): falling factorials one step on.
+        if total is None:
+            total = self._totals_next(y)
         n_own = own.sum(axis=0)
-        k = y.sum(axis=0)
-        left = n_own - k
-        lf = self._lf if int(n_own.max(initial=0)) < self._lf.shape[0] else \
-            gammaln(np.arange(int(n_own.max()) + 2, dtype=float) + 1.0)
-        log_own = -(lf[n_own] - lf[np.maximum(left, 0)])
-        for lab in range(n_labels):
-            log_own += lf[own[lab]] - lf[np.maximum(own[lab] - y[lab], 0)]
+        left = n_own - y.sum(axis=0)
+        if rest is None:
+            rest = own - y
+        if log_own is None:
+            lf = self._lf if int(n_own.max(initial=0)) < self._lf.shape[0] else \
+                gammaln(np.arange(int(n_own.max()) + 2, dtype=float) + 1.0)
+            log_own = -(lf[n_own] - lf[np.maximum(left, 0)])
+            for lab in range(n_labels):
+                log_own += lf[own[lab]] - lf[np.maximum(rest[lab], 0)]
+        # P_own(y + e_l) = P_own(y) (own_l − y_l) / (|own| − |y|): falling factorials one step on.
         step = np.where(left > 0, np.exp(log_own) / np.maximum(left, 1), 0.0)
-        num = total - step * (own - y)
+        num = np.multiply(rest, step, dtype=float)
+        np.subtract(total, num, out=num)
         # Rounding in the subtraction must not turn "no other item" into a tiny probability.
-        num[num <= 1e-12 * total] = 0.0
+        total *= 1e-12
+        np.copyto(num, 0.0, where=num <= total)
         norm = num.sum(axis=0)
         empty = norm <= 0
         if empty.any():
             # No other item can have produced these labels: nothing was learned, predict uniformly.
             num[:, empty] = 1.0
             norm[empty] = n_labels
-        return num / norm
+        num /= norm
+        return num
 
 
 def predict(combiner: str, y: np.ndarray, own: np.ndarray, *, prior: np.ndarray,
@@ -274,14 +295,20 @@ def predict(combiner: str, y: np.ndarray, own: np.ndarray, *, prior: np.ndarray,
 
 
 def predict_columns(combiner: str, y: np.ndarray, own: np.ndarray, *, prior: np.ndarray,
-                    model: ABCModel | None, clip: float) -> np.ndarray:
-    """:func:`predict` column-major: ``y``, ``own`` and the predictions are (L, P)."""
+                    model: ABCModel | None, clip: float, rest: np.ndarray | None = None,
+                    log_own: np.ndarray | None = None, total: np.ndarray | None = None) -> np.ndarray:
+    """:func:`predict` column-major: ``y``, ``own`` and the predictions are (L, P).
+
+    ``rest`` = own − y, ``log_own`` = log P_own(y) and ``total`` (the ABC's table sums at
+    y + e_l) save the ABC recomputing them.
+    """
     if combiner in ("majority", "plurality"):
         return tie_uniform_columns(y)
     if combiner == "frequency":
         k = y.sum(axis=0)
         out = np.where(k > 0, y / np.maximum(k, 1), prior[:, None])
-        return clip_probabilities(out, clip, axis=0)
+        return clip_probabilities(out, clip, axis=0, inplace=True)
     if combiner == "abc":
-        return clip_probabilities(model.predict_columns(y, own), clip, axis=0)
+        return clip_probabilities(model.predict_columns(y, own, rest=rest, log_own=log_own, total=total),
+                                  clip, axis=0, inplace=True)
     raise ValueError(combiner)  # pragma: no cover - names are validated upstream

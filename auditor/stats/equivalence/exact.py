@@ -24,6 +24,7 @@ import hashlib
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from scipy.special import gammaln
 
 from auditor.lru import LRU
@@ -152,6 +153,117 @@ def _digest(*parts) -> bytes:
     return h.digest()
 
 
+def _sequence_terms(owner: np.ndarray, y: np.ndarray, u_cols: np.ndarray, n_u: np.ndarray,
+                    key_log: np.ndarray, lf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``m − y`` and log P_m(y) (one particular sequence of the |y| labels, drawn without
+    replacement from the item with counts m) for the pairs (owner, y):
+    log P_m(y) = Σ_l log m_l! − log (m_l − y_l)! − (log n! − log (n − k)!)."""
+    rest = u_cols[:, owner] - y
+    k = y.sum(axis=0)
+    return rest, key_log[owner] + lf[n_u[owner] - k] - lf[rest].sum(axis=0)
+
+
+#: The ABC's size-ordered path: sub-count vectors kept between its two passes (compactly,
+#: about 2 bytes × labels + 16 each), and handled at once (working memory of about
+#: 80 bytes × labels each).
+_ABC_GROUP = 4_000_000
+_ABC_BLOCK = 250_000
+
+
+def _pairs_per_size(u: np.ndarray, top: np.ndarray, k_hi: int) -> np.ndarray:
+    """(U, k_hi + 1): how many sub-vectors y ≤ u_i have |y| = k (0 where k > top_i).
+
+    The coefficients of Π_l (1 + x + … + x^{u_il}), one label at a time by running sums.
+    """
+    cols = np.arange(k_hi + 1)
+    c = np.zeros((u.shape[0], k_hi + 1))
+    c[:, 0] = 1.0
+    for lab in range(u.shape[1]):
+        run = np.cumsum(c, axis=1)
+        back = cols[None, :] - u[:, lab:lab + 1] - 1
+        c = run - np.where(back >= 0, np.take_along_axis(run, np.maximum(back, 0), axis=1), 0.0)
+    c[cols[None, :] > top[:, None]] = 0.0
+    return c
+
+
+def _abc_by_size_ok(model: ABCModel, u: np.ndarray, mult: np.ndarray) -> bool:
+    """The size-ordered path sums the ABC's table from the keys' own sub-vectors: valid
+    when the model was fitted on exactly these count vectors (it always is here; checked
+    in case), and when the mixed-radix code of a sub-vector fits in 64 bits."""
+    if float(np.prod(model._radix.astype(float))) >= 2.0 ** 62:
+        return False
+    if (u.max(axis=0, initial=0) + 1 > model._radix).any():
+        return False
+    uniq, inverse, _ = row_histogram(u)
+    weight = np.bincount(inverse, weights=mult, minlength=uniq.shape[0])
+    return bool(uniq.shape == model.unique.shape and (uniq == model.unique).all()
+                and np.allclose(weight, model.weight, rtol=0, atol=1e-9))
+
+
+def _abc_by_size(u, u_cols, n_u, mult, top, ks, key_log, lf, place):
+    """The ABC's pairs in groups of sizes |y|, with each sub-vector's table sum.
+
+    The ABC predicts from the sums T(y + e_l) = Σ_v w_v P_v(y + e_l) over the data set's
+    count vectors v (weights w_v), and P_v(y + e_l) = P_v(y) (v_l − y_l) / (|v| − |y|): so
+    T(y + e_l) is a sum over the very pairs (v, y) with this y that the exact path
+    enumerates anyway. For each group of sizes (about :data:`_ABC_GROUP` pairs), a first
+    pass enumerates the pairs in blocks of :data:`_ABC_BLOCK` (small arrays: the working
+    memory stays in the allocator's reuse), hashes each sub-vector's code and adds its
+    terms to its sum, keeping the pairs compactly; the second pass hands the blocks on
+    with their sums. No table of sub-vectors of size |y| + 1 is built and nothing is
+    searched per label.
+    """
+    n_labels = u.shape[1]
+    per_size = _pairs_per_size(u, top, int(ks.max(initial=0)))[:, ks]      # (U, n_j)
+    totals = per_size.sum(axis=0)
+    small = np.int16 if int(u.max(initial=0)) < 2**15 else np.int64
+    start = 0
+    while start < ks.shape[0]:
+        end = start + 1
+        while end < ks.shape[0] and totals[start:end + 1].sum() <= _ABC_GROUP:
+            end += 1
+        sizes = ks[start:end]
+        per_key = per_size[:, start:end].sum(axis=1)
+        start = end
+        keys = np.flatnonzero(per_key > 0)
+        if keys.shape[0] == 0:
+            continue
+        cum = np.cumsum(per_key[keys])
+        cuts = np.unique(np.clip(np.searchsorted(cum, np.arange(_ABC_BLOCK, cum[-1], _ABC_BLOCK), side="right"),
+                                 1, keys.shape[0] - 1)) if cum[-1] > _ABC_BLOCK else []
+        kept, codes, parts = [], [], []
+        for block in np.split(keys, cuts):
+            owner, y = sub_counts_columns(u[block], np.minimum(top[block], sizes[-1]), sizes)
+            owner = block[owner]
+            rest, log_seq = _sequence_terms(owner, y, u_cols, n_u, key_log, lf)
+            code = place[0] * y[0]
+            for lab in range(1, n_labels):
+                code += place[lab] * y[lab]
+            which, distinct = pd.factorize(code)
+            left = n_u[owner] - y.sum(axis=0)
+            step = np.where(left > 0, np.exp(log_seq) / np.maximum(left, 1), 0.0) * mult[owner]
+            rest = rest * step
+            parts.append(np.stack([np.bincount(which, weights=rest[lab], minlength=distinct.shape[0])
+                                   for lab in range(n_labels)]))
+            codes.append(np.asarray(distinct, dtype=np.int64))
+            kept.append((owner.astype(np.int32), y.astype(small), log_seq, which.astype(np.int32)))
+            del owner, y, rest, code, which, left, step
+        # The sums over all the group's blocks, and each block's map onto them.
+        merged, distinct_all = pd.factorize(np.concatenate(codes), sort=False)
+        sums = np.zeros((n_labels, distinct_all.shape[0]))
+        for lab in range(n_labels):
+            sums[lab] = np.bincount(merged, weights=np.concatenate([p[lab] for p in parts]),
+                                    minlength=distinct_all.shape[0])
+        del parts
+        offsets = np.cumsum([0] + [c.shape[0] for c in codes])
+        for j, (owner, y, log_seq, which) in enumerate(kept):
+            kept[j] = None
+            owner = owner.astype(np.int64)
+            y = y.astype(np.int64)
+            rest = u_cols[:, owner] - y
+            yield owner, y, rest, log_seq, sums[:, merged[offsets[j]:offsets[j + 1]][which]]
+
+
 def _exact_tables(keys, mult, inverse, n_labels: int, self_ref: bool, *, combiner: str, scorer: str,
                   k_max: int, prior, model, clip: float, slots, ks) -> ExactTables:
     u = keys[:, :n_labels]
@@ -175,21 +287,29 @@ def _exact_tables(keys, mult, inverse, n_labels: int, self_ref: bool, *, combine
     key_log = lf[u].sum(axis=1) - lf[n_u]
     u_cols = np.ascontiguousarray(u.T)
     hard = combiner in ("majority", "plurality") and scorer == "agreement"
-    if model is not None:
-        model.prepare(ks + 1)  # the ABC's predictions from k labels look up sub-vectors of size k + 1
-    for block in _key_blocks(u, top):
-        owner, y = sub_counts_columns(u[block], top[block], sizes)
-        owner = block[owner]
+
+    def pairs():
+        """(owner, y, rest, log_seq, ABC totals or None) per block of sub-count vectors."""
+        by_size = model is not None and _abc_by_size_ok(model, u, mult)
+        if not by_size:
+            if model is not None:
+                model.prepare(ks + 1)  # predictions from k labels look up sub-vectors of size k + 1
+            for block in _key_blocks(u, top):
+                owner, y = sub_counts_columns(u[block], top[block], sizes)
+                owner = block[owner]
+                yield (owner, y, *_sequence_terms(owner, y, u_cols, n_u, key_log, lf), None)
+            return
+        yield from _abc_by_size(u, u_cols, n_u, mult, top, ks, key_log, lf, model._place)
+
+    for owner, y, rest, log_seq, abc_total in pairs():
         m = u_cols[:, owner]                                      # (L, P), like y
         k = y.sum(axis=0)
         n_o = n_u[owner]
-        logw = key_log[owner] + lf[k] + lf[n_o - k]
-        for lab in range(n_labels):
-            logw -= lf[y[lab]] + lf[m[lab] - y[lab]]
-        w = np.exp(logw)
+        # H(y; m, k) = P_m(y) k! / Π_l y_l!: one sequence of k labels times its orderings.
+        w = np.exp(log_seq + lf[k] - lf[y].sum(axis=0))
         index = owner * n_j + column[k]
         if self_ref:
-            ref = m - y                                           # × 1/(n − k): folded into w
+            ref = rest                                            # × 1/(n − k): folded into w
             w /= np.maximum(n_o - k, 1)
         else:
             r = u_cols_ref[:, owner]
@@ -202,14 +322,21 @@ def _exact_tables(keys, mult, inverse, n_labels: int, self_ref: bool, *, combine
             total = np.where(win, ref, 0).sum(axis=0) / win.sum(axis=0)
             expected += np.bincount(index, weights=total * w, minlength=n_keys * n_j).reshape(-1, n_j)
             continue
-        pred = predict_columns(combiner, y, m, prior=prior, model=model, clip=clip)  # (L, P)
-        scores = label_scores_columns(scorer, pred)
-        terms = np.where(ref > 0, ref * scores, 0.0) * w
+        pred = predict_columns(combiner, y, m, prior=prior, model=model, clip=clip,   # (L, P)
+                               rest=rest, log_own=log_seq, total=abc_total)
+        terms = label_scores_columns(scorer, pred, inplace=True)
+        terms *= ref
+        if scorer == "cross_entropy" and clip <= 0:
+            np.copyto(terms, 0.0, where=ref == 0)                 # 0 · log 0 (no such reference label)
+        if per_label is None:
+            expected += np.bincount(index, weights=terms.sum(axis=0) * w,
+                                    minlength=n_keys * n_j).reshape(-1, n_j)
+            continue
+        terms *= w
         expected += np.bincount(index, weights=terms.sum(axis=0), minlength=n_keys * n_j).reshape(-1, n_j)
-        if per_label is not None:
-            for lab in range(n_labels):
-                per_label[:, :, lab] += np.bincount(index, weights=terms[lab],
-                                                    minlength=n_keys * n_j).reshape(-1, n_j)
+        for lab in range(n_labels):
+            per_label[:, :, lab] += np.bincount(index, weights=terms[lab],
+                                                minlength=n_keys * n_j).reshape(-1, n_j)
     js = ks[None, :]
     if self_ref:
         eligible = n_u[:, None] >= js + 1

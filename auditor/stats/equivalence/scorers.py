@@ -138,13 +138,14 @@ def label_scores(scorer: str, pred: np.ndarray) -> np.ndarray:
     return label_scores_columns(scorer, np.ascontiguousarray(pred.T)).T
 
 
-def label_scores_columns(scorer: str, pred: np.ndarray) -> np.ndarray:
-    """:func:`label_scores` column-major: ``pred`` and the scores are (L, P)."""
+def label_scores_columns(scorer: str, pred: np.ndarray, *, inplace: bool = False) -> np.ndarray:
+    """:func:`label_scores` column-major: ``pred`` and the scores are (L, P); ``inplace``
+    may overwrite ``pred`` (a float array the caller no longer needs)."""
     if scorer == "agreement":
         return tie_uniform_columns(pred)
     if scorer == "cross_entropy":
         with np.errstate(divide="ignore"):
-            return np.log2(pred)
+            return np.log2(pred, out=pred if inplace else None)
     raise ValueError(scorer)  # pragma: no cover
 
 
