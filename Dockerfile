@@ -15,4 +15,4 @@ RUN pip install --no-deps . && rm -rf /app/auditor /app/migrations \
 USER auditor
 ENV AUDITOR_INSTANCE_PATH=/home/auditor/instance
 EXPOSE 8000
-CMD ["gunicorn", "--bind", "0.0.0.0:8000", "--workers", "4", "auditor.web:create_app()"]
+CMD ["gunicorn", "-c", "python:auditor.web.gunicorn_conf", "--bind", "0.0.0.0:8000", "--workers", "4", "auditor.web:create_app()"]

@@ -39,6 +39,8 @@ class Settings:
     response_cache_max_bytes: int = 4 << 20
     session_cookie_secure: str = "auto"
     proxy_count: int = 0
+    log_format: str = "plain"
+    metrics_token: str = field(default="", repr=False)
 
     @property
     def is_sqlite(self) -> bool:
@@ -84,6 +86,13 @@ def _rate(env: Mapping[str, str], name: str, default: str) -> str:
     return raw
 
 
+def _metrics_token(env: Mapping[str, str]) -> str:
+    raw = (env.get("AUDITOR_METRICS_TOKEN") or "").strip()
+    if raw and len(raw) < 16:
+        raise ValueError("AUDITOR_METRICS_TOKEN must be at least 16 characters (or empty: no /metrics).")
+    return raw
+
+
 def load_settings(environ: Mapping[str, str] | None = None, **overrides) -> Settings:
     """Settings from ``environ`` (default ``os.environ``); keyword overrides win."""
     env = os.environ if environ is None else environ
@@ -112,6 +121,8 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides) -> Sett
         "response_cache_max_bytes": _int(env, "AUDITOR_RESPONSE_CACHE_MAX_BYTES", 4 << 20, low=0),
         "session_cookie_secure": _choice(env, "AUDITOR_SESSION_COOKIE_SECURE", "auto", ("auto", "true", "false")),
         "proxy_count": _int(env, "AUDITOR_PROXY_COUNT", 0, low=0, high=10),
+        "log_format": _choice(env, "AUDITOR_LOG_FORMAT", "plain", ("plain", "json")),
+        "metrics_token": _metrics_token(env),
     }
     values.update(overrides)
     return Settings(**values)
@@ -152,7 +163,12 @@ class WorkerSettings:
     certify_bound: str = "theoretical"
     certify_method: str = "anytime"
     quality_alpha: float = 0.05
-    alert_webhook_url: str | None = None
+    #: Where users reach the web UI (https://auditor.example.com), for links written elsewhere (MLflow tags).
+    base_url: str | None = None
+    webhook_max_attempts: int = 8
+    webhook_retry_backoff: float = 5.0
+    webhook_allow_private: bool = False
+    labelstudio_sync_seconds: float = 300.0
 
     @property
     def lease(self) -> timedelta:
@@ -175,6 +191,18 @@ def _quality_alpha(env: Mapping[str, str]) -> float:
     if not 0 < value < 1:
         raise ValueError(f"AUDITOR_QUALITY_ALPHA must lie strictly between 0 and 1; got {value!r}.")
     return value
+
+
+def _base_url(env: Mapping[str, str]) -> str | None:
+    raw = (env.get("AUDITOR_BASE_URL") or "").strip()
+    if not raw:
+        return None
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(raw)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise ValueError(f"AUDITOR_BASE_URL must be an http(s) URL such as https://auditor.example.com; got {raw!r}.")
+    return raw.rstrip("/")
 
 
 def load_worker_settings(environ: Mapping[str, str] | None = None, **overrides) -> WorkerSettings:
@@ -206,15 +234,27 @@ def load_worker_settings(environ: Mapping[str, str] | None = None, **overrides) 
         "certify_bound": bound,
         "certify_method": method,
         "quality_alpha": _quality_alpha(env),
-        "alert_webhook_url": env.get("AUDITOR_ALERT_WEBHOOK_URL") or None,
+        "base_url": _base_url(env),
+        "webhook_max_attempts": _env_number(env, "AUDITOR_WEBHOOK_MAX_ATTEMPTS", int, 8),
+        "webhook_retry_backoff": _env_number(env, "AUDITOR_WEBHOOK_RETRY_BACKOFF", float, 5.0),
+        "webhook_allow_private": _choice(env, "AUDITOR_WEBHOOK_ALLOW_PRIVATE", "false", ("true", "false")) == "true",
+        "labelstudio_sync_seconds": _env_number(env, "AUDITOR_LABELSTUDIO_SYNC_SECONDS", float, 300.0),
     }
     values.update(overrides)
     if values["concurrency"] < 1:
         raise ValueError(f"AUDITOR_CELERY_CONCURRENCY must be at least 1; got {values['concurrency']}.")
     if not 0 <= values["nice"] <= 19:
         raise ValueError(f"AUDITOR_WORKER_NICE must be between 0 and 19; got {values['nice']}.")
+    if not 1 <= values["webhook_max_attempts"] <= 20:
+        raise ValueError(f"AUDITOR_WEBHOOK_MAX_ATTEMPTS must be between 1 and 20; got {values['webhook_max_attempts']}.")
+    if not 0 < values["webhook_retry_backoff"] <= 3600:
+        raise ValueError("AUDITOR_WEBHOOK_RETRY_BACKOFF must be a number of seconds in (0, 3600]; "
+                         f"got {values['webhook_retry_backoff']}.")
     if values["soft_time_limit"] >= values["time_limit"]:
         raise ValueError("AUDITOR_AUDIT_SOFT_TIME_LIMIT must be below AUDITOR_AUDIT_TIME_LIMIT.")
+    if not 1 <= values["labelstudio_sync_seconds"] <= 7 * 86400:
+        raise ValueError("AUDITOR_LABELSTUDIO_SYNC_SECONDS must be a number of seconds in [1, 604800]; "
+                         f"got {values['labelstudio_sync_seconds']}.")
     if values["lease_seconds"] is None:  # a minute, or the whole time limit if that is shorter
         values["lease_seconds"] = min(60.0, values["time_limit"])
     if not 1 <= values["lease_seconds"] <= values["time_limit"]:

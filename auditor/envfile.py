@@ -87,7 +87,15 @@ CATALOG: tuple[Section, ...] = (
         Variable('AUDITOR_CERTIFY_BOUND', 'theoretical', scope='worker', field='certify_bound', sample='empirical'),
         Variable('AUDITOR_CERTIFY_METHOD', 'anytime', help=('Which verdict the badge and the certification alert use: anytime (valid however often audits', "re-check it) or the paper's fixed-sample oms / hms."), scope='worker', field='certify_method', sample='oms'),
         Variable('AUDITOR_QUALITY_ALPHA', '0.05', help=("Probability that the vendor and annotator quality monitors ever raise a false change alert", "on a dataset (over all groups and all audits); smaller waits for stronger evidence."), scope='worker', field='quality_alpha', sample='0.01'),
-        Variable('AUDITOR_ALERT_WEBHOOK_URL', '', help=('New alerts are also POSTed here as JSON.',), scope='worker', field='alert_webhook_url', sample='http://127.0.0.1:9/hook'),
+        Variable('AUDITOR_LABELSTUDIO_SYNC_SECONDS', '300', help=('Period of the beat task that pulls every Label Studio connector (backfill, and catching up on', 'events missed while Auditor was down).'), scope='worker', field='labelstudio_sync_seconds', sample='60'),
+        Variable('AUDITOR_BASE_URL', 'https://auditor.example.com', help=('Where users reach the web UI; links written outside Auditor (the audit run URL in MLflow model', 'version tags) start with it. Empty: those links are paths only.'), scope='worker', field='base_url', sample='https://auditor.example.com', shows_default=False),
+    )),
+    Section('operations: logs, metrics, outgoing webhooks', (
+        Variable('AUDITOR_LOG_FORMAT', 'plain', help=('Log lines of the web and worker processes: plain text, or json (one object per line, with', 'the request id of a web request and the task id of a worker task).'), field='log_format', sample='json'),
+        Variable('AUDITOR_METRICS_TOKEN', '', help=('Bearer token Prometheus sends to GET /metrics (at least 16 characters); empty: /metrics', "answers 404. Several web processes share their counts through prometheus-client's", "PROMETHEUS_MULTIPROC_DIR (set up by the container's gunicorn and by `auditor serve`)."), field='metrics_token', sample='scrape-token-0123456789'),
+        Variable('AUDITOR_WEBHOOK_MAX_ATTEMPTS', '8', help=('Attempts per webhook delivery, and the first retry delay in seconds (doubled after each', 'failed attempt, at most 10 minutes).'), scope='worker', field='webhook_max_attempts', sample='3'),
+        Variable('AUDITOR_WEBHOOK_RETRY_BACKOFF', '5', scope='worker', field='webhook_retry_backoff', sample='0.5'),
+        Variable('AUDITOR_WEBHOOK_ALLOW_PRIVATE', 'false', help=('Let webhooks reach loopback, private and link-local addresses (false: such deliveries', 'are refused, so a workspace admin cannot probe the internal network).'), scope='worker', field='webhook_allow_private', sample='true'),
     )),
     Section('tests and tools only', (
         Variable('AUDITOR_SHARED_DIR', '../shared', help=('Folder holding datasets/ (the public multi-annotator data the tests and benchmarks use).',), scope='tests'),

@@ -23,6 +23,7 @@ __all__ = [
     "Drift",
     "HistoryDraw",
     "HistoryScenario",
+    "PoolScenario",
     "PopulationValues",
     "Scenario",
     "SimulatedData",
@@ -390,3 +391,71 @@ def simulate_history(scenario: HistoryScenario = HistoryScenario()) -> list[dict
                     "vendor": draw.vendor_of[a], "tier": "crowd", "timestamp": when.isoformat(), "batch": w,
                 })
     return rows
+
+
+# --------------------------------------------------------------------------- a vendor pool, item by item
+
+
+@dataclass(frozen=True)
+class PoolScenario:
+    """Items labelled by annotators drawn at random from a pool, and a model, with a known oracle.
+
+    Every item has a uniform true class and is hard with probability ``hard_fraction``.
+    Each label comes from an annotator drawn uniformly (with replacement) from the pool:
+    right with the annotator's accuracy (``hard_penalty`` less on hard items), else a
+    uniform wrong class. So an item's labels are exchangeable given its class and
+    difficulty, and more labels can be bought for any item at any time from the same
+    process (:meth:`labels`). The model is right with ``model_accuracy`` on easy items
+    and ``model_hard_penalty`` less on hard ones, independently of the annotators.
+    """
+
+    n_classes: int = 3
+    annotator_accuracy: tuple[float, ...] = (0.92, 0.88, 0.84, 0.80, 0.76)
+    hard_fraction: float = 0.25
+    hard_penalty: float = 0.3
+    model_accuracy: float = 0.9
+    model_hard_penalty: float = 0.2
+
+    @property
+    def average_annotator_accuracy(self) -> float:
+        """The oracle accuracy of the average annotator (what U_t bounds from above)."""
+        return float(np.mean(self.annotator_accuracy)) - self.hard_fraction * self.hard_penalty
+
+    @property
+    def model_oracle_accuracy(self) -> float:
+        """The model's oracle accuracy (what L bounds from below)."""
+        return self.model_accuracy - self.hard_fraction * self.model_hard_penalty
+
+    def items(self, rng: np.random.Generator, shape) -> tuple[np.ndarray, np.ndarray]:
+        """True classes and hardness of ``shape`` new items."""
+        truth = rng.integers(0, self.n_classes, size=shape)
+        hard = rng.random(shape) < self.hard_fraction
+        return truth, hard
+
+    def labels(self, rng: np.random.Generator, truth: np.ndarray, hard: np.ndarray, k) -> np.ndarray:
+        """Label counts of ``k`` new labels on each item (``k`` an int or an array like ``truth``);
+        shape ``truth.shape + (n_classes,)``."""
+        truth = np.asarray(truth)
+        k = np.broadcast_to(np.asarray(k, dtype=np.int64), truth.shape)
+        acc = np.asarray(self.annotator_accuracy, dtype=float)
+        k_max = int(k.max()) if k.size else 0
+        flat = np.zeros(truth.size * self.n_classes, dtype=np.int64)
+        base = np.arange(truth.size) * self.n_classes
+        for j in range(k_max):
+            who = rng.integers(0, acc.size, size=truth.shape)
+            p_right = acc[who] - np.where(hard, self.hard_penalty, 0.0)
+            right = rng.random(truth.shape) < p_right
+            wrong = (truth + rng.integers(1, self.n_classes, size=truth.shape)) % self.n_classes
+            label = np.where(right, truth, wrong).reshape(-1)
+            use = (j < k).reshape(-1)
+            flat += np.bincount(base[use] + label[use], minlength=flat.size)
+        counts = flat.reshape(*truth.shape, self.n_classes)
+        return counts
+
+    def predictions(self, rng: np.random.Generator, truth: np.ndarray, hard: np.ndarray) -> np.ndarray:
+        """The model's label of each item."""
+        p_right = self.model_accuracy - np.where(hard, self.model_hard_penalty, 0.0)
+        right = rng.random(np.shape(truth)) < p_right
+        wrong = (truth + rng.integers(1, self.n_classes, size=np.shape(truth))) % self.n_classes
+        return np.where(right, truth, wrong).astype(np.int64)
+

@@ -3,5 +3,6 @@
 :mod:`auditor.audit.inputs` holds what an audit takes (plain arrays, no database);
 :mod:`auditor.audit.pipeline` says what an audit computes; :mod:`auditor.audit.runner`
 claims, runs and records audits (the one orchestration: the Celery tasks of
-:mod:`auditor.worker` call it); :mod:`auditor.audit.alerts` delivers alerts to a webhook.
+:mod:`auditor.worker` call it). The workers send the alerts an audit raises to the
+workspace's webhooks (:mod:`auditor.webhooks`).
 """

@@ -25,6 +25,8 @@ _COMMAND_MODULES = [
     "equivalence",
     "demo",
     "settings",
+    "connect_mlflow",
+    "connect_labelstudio",
 ]
 
 

@@ -30,6 +30,6 @@ def show() -> None:
     for name, var in variables().items():
         if name in os.environ:
             value = os.environ[name]
-            if "SECRET" in name or "PASSWORD" in name:
+            if "SECRET" in name or "PASSWORD" in name or "TOKEN" in name:
                 value = "***"
             click.echo(f"{name}={value}    # {var.scope}")

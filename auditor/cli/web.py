@@ -42,8 +42,12 @@ def serve(host: str, port: int, workers: int, threads: int, dev: bool) -> None:
 
     class _Server(BaseApplication):
         def load_config(self):
+            from auditor.web import gunicorn_conf
+
+            # The app logs each request (with its id); the hooks share Prometheus counts.
             for key, value in {"bind": f"{host}:{port}", "workers": workers, "threads": threads,
-                               "accesslog": "-", "worker_class": "gthread"}.items():
+                               "worker_class": "gthread", "on_starting": gunicorn_conf.on_starting,
+                               "child_exit": gunicorn_conf.child_exit, "on_exit": gunicorn_conf.on_exit}.items():
                 self.cfg.set(key, value)
 
         def load(self):

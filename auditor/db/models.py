@@ -62,9 +62,15 @@ __all__ = [
     "Certification",
     "Dataset",
     "DatasetGrant",
+    "DeliveryStatus",
     "ImportBatch",
     "ImportKind",
     "Item",
+    "LabelStudioAnnotation",
+    "LabelStudioConnector",
+    "LabelStudioEvent",
+    "LabelStudioUser",
+    "MlflowConnector",
     "Model",
     "PowerCurve",
     "Prediction",
@@ -76,6 +82,8 @@ __all__ = [
     "Tier",
     "User",
     "VendorReport",
+    "Webhook",
+    "WebhookDelivery",
     "Workspace",
 ]
 
@@ -339,6 +347,9 @@ class AnnotationHistory(Base):
     superseded_by_batch_id: Mapped[int] = mapped_column(BigInteger)
     superseded_version: Mapped[int] = mapped_column(BigInteger)
     superseded_at: Mapped[datetime] = _created()
+    #: ``relabel`` (a new label replaced it) or ``delete`` (the annotation was withdrawn at the
+    #: source, e.g. deleted in Label Studio: a tombstone, the row as it was last).
+    change: Mapped[str] = mapped_column(String(8), default="relabel", server_default="relabel")
 
 
 class ImportBatch(Base):
@@ -668,4 +679,195 @@ class QualityChange(Base):
     after_low: Mapped[float] = mapped_column(Double)
     after_high: Mapped[float] = mapped_column(Double)
     evidence: Mapped[float | None] = mapped_column(Double)
+    created_at: Mapped[datetime] = _created()
+
+
+
+# --- connectors -------------------------------------------------------------------
+
+
+class MlflowConnector(Base):
+    """A registered model of an MLflow tracking server connected to a dataset.
+
+    Its versions' prediction artifacts are imported as releases of the Auditor model
+    ``model_name`` (release version = MLflow version), and after every audit of the
+    dataset the verdicts are written back as model version tags starting with
+    ``tag_prefix``. Credentials never live here: the MLflow client reads them from the
+    environment of the process that calls the server.
+    """
+
+    __tablename__ = "mlflow_connector"
+    __table_args__ = (UniqueConstraint("dataset_id", "tracking_uri", "registered_model"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("dataset.id", ondelete="CASCADE"))
+    tracking_uri: Mapped[str] = mapped_column(String(1000))
+    registered_model: Mapped[str] = mapped_column(String(500))
+    model_name: Mapped[str] = mapped_column(String(200))
+    artifact_path: Mapped[str] = mapped_column(String(1000))
+    #: Where ``artifact_path`` is resolved: ``run`` (the version's run) or ``model`` (its model files).
+    artifact_root: Mapped[str] = mapped_column(String(8), default="run", server_default="run")
+    tag_prefix: Mapped[str] = mapped_column(String(64), default="auditor.", server_default="auditor.")
+    #: Column names of the artifact as the CLI's ``--field`` (``{"item_id": "uid"}``); None: the standard names.
+    field_map: Mapped[dict[str, str] | None] = mapped_column(JSONDoc)
+    created_at: Mapped[datetime] = _created()
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now(),
+                                                 onupdate=func.now())
+    #: The last audit whose verdicts reached the registry, when, and the last write-back error.
+    last_written_run_id: Mapped[int | None] = mapped_column(Integer)
+    last_written_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+# --- outgoing webhooks ------------------------------------------------------------
+
+
+class DeliveryStatus(enum.StrEnum):
+    PENDING = "pending"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class Webhook(Base):
+    """An outgoing webhook of a workspace: its events are POSTed to ``url``, signed with ``secret``.
+
+    The secret is kept as given (an HMAC needs the key itself, so it cannot be hashed); it
+    is shown once, when the webhook is created, and never returned again (only its prefix).
+    """
+
+    __tablename__ = "webhook"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspace.id", ondelete="CASCADE"), index=True)
+    url: Mapped[str] = mapped_column(String(2000))
+    description: Mapped[str] = mapped_column(String(200), default="", server_default="")
+    secret: Mapped[str] = mapped_column(String(200))
+    secret_prefix: Mapped[str] = mapped_column(String(16))
+    #: Event names this webhook receives; empty: every event.
+    events: Mapped[list[str]] = mapped_column(JSONDoc)
+    active: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = _created()
+
+
+class WebhookDelivery(Base):
+    """One event sent (or to send) to one webhook: the exact body, and every attempt's outcome."""
+
+    __tablename__ = "webhook_delivery"
+    __table_args__ = (Index(None, "webhook_id", "created_at"), Index(None, "status", "next_attempt_at"))
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)
+    webhook_id: Mapped[int] = mapped_column(ForeignKey("webhook.id", ondelete="CASCADE"))
+    event: Mapped[str] = mapped_column(String(50))
+    body: Mapped[str] = mapped_column(Text)
+    status: Mapped[DeliveryStatus] = mapped_column(_enum(DeliveryStatus, "delivery_status"),
+                                                   default=DeliveryStatus.PENDING)
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    response_code: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+    #: Every attempt: ``{"at", "response_code", "error", "duration_ms"}``, oldest first.
+    history: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONDoc)
+    created_at: Mapped[datetime] = _created()
+    last_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    #: A worker sending this delivery holds it until then (no two send it at once).
+    locked_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+# --- Label Studio connector ----------------------------------------------------------
+
+
+class LabelStudioConnector(Base):
+    """A Label Studio project feeding a dataset, by webhooks and by a pull sync
+    (:mod:`auditor.connectors.labelstudio`).
+
+    ``webhook_secret_hash`` is the SHA-256 of the webhook's secret (256 random bits, shown
+    once). The API token of the pull sync is either kept encrypted (``token_encrypted``:
+    Fernet, with a key derived from ``AUDITOR_SECRET_KEY``) or not kept at all
+    (``token_env`` names the environment variable the syncing process reads it from).
+    ``label_map`` maps Label Studio choice values to the dataset's labels (identity when
+    empty); ``vendor_map`` gives annotators' vendors (``users``, ``domains``, ``default``).
+    """
+
+    __tablename__ = "labelstudio_connector"
+    __table_args__ = (UniqueConstraint("dataset_id", "url", "project_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspace.id", ondelete="CASCADE"), index=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("dataset.id", ondelete="CASCADE"), index=True)
+    url: Mapped[str] = mapped_column(String(1000))
+    project_id: Mapped[int] = mapped_column(Integer)
+    #: Annotator ids are ``<namespace>:<Label Studio user id>`` (the bare user id when empty).
+    annotator_namespace: Mapped[str] = mapped_column(String(200), default="", server_default="")
+    item_field: Mapped[str] = mapped_column(String(200), default="item_id", server_default="item_id")
+    from_name: Mapped[str | None] = mapped_column(String(200))
+    label_map: Mapped[dict[str, str] | None] = mapped_column(JSONDoc)
+    vendor_map: Mapped[dict[str, Any] | None] = mapped_column(JSONDoc)
+    webhook_secret_hash: Mapped[str] = mapped_column(String(64))
+    token_encrypted: Mapped[str | None] = mapped_column(Text)
+    token_env: Mapped[str | None] = mapped_column(String(200))
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    created_at: Mapped[datetime] = _created()
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now(),
+                                                 onupdate=func.now())
+    last_event_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_sync_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_sync_error: Mapped[str | None] = mapped_column(Text)
+
+
+class LabelStudioAnnotation(Base):
+    """The last known state of one Label Studio annotation: what its events and the pull
+    sync said, kept so that retries and the two paths never count it twice, and so that a
+    deletion (whose event carries only the id) finds its item and annotator.
+
+    ``state``: ``vote`` (a label), ``gold`` (a ground-truth annotation: the item's gold
+    label), ``cancelled`` or ``empty`` (skipped), ``deleted`` (a tombstone; final).
+    ``event_id`` is the connector event that last changed the row.
+    """
+
+    __tablename__ = "labelstudio_annotation"
+    __table_args__ = (PrimaryKeyConstraint("connector_id", "ls_id"),
+                      Index(None, "dataset_id", "item_ext", "annotator_ext"),
+                      Index(None, "connector_id", "task_id"))
+
+    connector_id: Mapped[int] = mapped_column(ForeignKey("labelstudio_connector.id", ondelete="CASCADE"))
+    ls_id: Mapped[int] = mapped_column(BigInteger)
+    dataset_id: Mapped[int] = mapped_column(Integer)
+    task_id: Mapped[int | None] = mapped_column(BigInteger)
+    item_ext: Mapped[str | None] = mapped_column(ExternalId)
+    ls_user_id: Mapped[int | None] = mapped_column(BigInteger)
+    annotator_ext: Mapped[str | None] = mapped_column(ExternalId)
+    state: Mapped[str] = mapped_column(String(12))
+    label: Mapped[int | None] = mapped_column(SmallInteger)
+    ls_updated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    event_id: Mapped[int] = mapped_column(BigInteger)
+    batch_id: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class LabelStudioUser(Base):
+    """A Label Studio user as the connector last saw it: its email decides its vendor."""
+
+    __tablename__ = "labelstudio_user"
+    __table_args__ = (PrimaryKeyConstraint("connector_id", "ls_user_id"),)
+
+    connector_id: Mapped[int] = mapped_column(ForeignKey("labelstudio_connector.id", ondelete="CASCADE"))
+    ls_user_id: Mapped[int] = mapped_column(BigInteger)
+    email: Mapped[str | None] = mapped_column(String(320))
+    updated_at: Mapped[datetime] = _created()
+
+
+class LabelStudioEvent(Base):
+    """One webhook event or pull-sync step a connector applied: what it held and what it changed."""
+
+    __tablename__ = "labelstudio_event"
+    __table_args__ = (Index(None, "connector_id", "created_at"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)
+    connector_id: Mapped[int] = mapped_column(ForeignKey("labelstudio_connector.id", ondelete="CASCADE"))
+    source: Mapped[str] = mapped_column(String(8))     # "webhook" or "pull"
+    action: Mapped[str] = mapped_column(String(40))
+    status: Mapped[str] = mapped_column(String(16))    # "changed", "unchanged"
+    counts: Mapped[dict[str, Any] | None] = mapped_column(JSONDoc)
+    batch_id: Mapped[int | None] = mapped_column(BigInteger)
+    data_version: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = _created()

@@ -86,6 +86,19 @@ from auditor.stats.equivalence import (
     survey_equivalence,
 )
 
+# --- audit planning ---
+# isort: split
+from auditor.stats.planning import (
+    CertificationPlan,
+    Design,
+    EquivalencePlan,
+    LabelModel,
+    RelabelPriority,
+    plan_certification,
+    plan_equivalence,
+    relabel_priority,
+)
+
 # --- BEST performance (Lourie et al.) ---
 # isort: split
 from auditor.stats.best import (

@@ -110,6 +110,7 @@ def create_app(test_config: dict | None = None) -> Flask:
         WTF_CSRF_TIME_LIMIT=8 * 3600,
         AUDITOR_RESPONSE_CACHE_ENTRIES=settings.response_cache_entries,
         AUDITOR_RESPONSE_CACHE_MAX_BYTES=settings.response_cache_max_bytes,
+        AUDITOR_METRICS_TOKEN=settings.metrics_token,
     )
     if test_config:
         app.config.from_mapping(test_config)
@@ -129,12 +130,25 @@ def create_app(test_config: dict | None = None) -> Flask:
     errors.init_app(app)
     formatting.init_app(app)
 
-    from auditor.web import api, score, ui
+    from auditor.web import health, metrics, observe
+
+    observe.init_app(app, settings.log_format)
+    health.init_app(app)
+    metrics.init_app(app)
+
+    # pages: its views join ui.bp (registered below)
+    from auditor.web import api, pages, score, ui, webhooks_ui
 
     security.csrf.exempt(api.bp)
     app.register_blueprint(api.bp)
     app.register_blueprint(score.bp)
     app.register_blueprint(ui.bp)
+    app.register_blueprint(webhooks_ui.bp)
+    # Label Studio's webhooks (authenticated by the secret header, not by a session or CSRF token).
+    from auditor.web import labelstudio
+
+    security.csrf.exempt(labelstudio.bp)
+    app.register_blueprint(labelstudio.bp)
 
     from auditor.worker import celery_init_app
 

@@ -1,16 +1,33 @@
-"""Read models of the dashboards: one function per page, plain dicts for the templates and charts."""
+"""Read models of the dashboards: one function per page, plain dicts for the templates and charts.
+
+Conventions every page follows (and states where it shows them):
+
+- **Cross-entropy** is shown in bits per label, lower is better: BEST's floor (which the
+  statistics compute in nats) and the survey power curve's values (which the scorer keeps
+  as the mean log2-probability of the held-out label, higher is better) alike, so the
+  BEST tile and the curve's asymptote read on one scale.
+- **L's interval** is the two-sided 95% Hoeffding interval over the items L rests on (the
+  inequality behind the paper's S).
+- **Bounded reads**: lists are paged (:mod:`auditor.web.tables`), histories capped
+  (:data:`HISTORY_RUNS`), and no statement is issued per row.
+"""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
+from typing import Any
 
-from sqlalchemy import Select, func, select, tuple_
+from sqlalchemy import Select, case, func, or_, select, tuple_
 from sqlalchemy.orm import Session, aliased, defer
 
 from auditor.db import (
     Agreement,
     Alert,
+    AlertSeverity,
     Annotation,
     Annotator,
     AuditRun,
@@ -28,8 +45,27 @@ from auditor.db import (
     VendorReport,
 )
 from auditor.db.queries_audit import latest_runs
+from auditor.stats.annotators import hoeffding_lower
+from auditor.web.tables import Column, table_state
 
-__all__ = ["annotator_page", "audit_runs", "dataset_page", "model_page", "overview", "vendor_page"]
+__all__ = [
+    "HISTORY_RUNS",
+    "alerts_page",
+    "annotator_page",
+    "audit_run_page",
+    "audit_runs",
+    "compare_page",
+    "dataset_page",
+    "items_page",
+    "model_page",
+    "overview",
+    "release_page",
+    "vendor_page",
+    "vendors_index",
+]
+
+#: The release page's history: at most this many audits, newest first.
+HISTORY_RUNS = 200
 
 
 def _upper(run: AuditRun | None) -> dict:
@@ -101,9 +137,11 @@ def _recent(db: Session, keys: Select, grouping: str, *, depth: int = 1
     return windows, changes
 
 
-def _quality_chart(windows: list[QualityWindow], changes: list[QualityChange]) -> dict | None:
+def _quality_chart(windows: list[QualityWindow], changes: list[QualityChange], *, batch: bool = False
+                   ) -> dict | None:
     """Weekly agreement (and gold accuracy where there is gold) over time with 95% bands;
-    each change found marked where it started."""
+    each change found marked where it started. ``batch``: one window per import (the
+    dataset's ``quality_window``), placed at the time of the upload."""
     series = []
     for metric in QUALITY_METRICS:
         rows = sorted((r for r in windows if r.metric == metric), key=lambda r: r.window_key)
@@ -117,6 +155,9 @@ def _quality_chart(windows: list[QualityWindow], changes: list[QualityChange]) -
                "label": f"{ch.direction} from {ch.start:%Y-%m-%d}"
                         + (" (gold accuracy)" if ch.metric == "gold_accuracy" else ""),
                "note": f"{ch.before:.3f} → {ch.after:.3f}"} for ch in changes]
+    if batch:
+        return {"x_type": "time", "x_label": "import (time of upload, UTC)", "y_label": "agreement / gold accuracy",
+                "series": series, "vlines": vlines}
     return {"x_type": "time", "x_unit_days": 7, "x_label": "week (from Monday, UTC)",
             "y_label": "agreement / gold accuracy", "series": series, "vlines": vlines}
 
@@ -129,6 +170,249 @@ def _weeks(windows: list[QualityWindow]) -> list[dict]:
                                            **dict.fromkeys(QUALITY_METRICS)})
         week[r.metric] = r
     return sorted(weeks.values(), key=lambda w: w["window"], reverse=True)
+
+
+
+# --- conventions: cross-entropy in bits (lower is better), L's interval, the badge's S -----------
+
+CE_METRIC = "cross entropy (soft labels)"
+CE_NOTE = ("Cross-entropy is in bits per label and lower is better everywhere on these pages: BEST's floor "
+           "(computed in nats) and the power curve's values (kept by the scorer as the mean log2-probability of "
+           "the held-out label) are converted to it, so the curve falls towards the BEST floor as raters are added.")
+L_INTERVAL_NOTE = ("L's 95% interval is the two-sided Hoeffding interval over the items L rests on, the "
+                   "inequality behind the paper's S.")
+_NATS_TO_BITS = 1.0 / math.log(2.0)
+# Which BEST metric a power curve's scorer reads against: the curve's limit as raters are added.
+_BEST_OF_SCORER = {"agreement": "accuracy", "cross_entropy": CE_METRIC}
+_METRIC_LABELS = {"accuracy": "accuracy", "balanced accuracy": "balanced accuracy", "f1 (macro)": "F1 (macro)",
+                  CE_METRIC: "cross-entropy (soft labels)"}
+
+
+def _finite(x) -> float | None:
+    return float(x) if isinstance(x, int | float) and math.isfinite(x) else None
+
+
+def best_rows(scores) -> list[dict]:
+    """BEST scores in the pages' convention: cross-entropy in bits, a floor (lower is better);
+    the others ceilings."""
+    out = []
+    for b in scores:
+        ce = b.metric == CE_METRIC
+        scale = _NATS_TO_BITS if ce else 1.0
+        value = None if b.value is None else b.value * scale
+        out.append({"metric": b.metric, "label": _METRIC_LABELS.get(b.metric, b.metric), "value": value,
+                    "std_error": None if b.std_error is None else b.std_error * scale,
+                    "unit": "bits per label" if ce else "", "bound": "floor" if ce else "ceiling",
+                    "nats": b.value if ce else None, "n_items": b.n_items})
+    return out
+
+
+def _sign(scorer: str) -> int:
+    """Cross-entropy curves are shown as cross-entropy (the negated mean log2-probability)."""
+    return -1 if scorer == "cross_entropy" else 1
+
+
+def scorer_label(scorer: str, combiner: str | None = None) -> str:
+    if scorer == "cross_entropy":
+        return "cross-entropy (bits per label, lower is better)"
+    what = "agreement with a held-out rater" if scorer == "agreement" else scorer.replace("_", " ")
+    return what + (f" ({combiner})" if combiner else "")
+
+
+def curve_view(curve: PowerCurve | None) -> dict | None:
+    """A release's classifier score and survey equivalence in the pages' convention."""
+    if curve is None:
+        return None
+    sign = _sign(curve.scorer)
+    score = None if curve.classifier_score is None else sign * curve.classifier_score
+    ends = [None if x is None else sign * x for x in (curve.classifier_low, curve.classifier_high)]
+    low, high = (min(ends), max(ends)) if None not in ends else (None, None)
+    return {"combiner": curve.combiner, "scorer": curve.scorer, "label": scorer_label(curve.scorer),
+            "score": score, "score_low": low, "score_high": high, "curve": curve,
+            "equivalence": curve.equivalence, "equivalence_low": curve.equivalence_low,
+            "equivalence_high": curve.equivalence_high, "note": curve.equivalence_note}
+
+
+def best_gap(view: dict | None, best: Mapping[str, dict]) -> dict | None:
+    """How far a release's score is from BEST on the same scale: the ceiling (accuracy) minus
+    its score, or its cross-entropy minus the floor; positive is room left."""
+    if view is None or view["score"] is None:
+        return None
+    b = best.get(_BEST_OF_SCORER.get(view["scorer"], ""))
+    if b is None or b["value"] is None:
+        return None
+    gap = view["score"] - b["value"] if b["bound"] == "floor" else b["value"] - view["score"]
+    return {"metric": b["label"], "best": b["value"], "score": view["score"], "gap": gap, "bound": b["bound"],
+            "unit": b["unit"], "scorer": view["scorer"]}
+
+
+def l_interval(value: float | None, n: int | None, confidence: float = 0.95) -> tuple[float | None, float | None]:
+    """Two-sided Hoeffding interval for a mean of [0, 1] values over ``n`` items."""
+    if value is None or not n:
+        return None, None
+    side = 1.0 - (1.0 - confidence) / 2.0
+    low = float(hoeffding_lower(value, n, confidence=side))
+    high = 1.0 - float(hoeffding_lower(1.0 - value, n, confidence=side))
+    return low, high
+
+
+def badge_score(cert: Certification) -> float | None:
+    """The S the badge's verdict read: its method's, with the bound it certified with."""
+    col = "e" if (cert.certified_with or "U_t").endswith("e") else "t"
+    return getattr(cert, f"s_{cert.method or 'oms'}_{col}", None)
+
+
+def _paper_method(cert: Certification) -> str:
+    method = ((cert.details or {}).get("paper_method") or cert.method or "oms")
+    return method if method in ("oms", "hms") else "oms"
+
+
+def cert_view(cert: Certification | None, since: dict | None = None) -> dict | None:
+    """What a verdict rests on: L with its interval, U, the badge's S against its threshold,
+    the paper's S, and since when the release is certified."""
+    if cert is None:
+        return None
+    col = "e" if (cert.certified_with or "U_t").endswith("e") else "t"
+    low, high = l_interval(cert.l, cert.n_items_lower)
+    paper = _paper_method(cert)
+    details = cert.details or {}
+    return {"cert": cert, "l": cert.l, "l_low": low, "l_high": high, "n_items_lower": cert.n_items_lower,
+            "n_items_upper": cert.n_items_upper, "u_t": cert.u_t, "u_e": cert.u_e, "u": getattr(cert, f"u_{col}"),
+            "bound": f"U_{col}", "margin": None if cert.l is None else cert.l - getattr(cert, f"u_{col}"),
+            "s": badge_score(cert), "method": cert.method or "oms", "threshold": details.get("threshold"),
+            "s_paper": getattr(cert, f"s_{paper}_{col}", None), "paper_method": paper,
+            "s_anytime_t": cert.s_anytime_t, "s_anytime_e": cert.s_anytime_e, "s_oms_t": cert.s_oms_t,
+            "s_oms_e": cert.s_oms_e, "s_hms_t": cert.s_hms_t, "s_hms_e": cert.s_hms_e,
+            "certified": bool(cert.certified), "verdict": cert.verdict, "run_id": cert.audit_run_id,
+            "data_version": cert.data_version, "since": since}
+
+
+def certified_since(db: Session, pairs: list[tuple[int, int]]) -> dict[tuple[int, int], dict]:
+    """For each (release, dataset): the first audit of its current unbroken run of certified
+    verdicts (its id and when it finished), in one statement; absent when not certified now."""
+    c, a = aliased(Certification), aliased(AuditRun)
+    c2, a2 = aliased(Certification), aliased(AuditRun)
+    last_failed = (select(func.max(c2.audit_run_id)).join(a2, c2.audit_run_id == a2.id)
+                   .where(c2.release_id == c.release_id, a2.dataset_id == a.dataset_id, c2.certified.is_(False))
+                   .correlate(c, a).scalar_subquery())
+    first = (select(c.release_id.label("release_id"), a.dataset_id.label("dataset_id"),
+                    func.min(c.audit_run_id).label("run_id"))
+             .join(a, c.audit_run_id == a.id)
+             .where(tuple_(c.release_id, a.dataset_id).in_(pairs or [(-1, -1)]), c.certified.is_(True),
+                    c.audit_run_id > func.coalesce(last_failed, 0))
+             .group_by(c.release_id, a.dataset_id).subquery())
+    rows = db.execute(select(first.c.release_id, first.c.dataset_id, AuditRun.id, AuditRun.finished_at,
+                             AuditRun.data_version)
+                      .join(AuditRun, AuditRun.id == first.c.run_id))
+    return {(r, d): {"run_id": run, "at": at, "data_version": v} for r, d, run, at, v in rows}
+
+
+def _power_chart(human: PowerCurve, marked: list[tuple[str, PowerCurve]], best: Mapping[str, dict]) -> dict:
+    """The humans' power curve with its band, each release marked at its survey equivalence (its
+    score with the score's interval and the equivalence's), and BEST's limit as a reference line."""
+    sign = _sign(human.scorer)
+    pts = [p for p in human.points or [] if "k" in p and p.get("mean") is not None]
+
+    def band(p):
+        lo, hi = p.get("ci_low"), p.get("ci_high")
+        if lo is None or hi is None:
+            return [p["k"], None, None]
+        return [p["k"], min(sign * lo, sign * hi), max(sign * lo, sign * hi)]
+
+    chart: dict[str, Any] = {
+        "title": f"{scorer_label(human.scorer)} of {human.combiner} over k raters",
+        "x_label": "number of human raters k", "y_label": scorer_label(human.scorer, human.combiner),
+        "marker_x_word": "k ≈", "scorer": human.scorer, "combiner": human.combiner,
+        "series": [{"name": "humans: power curve c_k", "points": [[p["k"], sign * p["mean"]] for p in pts],
+                    "band": [band(p) for p in pts]}],
+        "markers": [], "hlines": []}
+    for name, c in marked:
+        v = curve_view(c)
+        if v is None or v["score"] is None:
+            continue
+        chart["markers"].append({"x": c.equivalence, "y": v["score"], "label": name, "note": c.equivalence_note,
+                                 "x_low": c.equivalence_low, "x_high": c.equivalence_high,
+                                 "y_low": v["score_low"], "y_high": v["score_high"]})
+    b = best.get(_BEST_OF_SCORER.get(human.scorer, ""))
+    if b is not None and b["value"] is not None:
+        chart["hlines"].append({"y": b["value"], "kind": "best",
+                                "label": f"BEST {b['label']} {b['bound']} {b['value']:.3f}"})
+    return chart
+
+
+def _timeline_chart(rows: list[dict], *, label_of=lambda r: r["release"].version) -> dict:
+    """L (with its interval) against U_t and U_e per release; certified releases filled."""
+    xs = range(len(rows))
+    return {
+        "x_label": "release", "y_label": "accuracy bounds", "x_ticks": [label_of(r) for r in rows],
+        "series": [
+            {"name": "L (model lower bound)", "points": [[x, r["view"]["l"]] for x, r in zip(xs, rows, strict=True)],
+             "band": [[x, r["view"]["l_low"], r["view"]["l_high"]] for x, r in zip(xs, rows, strict=True)]},
+            {"name": "U_t (human upper bound, rigorous)",
+             "points": [[x, r["view"]["u_t"]] for x, r in zip(xs, rows, strict=True)], "style": "dashed"},
+            {"name": "U_e (human upper bound, empirical)",
+             "points": [[x, r["view"]["u_e"]] for x, r in zip(xs, rows, strict=True)], "style": "dotted"},
+        ],
+        "badges": [{"x": x, "y": r["view"]["l"], "certified": r["view"]["certified"]}
+                   for x, r in zip(xs, rows, strict=True)],
+    }
+
+
+# --- overview ------------------------------------------------------------------------------------
+
+#: Latest releases listed on the overview (one per model, most recently released models first).
+OVERVIEW_MODELS = 50
+
+
+def _vendor_rows(db: Session, run_ids: list[int], names: Mapping[int, str]) -> list[dict]:
+    """Each vendor's report in each dataset's latest audit, with its newest two weekly windows
+    of agreement, its newest gold accuracy and its newest change (bounded: see _recent)."""
+    keys = (select(AuditRun.dataset_id.label("dataset_id"), VendorReport.vendor.label("group_name"))
+            .join(AuditRun, VendorReport.audit_run_id == AuditRun.id).where(AuditRun.id.in_(run_ids or [-1])))
+    windows, found = _recent(db, keys, "vendor", depth=2)
+    vendors = []
+    for v, run in db.execute(select(VendorReport, AuditRun).options(defer(VendorReport.annotators),
+                                                                     defer(VendorReport.details))
+                             .join(AuditRun, VendorReport.audit_run_id == AuditRun.id)
+                             .where(AuditRun.id.in_(run_ids or [-1])).order_by(VendorReport.vendor)):
+        weekly = windows.get((run.dataset_id, v.vendor, "agreement"), [])
+        latest_week, before = [*weekly, None, None][:2]
+        delta = (latest_week.value - before.value if latest_week is not None and before is not None
+                 and latest_week.value is not None and before.value is not None else None)
+        gold = (windows.get((run.dataset_id, v.vendor, "gold_accuracy")) or [None])[0]
+        vendors.append({"vendor": v.vendor, "dataset": names[run.dataset_id], "dataset_id": run.dataset_id,
+                        "u_t": v.u_t, "u_e": v.u_e, "agreement": v.agreement,
+                        "expert_equivalence": v.expert_equivalence, "n_annotators": v.n_annotators,
+                        "n_items": v.n_items, "n_annotations": v.n_annotations, "run_id": run.id,
+                        "week": latest_week, "previous_week": before, "delta": delta, "gold": gold,
+                        "change": found.get((run.dataset_id, v.vendor))})
+    return vendors
+
+
+def _latest_release_rows(db: Session, workspace_id: int, run_ids: list[int]) -> list[dict]:
+    """Each model's newest release (and the one before, to compare with), its certification in
+    its dataset's latest audit and since when it is certified: four statements, whatever the history."""
+    ranked = (select(Release.id, Release.model_id, func.row_number().over(
+        partition_by=Release.model_id, order_by=(Release.released_at.desc().nulls_last(), Release.id.desc())).label("rn"))
+        .join(Model, Release.model_id == Model.id).where(Model.workspace_id == workspace_id).subquery())
+    pairs = db.execute(select(Release, Model, ranked.c.rn).join(Model, Release.model_id == Model.id)
+                       .join(ranked, ranked.c.id == Release.id).where(ranked.c.rn <= 2)
+                       .order_by(Model.name, ranked.c.rn).limit(2 * OVERVIEW_MODELS)).all()
+    newest = [(rel, mod) for rel, mod, rn in pairs if rn == 1]
+    previous = {mod.id: rel for rel, mod, rn in pairs if rn == 2}
+    certs: dict[int, tuple[Certification, int]] = {}
+    for cert, dataset_id in db.execute(
+            select(Certification, AuditRun.dataset_id).join(AuditRun, Certification.audit_run_id == AuditRun.id)
+            .where(Certification.release_id.in_([r.id for r, _ in newest] or [-1]), AuditRun.id.in_(run_ids or [-1]))
+            .order_by(AuditRun.id.desc())):
+        certs.setdefault(cert.release_id, (cert, dataset_id))
+    since = certified_since(db, [(rid, ds) for rid, (c, ds) in certs.items() if c.certified])
+    rows = []
+    for rel, mod in newest:
+        cert, dataset_id = certs.get(rel.id, (None, None))
+        rows.append({"model": mod, "release": rel, "cert": cert, "dataset_id": dataset_id,
+                     "view": cert_view(cert, since.get((rel.id, dataset_id))), "previous": previous.get(mod.id)})
+    return rows
 
 
 def overview(db: Session, workspace_id: int, *, now: datetime | None = None) -> dict:
@@ -149,40 +433,20 @@ def overview(db: Session, workspace_id: int, *, now: datetime | None = None) -> 
 
     run_ids = [r.id for r in latest.values()]
     names = {d.id: d.name for d in datasets}
-    # Each vendor's newest two weekly windows and newest change (bounded: see _recent).
-    keys = (select(AuditRun.dataset_id.label("dataset_id"), VendorReport.vendor.label("group_name"))
-            .join(AuditRun, VendorReport.audit_run_id == AuditRun.id).where(AuditRun.id.in_(run_ids or [-1])))
-    windows, found = _recent(db, keys, "vendor", depth=2)
-    vendors = []
-    for v, run in db.execute(select(VendorReport, AuditRun).options(defer(VendorReport.annotators),
-                                                                     defer(VendorReport.details))
-                             .join(AuditRun, VendorReport.audit_run_id == AuditRun.id)
-                             .where(AuditRun.id.in_(run_ids or [-1])).order_by(VendorReport.vendor)):
-        weekly = windows.get((run.dataset_id, v.vendor, "agreement"), [])
-        latest_week, before = [*weekly, None, None][:2]
-        delta = (latest_week.value - before.value if latest_week is not None and before is not None
-                 and latest_week.value is not None and before.value is not None else None)
-        vendors.append({"vendor": v.vendor, "dataset": names[run.dataset_id], "dataset_id": run.dataset_id,
-                        "u_t": v.u_t, "u_e": v.u_e, "agreement": v.agreement,
-                        "expert_equivalence": v.expert_equivalence, "n_annotators": v.n_annotators,
-                        "week": latest_week, "previous_week": before, "delta": delta,
-                        "change": found.get((run.dataset_id, v.vendor))})
+    vendors = _vendor_rows(db, run_ids, names)
+    releases = _latest_release_rows(db, workspace_id, run_ids)
 
-    # Each model's newest release, with its certification in its dataset's latest run.
-    releases = []
-    ranked = (select(Release.id, func.row_number().over(
-        partition_by=Release.model_id, order_by=(Release.released_at.desc().nulls_last(), Release.id.desc())).label("rn"))
-        .join(Model, Release.model_id == Model.id).where(Model.workspace_id == workspace_id).subquery())
-    for rel, mod in db.execute(select(Release, Model).join(Model, Release.model_id == Model.id)
-                               .join(ranked, ranked.c.id == Release.id).where(ranked.c.rn == 1).order_by(Model.name)):
-        cert = db.execute(select(Certification, AuditRun).join(AuditRun, Certification.audit_run_id == AuditRun.id)
-                          .where(Certification.release_id == rel.id, AuditRun.id.in_(run_ids or [-1]))
-                          .order_by(AuditRun.id.desc()).limit(1)).first()
-        releases.append({"model": mod, "release": rel, "cert": cert[0] if cert else None,
-                         "dataset_id": cert[1].dataset_id if cert else None})
+    # Who changed: the newest changes the detectors found, vendors and annotators alike.
+    quality_changes = [{"change": ch, "dataset": name} for ch, name in db.execute(
+        select(QualityChange, Dataset.name).join(Dataset, QualityChange.dataset_id == Dataset.id)
+        .where(Dataset.workspace_id == workspace_id)
+        .order_by(QualityChange.detected_at.desc(), QualityChange.id.desc()).limit(10))]
 
     alerts = list(db.scalars(select(Alert).where(Alert.workspace_id == workspace_id)
                              .order_by(Alert.created_at.desc(), Alert.id.desc()).limit(10)))
+    n_open = db.scalar(select(func.count()).select_from(
+        select(Alert.id).where(Alert.workspace_id == workspace_id, Alert.acknowledged_at.is_(None))
+        .limit(1001).subquery()))
     batches = db.execute(select(Dataset.name, ImportBatch.kind, func.count(), func.sum(ImportBatch.row_count))
                          .join(Dataset, ImportBatch.dataset_id == Dataset.id)
                          .where(Dataset.workspace_id == workspace_id, ImportBatch.created_at >= since)
@@ -198,7 +462,35 @@ def overview(db: Session, workspace_id: int, *, now: datetime | None = None) -> 
                                .where(Alert.workspace_id == workspace_id, Alert.created_at >= since))
     changes = {"batches": [{"dataset": n, "kind": str(k), "n": c, "rows": int(r or 0)} for n, k, c, r in batches],
                "runs": {str(s): c for s, c in runs_today}, "releases": new_releases, "n_alerts": n_alerts_today}
-    return {"datasets": ds_rows, "vendors": vendors, "releases": releases, "alerts": alerts, "changes": changes}
+    return {"datasets": ds_rows, "vendors": vendors, "releases": releases, "alerts": alerts, "n_open_alerts": n_open,
+            "quality_changes": quality_changes, "changes": changes}
+
+
+# --- dataset -------------------------------------------------------------------------------------
+
+
+def assumptions_view(report: Mapping[str, Any] | None) -> dict | None:
+    """The paper's Table 2 on the gold items, as the audit stored it (``summary["assumptions"]``):
+    each assumption's two sides and whether it holds, and the true accuracies beside the bounds."""
+    if not report:
+        return None
+
+    def t3(name: str, c: Mapping[str, Any]) -> dict:
+        return {"name": name, "p_correct": c.get("p_correct_given_aggregate_wrong"),
+                "p_agree": c.get("p_agree_given_aggregate_wrong"), "p_wrong": c.get("p_wrong_given_aggregate_wrong"),
+                "holds": c.get("holds"), "holds_conservative": c.get("holds_conservative"),
+                "true_accuracy": c.get("true_accuracy"), "lower_bound": c.get("lower_bound"),
+                "bound_holds": c.get("bound_holds"), "n_items": c.get("n_items")}
+
+    t1 = report.get("theorem1") or {}
+    return {"n_gold_items": report.get("n_gold_items"),
+            "theorem1": {"conditional": t1.get("conditional"), "marginal": t1.get("marginal"), "holds": t1.get("holds")},
+            "average_accuracy": report.get("average_annotator_accuracy"), "u_t": report.get("u_t"),
+            "u_e": report.get("u_e"), "upper_holds": report.get("upper_bound_holds"),
+            "upper_e_holds": (None if report.get("u_e") is None or report.get("average_annotator_accuracy") is None
+                              else report["average_annotator_accuracy"] <= report["u_e"] + 1e-12),
+            "annotators": t3("single annotators vs. the others' plurality", report.get("annotators_theorem3") or {}),
+            "models": [t3(name, c) for name, c in sorted((report.get("models") or {}).items())]}
 
 
 def dataset_page(db: Session, ds: Dataset) -> dict:
@@ -207,23 +499,31 @@ def dataset_page(db: Session, ds: Dataset) -> dict:
     failed = db.scalars(select(AuditRun).where(AuditRun.dataset_id == ds.id, AuditRun.status == AuditStatus.FAILED,
                                                AuditRun.id > (run.id if run is not None else 0))
                         .order_by(AuditRun.id.desc()).limit(1)).first()
+    n_items, n_gold = db.execute(select(func.count(), func.count(Item.gold_label)).where(Item.dataset_id == ds.id)).one()
     out: dict = {"dataset": ds, "run": run, **_upper(run), "agreements": [], "best": [], "curve": None, "charts": [],
-                 "releases": [], "vendors": [], "failed_run": failed,
-                 "n_items": db.scalar(select(func.count()).select_from(Item).where(Item.dataset_id == ds.id))}
+                 "releases": [], "vendors": [], "failed_run": failed, "n_items": n_items, "n_gold": n_gold,
+                 "assumptions": None, "assumption_notes": [], "ce_note": CE_NOTE}
     if run is None:
         return out
+    summary = run.summary or {}
+    out["assumptions"] = assumptions_view(summary.get("assumptions"))
+    out["assumption_notes"] = [n for n in summary.get("notes") or [] if n.startswith("assumption checks")]
     out["agreements"] = list(db.scalars(select(Agreement).where(Agreement.audit_run_id == run.id,
                                                                 Agreement.vendor.is_(None))
                                         .order_by(Agreement.coefficient)))
-    out["best"] = list(db.scalars(select(BestScore).where(BestScore.audit_run_id == run.id).order_by(BestScore.metric)))
+    out["best"] = best_rows(db.scalars(select(BestScore).where(BestScore.audit_run_id == run.id)
+                                       .order_by(BestScore.metric)))
+    best = {b["metric"]: b for b in out["best"]}
     curves = list(db.scalars(select(PowerCurve).where(PowerCurve.audit_run_id == run.id).order_by(PowerCurve.id)))
     base = next((c for c in curves if c.release_id is None and c.vendor is None), None)
     rel_curves = [c for c in curves if c.release_id is not None]
-    rel_names = {r.id: (m.name, r.version) for r, m in db.execute(
+    rel_names = {r.id: (m.name, r.version, m.id) for r, m in db.execute(
         select(Release, Model).join(Model, Release.model_id == Model.id)
         .where(Release.id.in_([c.release_id for c in rel_curves] or [-1])))}
-    out["releases"] = [{"model": rel_names.get(c.release_id, ("?", "?"))[0],
-                        "version": rel_names.get(c.release_id, ("?", "?"))[1], "curve": c} for c in rel_curves]
+    out["releases"] = [{"model": rel_names.get(c.release_id, ("?", "?", None))[0],
+                        "version": rel_names.get(c.release_id, ("?", "?", None))[1],
+                        "model_id": rel_names.get(c.release_id, ("?", "?", None))[2], "release_id": c.release_id,
+                        "curve": c, "view": curve_view(c), "gap": best_gap(curve_view(c), best)} for c in rel_curves]
     charts = []
     # One chart per (combiner, scorer): the humans' curve with its band, and each release's
     # classifier score placed at its survey equivalence.
@@ -231,79 +531,300 @@ def dataset_page(db: Session, ds: Dataset) -> dict:
     for combiner, scorer in pairs:
         human = base if base is not None and (base.combiner, base.scorer) == (combiner, scorer) else next(
             c for c in rel_curves if (c.combiner, c.scorer) == (combiner, scorer))
-        pts = [p for p in human.points or [] if "k" in p]
-        chart = {"title": f"{scorer.replace('_', ' ')} of {combiner} over k raters",
-                 "x_label": "number of human raters k", "y_label": f"{scorer} ({combiner})",
-                 "series": [{"name": "humans: power curve c_k", "points": [[p["k"], p.get("mean")] for p in pts],
-                             "band": [[p["k"], p.get("ci_low"), p.get("ci_high")] for p in pts]}],
-                 "markers": []}
-        for r in out["releases"]:
-            c = r["curve"]
-            if (c.combiner, c.scorer) == (combiner, scorer) and c.classifier_score is not None:
-                chart["markers"].append({"x": c.equivalence, "y": c.classifier_score,
-                                         "label": f"{r['model']} {r['version']}", "note": c.equivalence_note})
-        charts.append(chart)
+        marked = [(f"{r['model']} {r['version']}", r["curve"]) for r in out["releases"]
+                  if (r["curve"].combiner, r["curve"].scorer) == (combiner, scorer)]
+        charts.append(_power_chart(human, marked, best))
     out["curve"] = base
     out["charts"] = charts
-    out["vendors"] = list(db.scalars(select(VendorReport).where(VendorReport.audit_run_id == run.id)
-                                     .order_by(VendorReport.vendor)))
+    reports = list(db.scalars(select(VendorReport).options(defer(VendorReport.annotators))
+                              .where(VendorReport.audit_run_id == run.id).order_by(VendorReport.vendor)))
+    keys = select(VendorReport.vendor.label("group_name"), AuditRun.dataset_id.label("dataset_id")).join(
+        AuditRun, VendorReport.audit_run_id == AuditRun.id).where(VendorReport.audit_run_id == run.id)
+    windows, found = _recent(db, keys, "vendor")
+    out["vendors"] = [{"report": v, "vendor": v.vendor, "n_annotators": v.n_annotators, "n_items": v.n_items,
+                       "n_annotations": v.n_annotations, "u_t": v.u_t, "u_e": v.u_e, "agreement": v.agreement,
+                       "expert_equivalence": v.expert_equivalence,
+                       "week": (windows.get((ds.id, v.vendor, "agreement")) or [None])[0],
+                       "gold": (windows.get((ds.id, v.vendor, "gold_accuracy")) or [None])[0],
+                       "change": found.get((ds.id, v.vendor))} for v in reports]
     return out
 
 
-def model_page(db: Session, model: Model, dataset_id: int | None, workspace_id: int) -> dict:
-    datasets = db.execute(select(Dataset.id, Dataset.name).join(AuditRun, AuditRun.dataset_id == Dataset.id)
-                          .join(Certification, Certification.audit_run_id == AuditRun.id)
-                          .join(Release, Certification.release_id == Release.id)
-                          .where(Release.model_id == model.id, Dataset.workspace_id == workspace_id)
-                          .distinct().order_by(Dataset.name)).all()
+ITEM_COLUMNS = (Column("item", "item"), Column("labels", "labels", sortable=False),
+                Column("n", "labels given", sortable=False, numeric=True),
+                Column("plurality", "plurality", sortable=False), Column("gold", "gold", sortable=False))
+
+
+def items_page(db: Session, ds: Dataset, args=None) -> dict:
+    """The dataset's items, one page at a time by item id (keyset: ``after``/``before`` an id, so
+    any page costs one index range), filtered by an id prefix and to gold items."""
+    table = table_state("items", ITEM_COLUMNS, default_sort="item", per_page=50, args=args,
+                        filters={"gold": ("1",)}, query_label="item id starts with")
+    table.volatile = ("after", "before")
+    args = args if args is not None else {}
+    after, before = (args.get("after") or "")[:512], (args.get("before") or "")[:512]
+    stmt = select(Item).where(Item.dataset_id == ds.id)
+    if table.q:
+        escaped = table.q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        stmt = stmt.where(Item.external_id.like(escaped + "%", escape="\\"))
+    if table.filters.get("gold"):
+        stmt = stmt.where(Item.gold_label.is_not(None))
+    descending = table.direction == "desc"
+    going_back = bool(before) and not after
+    if after:
+        stmt = stmt.where(Item.external_id < after if descending else Item.external_id > after)
+    elif before:
+        stmt = stmt.where(Item.external_id > before if descending else Item.external_id < before)
+    backwards = descending != going_back
+    stmt = stmt.order_by(Item.external_id.desc() if backwards else Item.external_id.asc()).limit(table.per_page + 1)
+    rows = list(db.scalars(stmt))
+    more = len(rows) > table.per_page
+    rows = rows[: table.per_page]
+    if going_back:
+        rows.reverse()
+    labels = list(ds.labels)
+    table.rows = []
+    for it in rows:
+        counts = list(it.label_counts or [0] * len(labels))[: len(labels)]
+        top = max(counts, default=0)
+        table.rows.append({"item": it.external_id, "counts": {labels[i]: n for i, n in enumerate(counts) if n},
+                           "n": sum(counts), "plurality": [labels[i] for i, n in enumerate(counts) if n == top and n],
+                           "gold": labels[it.gold_label] if it.gold_label is not None and it.gold_label < len(labels)
+                           else None})
+    first, last = (table.rows[0]["item"], table.rows[-1]["item"]) if table.rows else (None, None)
+    # Forward (from the start or after an id): more rows mean a next page; having come "after" one, a previous.
+    # Backward (before an id): the id we came from is on the next page; more rows mean a previous one.
+    table.has_next = bool(table.rows) if going_back else more
+    has_previous = more if going_back else bool(after)
+    return {"dataset": ds, "table": table, "next_after": last if table.has_next else None,
+            "previous_before": first if has_previous else None}
+
+
+# --- models and releases ------------------------------------------------------------------------
+
+RELEASE_COLUMNS = (
+    Column("release", "release"), Column("released", "released", first="desc"),
+    Column("l", "L (95%)", numeric=True), Column("u_t", "U<sub>t</sub>", numeric=True),
+    Column("s", "S (badge)", numeric=True, title="the S the badge's verdict read, against its threshold"),
+    Column("s_paper", "S (paper)", numeric=True, title="the paper's Theorem 7 (one look at a fixed number of items)"),
+    Column("verdict", "verdict"), Column("since", "certified since", first="desc"),
+    Column("equivalence", "survey equivalence", sortable=False), Column("run", "run", numeric=True, first="desc"),
+)
+
+_RELEASE_KEYS = {
+    "release": lambda r: r["i"], "released": lambda r: r["release"].released_at,
+    "l": lambda r: r["view"]["l"], "u_t": lambda r: r["view"]["u_t"], "s": lambda r: r["view"]["s"],
+    "s_paper": lambda r: r["view"]["s_paper"], "verdict": lambda r: (not r["view"]["certified"], r["view"]["verdict"]),
+    "since": lambda r: (r["view"]["since"] or {}).get("run_id"), "run": lambda r: r["view"]["run_id"],
+}
+
+
+def _release_datasets(db: Session, release_ids: Select | list[int], workspace_id: int) -> list:
+    """Datasets (id, name) on which any of these releases has a certification."""
+    return db.execute(select(Dataset.id, Dataset.name).join(AuditRun, AuditRun.dataset_id == Dataset.id)
+                      .join(Certification, Certification.audit_run_id == AuditRun.id)
+                      .where(Certification.release_id.in_(release_ids), Dataset.workspace_id == workspace_id)
+                      .distinct().order_by(Dataset.name)).all()
+
+
+def _latest_certs(db: Session, release_ids: Select | list[int], dataset_id: int) -> dict[int, Certification]:
+    """Each release's certification in the newest audit of the dataset that certified it."""
+    ranked = (select(Certification.id, func.row_number().over(
+        partition_by=Certification.release_id, order_by=Certification.audit_run_id.desc()).label("rn"))
+        .join(AuditRun, Certification.audit_run_id == AuditRun.id)
+        .where(AuditRun.dataset_id == dataset_id, Certification.release_id.in_(release_ids)).subquery())
+    return {c.release_id: c for c in db.scalars(select(Certification).join(ranked, ranked.c.id == Certification.id)
+                                                .where(ranked.c.rn == 1))}
+
+
+def model_page(db: Session, model: Model, dataset_id: int | None, workspace_id: int, args=None) -> dict:
     releases = list(db.scalars(select(Release).where(Release.model_id == model.id)
                                .order_by(Release.released_at.asc().nulls_last(), Release.id)))
+    datasets = _release_datasets(db, select(Release.id).where(Release.model_id == model.id), workspace_id)
+    table = table_state("timeline", RELEASE_COLUMNS, default_sort="release", default_direction="desc",
+                        per_page=25, args=args)
     out: dict = {"model": model, "datasets": datasets, "dataset_id": None, "rows": [], "chart": None,
-                 "releases": releases}
+                 "releases": releases, "table": table, "l_note": L_INTERVAL_NOTE}
     if not datasets:
         return out
     ds_id = dataset_id if dataset_id in {d.id for d in datasets} else datasets[0].id
     out["dataset_id"] = ds_id
-    # Each release's certification in the newest run that certified it on this dataset.
-    ranked = (select(Certification.id, func.row_number().over(
-        partition_by=Certification.release_id, order_by=Certification.audit_run_id.desc()).label("rn"))
-        .join(AuditRun, Certification.audit_run_id == AuditRun.id)
-        .join(Release, Certification.release_id == Release.id)
-        .where(AuditRun.dataset_id == ds_id, Release.model_id == model.id).subquery())
-    certs = {c.release_id: c for c in db.scalars(select(Certification).join(ranked, ranked.c.id == Certification.id)
-                                                 .where(ranked.c.rn == 1))}
+    certs = _latest_certs(db, select(Release.id).where(Release.model_id == model.id), ds_id)
     curves: dict[tuple[int, int], list[PowerCurve]] = defaultdict(list)
     for c in db.scalars(select(PowerCurve).where(PowerCurve.audit_run_id.in_({c.audit_run_id for c in certs.values()} or {-1}),
                                                  PowerCurve.release_id.in_(list(certs) or [-1]))
                         .order_by(PowerCurve.id)):
         curves[(c.release_id, c.audit_run_id)].append(c)
+    since = certified_since(db, [(rid, ds_id) for rid, c in certs.items() if c.certified])
     rows = []
     for i, r in enumerate(releases):
         c = certs.get(r.id)
         if c is None:
             continue
-        rows.append({"i": i, "release": r, "cert": c, "curves": curves.get((r.id, c.audit_run_id), [])})
+        rows.append({"i": i, "release": r, "cert": c, "view": cert_view(c, since.get((r.id, ds_id))),
+                     "curves": [curve_view(x) for x in curves.get((r.id, c.audit_run_id), [])]})
     out["rows"] = rows
+    out["previous"] = {after["release"].id: before["release"] for before, after in pairwise(rows)}
     if rows:
-        ticks = [r["release"].version for r in rows]
-        xs = range(len(rows))
-        out["chart"] = {
-            "x_label": "release", "y_label": "accuracy against the oracle (bounds)", "x_ticks": ticks,
-            "series": [
-                {"name": "L (model lower bound)", "points": [[x, r["cert"].l] for x, r in zip(xs, rows, strict=True)]},
-                {"name": "U_t (human upper bound, rigorous)",
-                 "points": [[x, r["cert"].u_t] for x, r in zip(xs, rows, strict=True)], "style": "dashed"},
-                {"name": "U_e (human upper bound, empirical)",
-                 "points": [[x, r["cert"].u_e] for x, r in zip(xs, rows, strict=True)], "style": "dotted"},
-            ],
-            "badges": [{"x": x, "y": r["cert"].l, "certified": bool(r["cert"].certified)}
-                       for x, r in zip(xs, rows, strict=True)],
-        }
+        out["chart"] = _timeline_chart(rows)
+    table.page_rows(table.sort_rows(rows, _RELEASE_KEYS, tiebreak=lambda r: r["i"]))
     return out
 
 
-def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None) -> dict:
-    """``dataset_ids``: only these datasets (a vendor user sees the datasets it is granted)."""
+def release_page(db: Session, release: Release, model: Model, dataset_id: int | None, workspace_id: int,
+                 args=None) -> dict:
+    """One release on one dataset: its verdict and what it rests on, since when it is certified,
+    its survey equivalence and distance to BEST, and its history over the last audits."""
+    datasets = _release_datasets(db, [release.id], workspace_id)
+    table = table_state("history", (Column("run", "run", numeric=True, first="desc"),), default_sort="run",
+                        default_direction="desc", per_page=25, args=args)
+    out: dict = {"release": release, "model": model, "datasets": datasets, "dataset_id": None, "view": None,
+                 "table": table, "curves": [], "best": [], "charts": [], "power_charts": [], "gaps": [],
+                 "others": [], "l_note": L_INTERVAL_NOTE, "ce_note": CE_NOTE, "history_runs": HISTORY_RUNS}
+    # Other releases to compare with: the model's, newest first (bounded).
+    out["others"] = list(db.scalars(select(Release).where(Release.model_id == model.id, Release.id != release.id)
+                                    .order_by(Release.released_at.desc().nulls_last(), Release.id.desc()).limit(100)))
+    if not datasets:
+        return out
+    ds_id = dataset_id if dataset_id in {d.id for d in datasets} else datasets[0].id
+    out["dataset_id"] = ds_id
+    history = db.execute(select(Certification, AuditRun).join(AuditRun, Certification.audit_run_id == AuditRun.id)
+                         .where(Certification.release_id == release.id, AuditRun.dataset_id == ds_id)
+                         .order_by(AuditRun.id.desc()).limit(HISTORY_RUNS)).all()
+    latest, run = history[0]
+    since = certified_since(db, [(release.id, ds_id)] if latest.certified else [])
+    out["view"] = cert_view(latest, since.get((release.id, ds_id)))
+    out["run"] = run
+    out["best"] = best_rows(db.scalars(select(BestScore).where(BestScore.audit_run_id == run.id)
+                                       .order_by(BestScore.metric)))
+    best = {b["metric"]: b for b in out["best"]}
+    curves = list(db.scalars(select(PowerCurve).where(PowerCurve.audit_run_id == run.id).order_by(PowerCurve.id)))
+    mine = [c for c in curves if c.release_id == release.id]
+    out["curves"] = [curve_view(c) for c in mine]
+    out["gaps"] = [g for g in (best_gap(v, best) for v in out["curves"]) if g is not None]
+    base = next((c for c in curves if c.release_id is None and c.vendor is None), None)
+    for c in mine:
+        human = base if base is not None and (base.combiner, base.scorer) == (c.combiner, c.scorer) else c
+        out["power_charts"].append(_power_chart(human, [(f"{model.name} {release.version}", c)], best))
+    # History, oldest first on the charts: the bounds (L with its interval) and the S values over the audits.
+    rows = [{"view": cert_view(c), "run": r} for c, r in history]
+    dated = [x for x in reversed(rows) if x["run"].finished_at is not None]
+    if dated:
+        xs = [_epoch_ms(x["run"].finished_at) for x in dated]
+        v = [x["view"] for x in dated]
+        out["charts"].append({
+            "x_type": "time", "x_label": "audit (finished, UTC)", "y_label": "accuracy bounds",
+            "series": [{"name": "L (model lower bound)", "points": [[x, y["l"]] for x, y in zip(xs, v, strict=True)],
+                        "band": [[x, y["l_low"], y["l_high"]] for x, y in zip(xs, v, strict=True)]},
+                       {"name": "U_t", "points": [[x, y["u_t"]] for x, y in zip(xs, v, strict=True)], "style": "dashed"},
+                       {"name": "U_e", "points": [[x, y["u_e"]] for x, y in zip(xs, v, strict=True)], "style": "dotted"}],
+            "badges": [{"x": x, "y": y["l"], "certified": y["certified"]} for x, y in zip(xs, v, strict=True)],
+            "title": "L with its 95% interval against U_t and U_e, audit by audit"})
+        threshold, bound, paper = out["view"]["threshold"], out["view"]["bound"], out["view"]["paper_method"]
+        col = bound[-1]
+        s_chart = {
+            "x_type": "time", "x_label": "audit (finished, UTC)", "y_label": "confidence S", "y_digits": 4,
+            "series": [{"name": f"S ({y_name})", "points": [[x, y[key]] for x, y in zip(xs, v, strict=True)]}
+                       for key, y_name in ((f"s_anytime_{col}", f"anytime, {bound}"),
+                                           (f"s_{paper}_{col}", f"paper {paper.upper()}, {bound}"))],
+            "hlines": ([{"y": threshold, "kind": "threshold", "label": f"threshold {threshold}"}]
+                       if threshold is not None else []),
+            "title": "S, the confidence that the release beats the average annotator, audit by audit"}
+        out["charts"].append(s_chart)
+    table.page_rows(rows)
+    return out
+
+
+def compare_page(db: Session, workspace_id: int, first: tuple[Release, Model], second: tuple[Release, Model],
+                 dataset_id: int | None) -> dict:
+    """Two releases side by side on a dataset both were audited on: L with its interval, S (the
+    badge's and the paper's), since when certified, survey equivalence, BEST gap."""
+    pair = [first, second]
+    ids = [first[0].id, second[0].id]
+    by_release: dict[int, set[int]] = defaultdict(set)
+    names = {}
+    for ds_id, name, rid in db.execute(
+            select(Dataset.id, Dataset.name, Certification.release_id).join(AuditRun, AuditRun.dataset_id == Dataset.id)
+            .join(Certification, Certification.audit_run_id == AuditRun.id)
+            .where(Certification.release_id.in_(ids), Dataset.workspace_id == workspace_id).distinct()):
+        by_release[rid].add(ds_id)
+        names[ds_id] = name
+    common = sorted(by_release[ids[0]] & by_release[ids[1]], key=lambda d: names[d])
+    out: dict = {"pair": pair, "datasets": [(d, names[d]) for d in common], "dataset_id": None, "sides": [],
+                 "chart": None, "power_charts": [], "l_note": L_INTERVAL_NOTE, "ce_note": CE_NOTE}
+    if not common:
+        return out
+    ds_id = dataset_id if dataset_id in common else common[0]
+    out["dataset_id"] = ds_id
+    certs = _latest_certs(db, ids, ds_id)
+    since = certified_since(db, [(rid, ds_id) for rid, c in certs.items() if c.certified])
+    run_ids = sorted({c.audit_run_id for c in certs.values()})
+    curves = list(db.scalars(select(PowerCurve).where(PowerCurve.audit_run_id.in_(run_ids or [-1]))
+                             .order_by(PowerCurve.id)))
+    bests: dict[int, dict] = defaultdict(dict)
+    for b in db.scalars(select(BestScore).where(BestScore.audit_run_id.in_(run_ids or [-1])).order_by(BestScore.metric)):
+        bests[b.audit_run_id][b.metric] = best_rows([b])[0]
+    for rel, mod in pair:
+        c = certs.get(rel.id)
+        views = [curve_view(x) for x in curves if c is not None and x.release_id == rel.id
+                 and x.audit_run_id == c.audit_run_id]
+        best = bests.get(c.audit_run_id, {}) if c is not None else {}
+        out["sides"].append({"release": rel, "model": mod, "view": cert_view(c, since.get((rel.id, ds_id))),
+                             "curves": {v["scorer"]: v for v in views},
+                             "gaps": {v["scorer"]: best_gap(v, best) for v in views}})
+    rows = [{"release": s["release"], "view": s["view"]} for s in out["sides"] if s["view"] is not None]
+    if rows:
+        out["chart"] = _timeline_chart(rows, label_of=lambda r: f"{r['release'].version}")
+        out["chart"]["x_label"] = "release"
+    out["scorers"] = sorted({k for s in out["sides"] for k in s["curves"]})
+    newest = max(run_ids) if run_ids else None
+    best = bests.get(newest, {})
+    base = next((c for c in curves if c.audit_run_id == newest and c.release_id is None and c.vendor is None), None)
+    for scorer in out["scorers"]:
+        marked = [(f"{s['model'].name} {s['release'].version}", s["curves"][scorer].get("curve"))
+                  for s in out["sides"] if scorer in s["curves"]]
+        human = base if base is not None and base.scorer == scorer else marked[-1][1]
+        out["power_charts"].append(_power_chart(human, marked, best))
+    return out
+
+
+# --- vendors and annotators ----------------------------------------------------------------------
+
+ANNOTATOR_COLUMNS = (
+    Column("annotator", "annotator"),
+    Column("agreement", "agreement, latest week", numeric=True,
+           title="agreement with the other annotators' consensus in the annotator's newest week, with its 95% interval"),
+    Column("gold", "gold accuracy, latest week", numeric=True, title="accuracy on gold items in its newest week with gold"),
+    Column("change", "detected change", first="desc", title="the newest change the detector found"),
+    Column("items", "items (latest audit)", numeric=True, first="desc",
+           title="items where at least one other annotator labelled too"),
+    Column("audit_agreement", "agreement with the others (latest audit)", numeric=True),
+    Column("lower", "lower bound (95%)", numeric=True),
+)
+
+_ANNOTATOR_KEYS = {
+    "annotator": lambda a: a["annotator"],
+    "agreement": lambda a: a["agreement"].value if a["agreement"] else None,
+    "gold": lambda a: a["gold"].value if a["gold"] else None,
+    "change": lambda a: _epoch_ms(a["change"].detected_at) if a["change"] else None,
+    "items": lambda a: (a["audit"] or {}).get("n_items"),
+    "audit_agreement": lambda a: (a["audit"] or {}).get("agreement"),
+    "lower": lambda a: (a["audit"] or {}).get("lower_confidence"),
+}
+
+
+def _pooled(windows: list[QualityWindow], metric: str) -> tuple[float | None, float]:
+    """A metric's mean over all the windows' units (each window's mean weighted by its items)."""
+    rows = [w for w in windows if w.metric == metric and w.value is not None and w.n_items]
+    n = sum(w.n_items for w in rows)
+    return (sum(w.value * w.n_items for w in rows) / n if n else None), n
+
+
+def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None, args=None) -> dict:
+    """``dataset_ids``: only these datasets (a vendor user sees the datasets it is granted).
+    ``args``: the query string (``dataset_id`` picks the dataset shown in detail; the annotator
+    table's sort, filter and page)."""
+    args = {} if args is None else args
     # The per-annotator lists are read for the latest report only (below), not for every run.
     stmt = (select(VendorReport, AuditRun, Dataset).options(defer(VendorReport.annotators), defer(VendorReport.details))
             .join(AuditRun, VendorReport.audit_run_id == AuditRun.id)
@@ -354,8 +875,15 @@ def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None
         ds_id = entry["dataset"].id
         reps = entry["reports"]
         entry["latest"] = reps[-1][0] if reps else None
-        entry["quality_chart"] = _quality_chart(series.get(ds_id, []), changes.get(ds_id, []))
+        entry["latest_run"] = reps[-1][1] if reps else None
+        windows = series.get(ds_id, [])
+        entry["quality_chart"] = _quality_chart(windows, changes.get(ds_id, []),
+                                                batch=entry["dataset"].quality_window == "batch")
         entry["changes"] = changes.get(ds_id, [])
+        entry["gold_pooled"], entry["gold_items"] = _pooled(windows, "gold_accuracy")
+        newest = {m: max((w for w in windows if w.metric == m), key=lambda w: w.window_key, default=None)
+                  for m in QUALITY_METRICS}
+        entry["week"], entry["gold_week"] = newest["agreement"], newest["gold_accuracy"]
         audit = {a.get("annotator"): a for a in (bounds.get(reps[-1][0].id) or [] if reps else [])}
         people = sorted({name for (d, name, _m) in latest_windows if d == ds_id} | set(audit))
         entry["annotators"] = [
@@ -371,19 +899,68 @@ def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None
                             "style": "dashed"}]}
         if any(rep.expert_equivalence is not None for rep, _ in reps):
             entry["eq_chart"] = {
-                "x_label": "data version", "y_label": "expert equivalence of k vendor raters",
+                "x_label": "data version", "y_label": "expert equivalence of k vendor raters", "y_digits": 2,
                 "series": [{"name": "expert equivalence",
                             "points": [[run.data_version, rep.expert_equivalence] for rep, run in reps]}]}
         charts.append(entry)
+    # One dataset in detail (the first by name unless the query names another): its annotator
+    # table sorted, filtered and paged; worst first by default.
+    wanted = args.get("dataset_id")
+    selected = next((e for e in charts if str(e["dataset"].id) == wanted), charts[0] if charts else None)
+    table = table_state("annotators-1", ANNOTATOR_COLUMNS, default_sort="agreement", per_page=50, args=args,
+                        filters={"changed": ("1",)}, query_label="annotator id contains")
+    if selected is not None:
+        people = selected["annotators"]
+        if table.q:
+            people = [a for a in people if table.q.lower() in a["annotator"].lower()]
+        if table.filters.get("changed"):
+            people = [a for a in people if a["change"] is not None]
+        table.page_rows(table.sort_rows(people, _ANNOTATOR_KEYS, tiebreak=lambda a: a["annotator"]))
+        selected["table"] = table
     alert_stmt = select(Alert).where(Alert.workspace_id == workspace_id, Alert.subject == vendor)
     if dataset_ids is not None:
         alert_stmt = alert_stmt.where(Alert.dataset_id.in_(list(dataset_ids) or [-1]))
     alerts = list(db.scalars(alert_stmt.order_by(Alert.created_at.desc()).limit(50)))
-    return {"vendor": vendor, "datasets": charts, "alerts": alerts}
+    return {"vendor": vendor, "datasets": charts, "selected": selected, "table": table, "alerts": alerts}
+
+
+VENDOR_COLUMNS = (
+    Column("vendor", "vendor"), Column("dataset", "dataset"),
+    Column("annotators", "annotators", numeric=True, first="desc"),
+    Column("agreement", "agreement, latest week", numeric=True),
+    Column("gold", "gold accuracy, latest week", numeric=True),
+    Column("delta", "vs. previous week", numeric=True),
+    Column("u_t", "U<sub>t</sub>", numeric=True), Column("alpha", "agreement (α)", numeric=True),
+    Column("expert", "expert equivalence", numeric=True),
+    Column("change", "detected change", first="desc"),
+)
+
+_VENDOR_KEYS = {
+    "vendor": lambda v: v["vendor"], "dataset": lambda v: v["dataset"], "annotators": lambda v: v["n_annotators"],
+    "agreement": lambda v: v["week"].value if v["week"] else None,
+    "gold": lambda v: v["gold"].value if v["gold"] else None, "delta": lambda v: v["delta"],
+    "u_t": lambda v: v["u_t"], "alpha": lambda v: v["agreement"], "expert": lambda v: v["expert_equivalence"],
+    "change": lambda v: _epoch_ms(v["change"].detected_at) if v["change"] else None,
+}
+
+
+def vendors_index(db: Session, workspace_id: int, args=None) -> dict:
+    """Every vendor on every dataset's latest audit, weakest agreement first by default."""
+    datasets = db.execute(select(Dataset.id, Dataset.name).where(Dataset.workspace_id == workspace_id)).all()
+    names = dict(datasets)
+    latest = latest_runs(db, list(names))
+    rows = _vendor_rows(db, [r.id for r in latest.values()], names)
+    table = table_state("vendors", VENDOR_COLUMNS, default_sort="agreement", per_page=50, args=args,
+                        query_label="vendor or dataset contains")
+    if table.q:
+        rows = [v for v in rows if table.q.lower() in v["vendor"].lower() or table.q.lower() in v["dataset"].lower()]
+    table.page_rows(table.sort_rows(rows, _VENDOR_KEYS, tiebreak=lambda v: (v["vendor"], v["dataset"])))
+    return {"table": table}
 
 
 def annotator_page(db: Session, ds: Dataset, person: Annotator) -> dict:
-    """One annotator on one dataset: its weekly series, the changes found, the items it labelled."""
+    """One annotator on one dataset: its weekly series, its accuracy on gold, the changes found,
+    its bound in the latest audit, the items it labelled and its latest disagreements."""
     q, c = QualityWindow, QualityChange
     windows = list(db.scalars(select(q).where(q.dataset_id == ds.id, q.grouping == "annotator",
                                               q.group_name == person.external_id)
@@ -394,8 +971,22 @@ def annotator_page(db: Session, ds: Dataset, person: Annotator) -> dict:
     n_items = db.scalar(select(func.count()).select_from(Annotation)
                         .where(Annotation.dataset_id == ds.id, Annotation.annotator_id == person.id))
     weeks = _weeks(windows)
+    gold, gold_items = _pooled(windows, "gold_accuracy")
+    agreement, agreement_items = _pooled(windows, "agreement")
+    # Its line in the latest audit's report of its vendor (the Theorem 3 bound on its accuracy).
+    run = latest_runs(db, [ds.id]).get(ds.id)
+    report = db.scalar(select(VendorReport.annotators).where(
+        VendorReport.audit_run_id == (run.id if run is not None else -1),
+        VendorReport.vendor == (person.vendor or "")))
+    audit = next((a for a in report or [] if a.get("annotator") == person.external_id), None)
+    if audit is None and run is not None and not person.vendor:
+        audit = next((a for a in (run.summary or {}).get("annotators_without_vendor") or []
+                      if a.get("annotator") == person.external_id), None)
     return {"dataset": ds, "annotator": person, "n_items": n_items, "weeks": weeks, "changes": changes,
-            "n_labels": sum(w["n_labels"] for w in weeks), "chart": _quality_chart(windows, changes),
+            "n_labels": sum(w["n_labels"] for w in weeks),
+            "chart": _quality_chart(windows, changes, batch=ds.quality_window == "batch"),
+            "gold_pooled": gold, "gold_items": gold_items, "agreement_pooled": agreement,
+            "agreement_items": agreement_items, "audit": audit, "run": run,
             "disagreements": disagreements(db, ds, person), "recent_labels": RECENT_LABELS}
 
 
@@ -431,16 +1022,127 @@ def disagreements(db: Session, ds: Dataset, person: Annotator) -> list[dict]:
     return out
 
 
-def audit_runs(db: Session, workspace_id: int, *, limit: int = 200) -> list:
-    return db.execute(select(AuditRun, Dataset.name).join(Dataset, AuditRun.dataset_id == Dataset.id)
-                      .where(Dataset.workspace_id == workspace_id).order_by(AuditRun.id.desc()).limit(limit)).all()
+
+# --- alerts ---------------------------------------------------------------------------------------
+
+ALERT_KINDS = ("certification_changed", "vendor_quality_changed", "annotator_quality_changed")
+ALERT_COLUMNS = (
+    Column("created", "raised", first="desc"), Column("severity", "severity", first="desc"),
+    Column("kind", "kind"), Column("subject", "subject"), Column("message", "message", sortable=False),
+    Column("dataset", "dataset"), Column("run", "run", numeric=True, first="desc"),
+    Column("acknowledged", "acknowledged", first="desc"),
+)
+_SEVERITY_RANK = {AlertSeverity.INFO.value: 0, AlertSeverity.WARNING.value: 1, AlertSeverity.CRITICAL.value: 2}
 
 
-def vendor_datasets(db: Session, workspace_id: int) -> dict[str, list[str]]:
-    """Which datasets each vendor has reports on (for the overview's links)."""
-    out: dict[str, list[str]] = defaultdict(list)
-    for v, name in db.execute(select(VendorReport.vendor, Dataset.name).join(AuditRun, VendorReport.audit_run_id == AuditRun.id)
-                              .join(Dataset, AuditRun.dataset_id == Dataset.id)
-                              .where(Dataset.workspace_id == workspace_id).distinct()):
-        out[v].append(name)
-    return out
+def alerts_page(db: Session, workspace_id: int, args=None) -> dict:
+    """The workspace's alerts, filtered (open / acknowledged / all, severity, kind, dataset, text)
+    and paged in SQL; newest first by default, open ones only."""
+    datasets = db.execute(select(Dataset.id, Dataset.name).where(Dataset.workspace_id == workspace_id)
+                          .order_by(Dataset.name)).all()
+    table = table_state("alerts", ALERT_COLUMNS, default_sort="created", default_direction="desc", per_page=50,
+                        args=args, query_label="text contains",
+                        filters={"status": ("open", "acknowledged", "all"),
+                                 "severity": tuple(s.value for s in AlertSeverity), "kind": ALERT_KINDS,
+                                 "dataset_id": tuple(str(d.id) for d in datasets)})
+    status = table.filters.get("status", "open")
+    stmt = (select(Alert, Dataset.name).outerjoin(Dataset, Alert.dataset_id == Dataset.id)
+            .where(Alert.workspace_id == workspace_id))
+    if status == "open":
+        stmt = stmt.where(Alert.acknowledged_at.is_(None))
+    elif status == "acknowledged":
+        stmt = stmt.where(Alert.acknowledged_at.is_not(None))
+    if "severity" in table.filters:
+        stmt = stmt.where(Alert.severity == AlertSeverity(table.filters["severity"]))
+    if "kind" in table.filters:
+        stmt = stmt.where(Alert.kind == table.filters["kind"])
+    if "dataset_id" in table.filters:
+        stmt = stmt.where(Alert.dataset_id == int(table.filters["dataset_id"]))
+    if table.q:
+        pattern = "%" + table.q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        stmt = stmt.where(or_(Alert.message.ilike(pattern, escape="\\"), Alert.subject.ilike(pattern, escape="\\")))
+    severity = case({s: r for s, r in _SEVERITY_RANK.items()}, value=Alert.severity, else_=0)
+    stmt = table.sql_order(stmt, {"created": Alert.created_at, "severity": severity, "kind": Alert.kind,
+                                  "subject": Alert.subject, "dataset": Dataset.name, "run": Alert.audit_run_id,
+                                  "acknowledged": Alert.acknowledged_at}, Alert.id)
+    table.fetch(db, stmt)
+    return {"table": table, "datasets": datasets, "status": status, "kinds": ALERT_KINDS,
+            "severities": [s.value for s in AlertSeverity]}
+
+
+# --- audit runs -----------------------------------------------------------------------------------
+
+RUN_COLUMNS = (
+    Column("run", "run", numeric=True, first="desc"), Column("dataset", "dataset"),
+    Column("version", "data version", numeric=True, first="desc"), Column("status", "status"),
+    Column("queued", "queued", first="desc"), Column("waited", "waited (s)", sortable=False, numeric=True),
+    Column("ran", "ran (s)", sortable=False, numeric=True), Column("error", "error", sortable=False),
+)
+
+
+def audit_runs(db: Session, workspace_id: int, args=None) -> dict:
+    """The workspace's audit runs, newest first, filtered by dataset and state, paged in SQL."""
+    datasets = db.execute(select(Dataset.id, Dataset.name).where(Dataset.workspace_id == workspace_id)
+                          .order_by(Dataset.name)).all()
+    table = table_state("runs", RUN_COLUMNS, default_sort="run", default_direction="desc", per_page=50, args=args,
+                        filters={"status": tuple(s.value for s in AuditStatus),
+                                 "dataset_id": tuple(str(d.id) for d in datasets)})
+    stmt = (select(AuditRun, Dataset.name).options(defer(AuditRun.summary), defer(AuditRun.parameters))
+            .join(Dataset, AuditRun.dataset_id == Dataset.id).where(Dataset.workspace_id == workspace_id))
+    if "status" in table.filters:
+        stmt = stmt.where(AuditRun.status == AuditStatus(table.filters["status"]))
+    if "dataset_id" in table.filters:
+        stmt = stmt.where(AuditRun.dataset_id == int(table.filters["dataset_id"]))
+    stmt = table.sql_order(stmt, {"run": AuditRun.id, "dataset": Dataset.name, "version": AuditRun.data_version,
+                                  "status": AuditRun.status, "queued": AuditRun.created_at}, AuditRun.id)
+    table.fetch(db, stmt)
+    return {"table": table, "runs": table.rows, "datasets": datasets, "statuses": [s.value for s in AuditStatus]}
+
+
+def _seconds(later: datetime | None, earlier: datetime | None) -> float | None:
+    return (later - earlier).total_seconds() if later is not None and earlier is not None else None
+
+
+_TIMING_WORDS = {"claim": "claim the run", "snapshot": "read the data", "compute": "compute the statistics",
+                 "write": "write the results"}
+
+
+def audit_run_page(db: Session, run: AuditRun, ds: Dataset) -> dict:
+    """One audit: its data version, timings and notes, and every result it wrote (bounded lists)."""
+    summary = run.summary or {}
+    timings = [{"step": _TIMING_WORDS.get(k, k.replace("_", " ")), "seconds": v}
+               for k, v in (summary.get("timings") or {}).items() if isinstance(v, int | float)]
+    certs = db.execute(select(Certification, Release, Model).join(Release, Certification.release_id == Release.id)
+                       .join(Model, Release.model_id == Model.id).where(Certification.audit_run_id == run.id)
+                       .order_by(Model.name, Release.released_at.asc().nulls_last(), Release.id).limit(500)).all()
+    curves = list(db.scalars(select(PowerCurve).options(defer(PowerCurve.points))
+                             .where(PowerCurve.audit_run_id == run.id).order_by(PowerCurve.id).limit(500)))
+    release_names = {r.id: f"{m.name} {r.version}" for _, r, m in certs}
+    previous = db.scalar(select(func.max(AuditRun.id)).where(AuditRun.dataset_id == run.dataset_id,
+                                                            AuditRun.id < run.id))
+    following = db.scalar(select(func.min(AuditRun.id)).where(AuditRun.dataset_id == run.dataset_id,
+                                                             AuditRun.id > run.id))
+    counts = {k: summary.get(k) for k in ("n_items", "n_labeled_items", "n_annotations", "n_annotators", "n_releases")}
+    return {
+        "run": run, "dataset": ds, "summary": summary, "counts": counts, "timings": timings,
+        "waited": _seconds(run.started_at, run.created_at), "ran": _seconds(run.finished_at, run.started_at),
+        "notes": summary.get("notes") or [], "parameters": run.parameters or {}, "upper": summary.get("upper") or {},
+        "certifications": [{"cert": c, "release": r, "model": m, "view": cert_view(c)} for c, r, m in certs],
+        "best": best_rows(db.scalars(select(BestScore).where(BestScore.audit_run_id == run.id)
+                                     .order_by(BestScore.metric))),
+        "agreements": list(db.scalars(select(Agreement).where(Agreement.audit_run_id == run.id)
+                                      .order_by(Agreement.vendor.nulls_first(), Agreement.coefficient).limit(500))),
+        "vendors": list(db.scalars(select(VendorReport).options(defer(VendorReport.annotators),
+                                                                defer(VendorReport.details))
+                                   .where(VendorReport.audit_run_id == run.id).order_by(VendorReport.vendor)
+                                   .limit(500))),
+        "curves": [{"curve": c, "release": release_names.get(c.release_id) if c.release_id else None,
+                    "view": curve_view(c) if c.release_id else None} for c in curves],
+        "alerts": list(db.scalars(select(Alert).where(Alert.audit_run_id == run.id)
+                                  .order_by(Alert.created_at.desc(), Alert.id.desc()).limit(50))),
+        "quality_changes": list(db.scalars(select(QualityChange).where(QualityChange.audit_run_id == run.id)
+                                           .order_by(QualityChange.detected_at.desc(), QualityChange.id.desc())
+                                           .limit(50))),
+        "assumptions": assumptions_view(summary.get("assumptions")),
+        "previous_id": previous, "next_id": following, "ce_note": CE_NOTE, "l_note": L_INTERVAL_NOTE,
+    }

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from flask import Flask
+from flask import Flask, url_for
 from markupsafe import Markup, escape
 
 __all__ = ["init_app"]
@@ -111,7 +111,75 @@ def change_badge(change) -> Markup:
                                                                   title, label)
 
 
+def interval(low, high, digits: int = 3) -> Markup | str:
+    """`` [low, high]`` (small), or nothing when either end is unknown."""
+    if low is None or high is None or not all(math.isfinite(x) for x in (low, high)):
+        return ""
+    return Markup(" <small>[{}, {}]</small>").format(f"{low:.{digits}f}", f"{high:.{digits}f}")
+
+
+def against(s, threshold) -> Markup:
+    """A confidence S beside the threshold the verdict compares it with: "0.4213 < 0.95"."""
+    if s is None:
+        return _NA
+    if threshold is None:
+        return Markup("{}").format(confidence(s))
+    ok = s >= threshold
+    shown = f"{s:.4f}" if s >= 0 else "< 0"
+    return Markup('<span class="{}" title="S = {:.4f}; the verdict certifies at S \u2265 {}">{} {} {}</span>').format(
+        "pos" if ok else "neg", s, threshold, shown, "\u2265" if ok else "<", threshold)
+
+
+def seconds(x) -> Markup | str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return _NA
+    return f"{x:.2f}" if x < 10 else f"{x:.1f}"
+
+
+def when(x) -> Markup | str:
+    """A time stamp to the minute (UTC)."""
+    if x is None:
+        return _NA
+    return f"{x:%Y-%m-%d %H:%M}"
+
+
+def since(view) -> Markup:
+    """Since when a release is certified (the first audit of its current run of certified verdicts)."""
+    s = view.get("since") if view else None
+    if not s:
+        return _NA
+    at = f"{s['at']:%Y-%m-%d %H:%M}" if s.get("at") else f"data version {s['data_version']}"
+    return Markup('<span class="since">{} <small>(run <a href="{}">{}</a>)</small></span>').format(
+        at, url_for("ui.audit_run", run_id=s["run_id"]), s["run_id"])
+
+
+def best_value(b) -> Markup | str:
+    """A BEST score in the pages' convention (cross-entropy in bits per label, a floor)."""
+    if b is None or b.get("value") is None:
+        return _NA
+    out = escape(f"{b['value']:.3f}")
+    if b.get("unit"):
+        out += Markup(" <small>{}</small>").format(b["unit"])
+    return out
+
+
+def gap(g) -> Markup | str:
+    """A release's distance to BEST: room left (positive), on the metric's own scale."""
+    if not g:
+        return _NA
+    return Markup('<span title="BEST {} {:.3f}, this release {:.3f}{}">{:.3f}</span>').format(
+        g["bound"], g["best"], g["score"], f" ({g['unit']})" if g["unit"] else "", g["gap"])
+
+
 def init_app(app: Flask) -> None:
+    app.context_processor(lambda: {"has_endpoint": lambda name: name in app.view_functions})
+    app.add_template_filter(interval)
+    app.add_template_filter(against)
+    app.add_template_filter(seconds)
+    app.add_template_filter(when)
+    app.add_template_filter(since)
+    app.add_template_filter(best_value)
+    app.add_template_filter(gap)
     app.add_template_filter(num)
     app.add_template_filter(confidence)
     app.add_template_filter(equivalence)

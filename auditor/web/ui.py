@@ -135,7 +135,7 @@ def model(model_id: int):
         abort(404)
     dataset_id = request.args.get("dataset_id", type=int)
     return render_template("model.html", **dashboards.model_page(get_session(), m, dataset_id,
-                                                                 g.principal.workspace_id))
+                                                                 g.principal.workspace_id, request.args))
 
 
 @bp.get("/vendors/<path:name>")
@@ -147,7 +147,7 @@ def vendor(name: str):
         abort(404)
     db = get_session()
     granted = None if principal.reads_all else principal.grants
-    data = dashboards.vendor_page(db, principal.workspace_id, name, dataset_ids=granted)
+    data = dashboards.vendor_page(db, principal.workspace_id, name, dataset_ids=granted, args=request.args)
     return render_template("vendor.html", **data)
 
 
@@ -174,7 +174,8 @@ def annotator(dataset_id: int, external_id: str):
 @login_required()
 @cached
 def audit_runs():
-    return render_template("audit_runs.html", runs=dashboards.audit_runs(get_session(), g.principal.workspace_id))
+    return render_template("audit_runs.html", **dashboards.audit_runs(get_session(), g.principal.workspace_id,
+                                                                      request.args))
 
 
 # --- access: admins revoke tokens and (de)activate users ---------------------------------------

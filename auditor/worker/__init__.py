@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from celery import Celery, Task
-from celery.signals import worker_init
+from celery.signals import after_setup_logger, after_setup_task_logger, worker_init
 
 from auditor.config import Settings, WorkerSettings, load_settings, load_worker_settings
 
@@ -28,7 +28,7 @@ def celery_config(settings: Settings | None = None, worker: WorkerSettings | Non
     return {
         "broker_url": s.broker_url,
         "result_backend": s.result_backend,
-        "imports": ("auditor.worker.tasks",),
+        "imports": ("auditor.worker.tasks", "auditor.connectors.labelstudio.tasks"),
         "task_default_queue": w.queue,
         "task_serializer": "json",
         "result_serializer": "json",
@@ -48,6 +48,8 @@ def celery_config(settings: Settings | None = None, worker: WorkerSettings | Non
         "worker_concurrency": w.concurrency,
         "beat_schedule": {
             "auditor-sweep": {"task": "workers.tasks.sweep", "schedule": w.sweep_seconds},
+            "auditor-labelstudio-sync": {"task": "workers.tasks.labelstudio_sync",
+                                         "schedule": w.labelstudio_sync_seconds},
         },
         "beat_schedule_filename": str(s.instance_path / "celerybeat-schedule"),
         "auditor_database_url": s.database_url,
@@ -73,6 +75,16 @@ def _lower_priority(sender=None, **_kwargs) -> None:
     conf = getattr(getattr(sender, "app", None), "conf", None)
     w = (conf.get("auditor_worker") if conf is not None else None) or load_worker_settings()
     lower_priority(w.nice)
+
+
+@after_setup_logger.connect
+@after_setup_task_logger.connect
+def _log_format(logger=None, **_kwargs) -> None:
+    """Worker and beat log lines in ``AUDITOR_LOG_FORMAT``, with the running task's id."""
+    from auditor.logs import configure_celery_handlers
+
+    if logger is not None:
+        configure_celery_handlers(logger, load_settings().log_format)
 
 
 def lower_priority(nice: int) -> int:

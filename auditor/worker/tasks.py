@@ -6,7 +6,9 @@ computes, and writes all results in one transaction. Large datasets fan the per-
 work out as a Celery group, started before the dataset-wide part so both run at once;
 ``finish_audit`` waits for the group by rescheduling itself and does the write. A run that
 saw data arrive while it computed enqueues exactly one follow-up. ``sweep`` (Celery
-beat) enqueues every dataset whose data is newer than its last succeeded audit.
+beat) enqueues every dataset whose data is newer than its last succeeded audit, and
+every webhook delivery whose message was lost. ``deliver_webhook(delivery_id)`` sends one
+outgoing webhook delivery (:mod:`auditor.webhooks`), retrying with backoff.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from celery.result import GroupResult
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
+from auditor import webhooks
 from auditor.audit import runner
-from auditor.audit.alerts import post_alerts
 from auditor.audit.pipeline import (
     AuditOptions,
     dataset_part,
@@ -38,12 +40,12 @@ from auditor.audit.pipeline import (
 )
 from auditor.config import WorkerSettings, load_worker_settings
 from auditor.db import make_engine, make_session_factory
-from auditor.db.queries_audit import alerts_by_id, heartbeat_audit, stale_datasets
+from auditor.db.queries_audit import heartbeat_audit, stale_datasets
 from auditor.db.session import session_scope
 from auditor.db.snapshot import SnapshotCache
 from auditor.worker.dispatch import request_audit
 
-__all__ = ["audit_dataset", "audit_release", "deliver_alerts", "finish_audit", "sweep"]
+__all__ = ["audit_dataset", "audit_release", "deliver_alerts", "deliver_webhook", "finish_audit", "mlflow_write_back", "sweep"]
 
 log = logging.getLogger(__name__)
 
@@ -94,11 +96,33 @@ _last_beat: dict[int, float] = {}
 
 
 def _after_run(task, outcome: runner.Outcome) -> None:
-    w = _worker_settings(task)
-    if outcome.alert_ids and w.alert_webhook_url:
-        deliver_alerts.delay(list(outcome.alert_ids))
+    if outcome.state == "succeeded":
+        _notify(task, outcome)
     if outcome.needs_follow_up:
         request_audit(_dataset_of(task, outcome.run_id))
+    if outcome.state == "succeeded" and outcome.run_id is not None:
+        _request_mlflow_write_back(task, outcome.run_id)
+
+
+def _notify(task, outcome: runner.Outcome) -> None:
+    """The workspace's webhooks hear of the audit and its alerts; a failure here never fails the audit."""
+    try:
+        with session_scope(_session_factory(task)) as session:
+            ids = webhooks.audit_completed(session, outcome.run_id) + webhooks.alerts_raised(session, outcome.alert_ids)
+    except Exception as exc:  # the sweep cannot redo this: say so loudly
+        log.error("could not queue the webhook deliveries of audit run %s: %s", outcome.run_id,
+                  exc.__class__.__name__, exc_info=exc)
+        return
+    _publish_deliveries(ids)
+
+
+def _publish_deliveries(ids: list[int]) -> None:
+    for delivery_id in ids:
+        try:
+            deliver_webhook.apply_async((delivery_id,), retry=False, ignore_result=True)
+        except Exception as exc:  # any broker failure: the sweep sends it later
+            log.warning("could not queue webhook delivery %s (%s); the sweep will", delivery_id,
+                        exc.__class__.__name__)
 
 
 def _dataset_of(task, run_id: int) -> int:
@@ -237,24 +261,92 @@ def finish_audit(self, group_id: str, run_id: int, task_id: str, data_version: i
 
 @shared_task(bind=True, name="workers.tasks.sweep")
 def sweep(self) -> list[int]:
-    """Enqueue an audit of every dataset whose data is newer than its last succeeded audit."""
+    """Enqueue an audit of every dataset whose data is newer than its last succeeded audit,
+    and every webhook delivery whose message was lost."""
     w = _worker_settings(self)
     with session_scope(_session_factory(self)) as session:
         ids = stale_datasets(session, lease=_lease(w), retry_backoff=w.retry_backoff)
+        lost = webhooks.stale_deliveries(session)
     for dataset_id in ids:
         audit_dataset.delay(dataset_id)
+    _publish_deliveries(lost)
     return ids
 
 
-@shared_task(bind=True, name="workers.tasks.deliver_alerts", max_retries=8)
+@shared_task(bind=True, name="workers.tasks.deliver_alerts")
 def deliver_alerts(self, alert_ids: list[int]) -> int:
-    """POST stored alerts to the configured webhook, retrying with backoff."""
-    w = _worker_settings(self)
-    if not w.alert_webhook_url:
+    """Send stored alerts to their workspaces' webhooks (``alert.raised``); returns the deliveries queued."""
+    if not alert_ids:
         return 0
     with session_scope(_session_factory(self)) as session:
-        alerts = alerts_by_id(session, alert_ids)
+        ids = webhooks.alerts_raised(session, alert_ids)
+    _publish_deliveries(ids)
+    return len(ids)
+
+
+# Unlimited Celery retries: the delivery's own attempt count (AUDITOR_WEBHOOK_MAX_ATTEMPTS) ends them.
+@shared_task(bind=True, name="workers.tasks.deliver_webhook", max_retries=None)
+def deliver_webhook(self, delivery_id: int) -> dict[str, Any]:
+    """One attempt at an outgoing webhook delivery; a failed one is retried after its backoff."""
+    w = _worker_settings(self)
     try:
-        return post_alerts(w.alert_webhook_url, alerts)
-    except OSError as exc:
-        raise self.retry(exc=exc, countdown=min(600, 5 * 2 ** self.request.retries)) from exc
+        done = webhooks.attempt(_session_factory(self), int(delivery_id), max_attempts=w.webhook_max_attempts,
+                                backoff=w.webhook_retry_backoff, allow_private=w.webhook_allow_private)
+    except TRANSIENT as exc:  # the database is away: the delivery is untouched, try again
+        raise self.retry(exc=exc, countdown=w.webhook_retry_backoff) from exc
+    if done.retry_in is not None:
+        raise self.retry(countdown=done.retry_in)
+    return {"delivery_id": delivery_id, "status": done.status, "response_code": done.response_code}
+
+
+# --- MLflow model registry: verdicts back as model version tags -----------------------------
+
+
+def _request_mlflow_write_back(task, run_id: int) -> None:
+    """Enqueue :func:`mlflow_write_back` when the audited dataset has an MLflow connector.
+
+    The audit is already written: nothing here may fail it, so any error is logged only
+    (the next audit writes the registry again)."""
+    try:
+        from auditor.connectors.mlflow import dataset_with_connector
+
+        with session_scope(_session_factory(task)) as session:
+            dataset_id = dataset_with_connector(session, run_id)
+        if dataset_id is not None:
+            mlflow_write_back.apply_async((dataset_id,), retry=False)
+    except Exception as exc:
+        log.warning("could not request the MLflow write-back of audit run %s (%s: %s)", run_id,
+                    exc.__class__.__name__, exc)
+
+
+#: Retries of a write-back whose MLflow server was unreachable, after the audits' backoff
+#: doubled each time (at most 10 minutes apart: about 47 minutes in all by default).
+MLFLOW_WRITE_BACK_RETRIES = 12
+
+
+@shared_task(bind=True, name="workers.tasks.mlflow_write_back", max_retries=MLFLOW_WRITE_BACK_RETRIES)
+def mlflow_write_back(self, dataset_id: int) -> dict[str, Any]:
+    """Tag the dataset's connected MLflow model versions with its latest audit's verdicts
+    (:func:`auditor.connectors.mlflow.write_back`). A task of its own, after the audit: an
+    MLflow outage is retried with backoff, never fails nor holds up an audit, and is logged
+    and recorded on the connector (``last_error``)."""
+    from auditor.connectors import mlflow as connector
+
+    w = _worker_settings(self)
+    try:
+        return connector.write_back(_session_factory(self), dataset_id, base_url=w.base_url)
+    except connector.RegistryUnavailable as exc:
+        cause: BaseException = exc
+    except TRANSIENT as exc:  # the database went away: the same write-back may succeed
+        cause = exc
+    except connector.ConnectorError as exc:  # e.g. the client is not installed on this worker
+        log.error("MLflow write-back of dataset %s failed: %s", dataset_id, exc)
+        return {"state": "failed", "dataset_id": dataset_id, "error": str(exc)[:500]}
+    if self.request.retries >= MLFLOW_WRITE_BACK_RETRIES:
+        log.error("MLflow write-back of dataset %s gave up after %d retries: %s", dataset_id,
+                  self.request.retries, cause)
+        return {"state": "failed", "dataset_id": dataset_id, "error": str(cause)[:500]}
+    countdown = min(600.0, w.retry_backoff * 2 ** self.request.retries)
+    log.warning("MLflow write-back of dataset %s failed (%s); retrying in %.0fs", dataset_id, cause, countdown)
+    raise self.retry(exc=cause, countdown=countdown)
+

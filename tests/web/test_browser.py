@@ -1,142 +1,86 @@
 """The dashboards in a real headless Chromium (Debian's package, driven by Playwright).
 
-Each test logs in through the form, opens a dashboard on seeded data (real ingestion +
-real audits), checks that its charts were drawn, that no request left the host and
-that the console stayed clean (a CSP violation would show there), and saves a
-screenshot under ``test-artifacts/``.
+Each test logs in through the form, opens dashboards on seeded data (real ingestion +
+real audits), checks that their charts were drawn (uPlot, served by Auditor itself), that
+hovering a point shows its exact value and interval, that the legend hides a series,
+that no request left the host and that the console stayed clean (a CSP violation would
+show there), and saves a screenshot under ``test-artifacts/``.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import threading
-from pathlib import Path
+from datetime import datetime
 from urllib.parse import quote
 
 import pytest
-from werkzeug.serving import make_server
 
-from tests.web.conftest import PASSWORD, make_tenant
+from tests.web import browser_support
+from tests.web.browser_support import ARTIFACTS, hover, series, x_ticks
+from tests.web.conftest import make_tenant
 from tests.web.quality_history import annotators_of, seed_history
+
+# The browser fixtures (shared with the other browser tests).
+browser = browser_support.browser
+server = browser_support.server
+watched = browser_support.watched
 
 pytestmark = pytest.mark.services
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = os.environ.get("AUDITOR_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
-
-
-@pytest.fixture(scope="module")
-def server(app):
-    srv = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{srv.server_port}"
-    srv.shutdown()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if shutil.which(CHROMIUM) is None:
-        message = f"Chromium not found at {CHROMIUM} (Debian: apt-get install chromium)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"{message}; CI=true: the browser tests must run", pytrace=False)
-        pytest.skip(message)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
-
-
-class Watched:
-    """A page whose requests, console errors and dialogs are recorded."""
-
-    def __init__(self, browser, base: str):
-        self.base = base
-        self.context = browser.new_context(viewport={"width": 1200, "height": 900})
-        self.page = self.context.new_page()
-        self.requests: list[str] = []
-        self.errors: list[str] = []
-        self.dialogs: list[str] = []
-        self.page.on("request", lambda r: self.requests.append(r.url))
-        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
-        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
-
-        def on_dialog(d):
-            self.dialogs.append(d.message)
-            d.dismiss()
-
-        self.page.on("dialog", on_dialog)
-
-    def login(self, tenant, role="admin"):
-        self.page.goto(self.base + "/login")
-        self.page.fill("input[name=workspace]", tenant.slug)
-        self.page.fill("input[name=email]", tenant.emails[role])
-        self.page.fill("input[name=password]", PASSWORD)
-        self.page.click("button[type=submit]")
-        self.page.wait_for_load_state("load")
-        assert "/login" not in self.page.url
-
-    def open(self, path: str, shot: str, *, charts: int = 0):
-        response = self.page.goto(self.base + path)
-        assert response.status == 200, path
-        if charts:
-            self.page.wait_for_selector("figure.chart[data-rendered]", timeout=10_000)
-            rendered = self.page.locator('figure.chart[data-rendered="true"]')
-            assert rendered.count() >= charts, path
-            assert self.page.locator('figure.chart[data-rendered="error"]').count() == 0
-            assert self.page.locator("figure.chart svg path.series").count() >= charts
-        ARTIFACTS.mkdir(exist_ok=True)
-        self.page.screenshot(path=str(ARTIFACTS / f"{shot}.png"), full_page=True)
-
-    def check_clean(self):
-        foreign = [u for u in self.requests if not (u.startswith(self.base + "/") or u.startswith("data:"))]
-        assert not foreign, f"requests left the host: {foreign}"
-        assert not self.errors, self.errors
-        assert not self.dialogs, self.dialogs
-
-    def close(self):
-        self.context.close()
-
-
-@pytest.fixture
-def watched(browser, server):
-    w = Watched(browser, server)
-    yield w
-    w.close()
-
 
 def test_dashboards_render_their_charts_without_leaving_the_host(watched, seeded):
-    watched.login(seeded.tenant)
+    page = watched.page
+    watched.login_tenant(seeded.tenant)
     watched.open("/", "overview")
-    assert watched.page.locator("table#datasets tbody tr").count() == 1
-    assert watched.page.locator("table#releases tbody tr").count() == 1
+    assert page.locator("table#datasets tbody tr").count() == 1
+    assert page.locator("table#releases tbody tr").count() == 1
     watched.open(f"/datasets/{seeded.dataset_id}", "dataset", charts=1)
     # Each power curve has its interval band and one marker per scored release.
-    figures = watched.page.locator('figure.chart[data-rendered="true"]')
+    figures = page.locator('figure.chart[data-rendered="true"]')
     for i in range(figures.count()):
-        assert figures.nth(i).locator("svg path.band").count() == 1
-        assert figures.nth(i).locator("svg g.marker").count() == len(seeded.release_ids)
+        selector = f'figure[data-chart="{figures.nth(i).get_attribute("data-chart")}"]'
+        drawn = series(page, selector)
+        humans = [s for s in drawn if s["role"] == "series"]
+        assert len(humans) == 1 and humans[0]["lo"] is not None
+        assert len([s for s in drawn if s["role"] == "marker"]) == len(seeded.release_ids)
     watched.open(f"/models/{seeded.model_id}", "model", charts=1)
-    assert watched.page.locator("table#timeline tbody tr").count() == len(seeded.release_ids)
-    # One certification badge per release on the timeline.
-    badges = watched.page.locator("figure.chart svg circle.badge-yes, figure.chart svg circle.badge-no")
-    assert badges.count() == len(seeded.release_ids)
+    assert page.locator("table#timeline tbody tr").count() == len(seeded.release_ids)
+    # One certification badge per release on the timeline, and L drawn with its interval.
+    drawn = series(page, 'figure[data-chart="chart-timeline"]')
+    assert sum(len(s["points"]) for s in drawn if s["role"] == "badge") == len(seeded.release_ids)
+    assert next(s for s in drawn if s["name"].startswith("L "))["lo"] is not None
     watched.open("/vendors/acme-labeling", "vendor", charts=1)
-    assert watched.page.locator("table.annotators tbody tr").count() >= 1
+    assert page.locator("table.annotators tbody tr").count() >= 1
     watched.open("/audit-runs", "audit-runs")
-    assert watched.page.locator("table#runs tbody tr.status-succeeded").count() >= 1
+    assert page.locator("table#runs tbody tr.status-succeeded").count() >= 1
+    watched.check_clean()
+
+
+def test_hovering_a_point_shows_its_value_and_interval_and_the_legend_hides_a_series(watched, seeded):
+    page = watched.page
+    watched.login_tenant(seeded.tenant)
+    watched.open(f"/models/{seeded.model_id}", charts=1)
+    figure = 'figure[data-chart="chart-timeline"]'
+    drawn = series(page, figure)
+    lower = next(s for s in drawn if s["name"].startswith("L "))
+    x, y = lower["points"][-1]
+    text = hover(page, figure, lower["i"], x, y)
+    cells = page.locator("table#timeline tbody tr").first.locator("td").nth(2).inner_text()  # newest first
+    value, low, high = re.fullmatch(r"([\d.]+) \[([\d.]+), ([\d.]+)\]", cells.strip()).groups()
+    assert f"L (model lower bound): {value} [{low}, {high}]" in text
+    assert "2.1" in text.splitlines()[0]  # the release under the cursor
+    # The legend hides L and its band, and shows them again.
+    button = page.locator(f'{figure} button.legend-item[data-series="{lower["i"]}"]')
+    button.click()
+    assert button.get_attribute("aria-pressed") == "false"
+    assert not next(s for s in series(page, figure) if s["i"] == lower["i"])["shown"]
+    button.click()
+    assert next(s for s in series(page, figure) if s["i"] == lower["i"])["shown"]
     watched.check_clean()
 
 
 def test_vendor_user_sees_only_its_own_page(watched, seeded):
-    watched.login(seeded.tenant, role="vendor")
+    watched.login_tenant(seeded.tenant, role="vendor")
     assert watched.page.url.endswith("/vendors/acme-labeling")
     watched.open("/vendors/acme-labeling", "vendor-own", charts=1)
     response = watched.page.goto(watched.base + "/vendors/bolt-annotations")
@@ -149,11 +93,13 @@ def test_vendor_user_sees_only_its_own_page(watched, seeded):
 
 def test_new_workspace_shows_what_to_do(app, watched):
     tenant = make_tenant(app)
-    watched.login(tenant)
+    watched.login_tenant(tenant)
     watched.open("/", "empty-overview")
     assert "Nothing here yet" in watched.page.content()
     watched.open("/audit-runs", "empty-audit-runs")
     assert "No audit has run yet" in watched.page.content()
+    watched.open("/alerts", "empty-alerts")
+    assert "No open alert" in watched.page.content()
     watched.check_clean()
 
 
@@ -169,73 +115,77 @@ def test_markup_in_names_is_shown_as_text_and_never_runs(app, watched):
     with eager_audits(app):
         r = client.post(f"/api/v1/datasets/{ds['id']}/annotations", json={"records": records}, headers=tenant.auth())
         assert r.status_code == 202
-    watched.login(tenant)
+    watched.login_tenant(tenant)
     watched.open("/", "xss-overview")
     assert evil in watched.page.inner_text("table#datasets")
     watched.open(f"/datasets/{ds['id']}", "xss-dataset")
     watched.open("/vendors/" + quote(evil, safe=""), "xss-vendor")
+    watched.open("/vendors", "xss-vendors")
+    watched.open(f"/datasets/{ds['id']}/items", "xss-items")
+    assert evil in watched.page.inner_text("table#items")
     assert watched.page.locator("img[src=x]").count() == 0
     watched.check_clean()
 
 
 def test_quality_over_time_pages_chart_dates_bands_changes_and_sort(app, watched):
     """Weekly quality: the overview's change badge, the vendor page's time chart (dates on the
-    axis, 95% bands, the change marked where it started), its annotator table sorted by a
-    click on a heading, and an annotator's own page."""
+    axis, 95% bands, the change marked where it started, its value on hover), its annotator
+    table sorted worst first and re-sorted by a click on a heading, and an annotator's own page."""
     history = seed_history(app)
     page = watched.page
-    watched.login(history.tenant)
+    watched.login_tenant(history.tenant)
     watched.open("/", "quality-overview")
     badge = page.locator('table#vendors tr[data-vendor="acme-labeling"] .badge.change')
     assert badge.count() == 1 and badge.inner_text().startswith("change detected: drop since 2026-")
     assert page.locator('table#vendors tr[data-vendor="crowdworks"] .badge.change').count() == 0
 
     watched.open("/vendors/acme-labeling", "quality-vendor", charts=2)
-    chart = page.locator('figure[data-chart="chart-quality-1"][data-rendered="true"]')
-    assert chart.count() == 1
-    ticks = chart.locator("svg text.x-tick").all_text_contents()
+    figure = 'figure[data-chart="chart-quality-1"]'
+    ticks = x_ticks(page, figure)
     assert len(ticks) >= 3 and all(re.fullmatch(r"\d{4}-\d{2}-\d{2}", t) for t in ticks), ticks
-    assert ticks[0] == "2026-01-05" and ticks == sorted(ticks)
-    assert chart.locator("svg path.band").count() == 2  # agreement and gold accuracy, each with its interval
-    assert chart.locator("svg path.series").count() == 2
-    vline = chart.locator("svg g.vline")
-    assert vline.count() == 1
-    label = vline.locator("text.vline-label").text_content()
-    start = re.search(r"drop from (\d{4}-\d{2}-\d{2})", label).group(1)
-    # The marker stands on the week the change started: at that week's point.
-    x = float(vline.locator("line").get_attribute("x1"))
-    point = chart.locator("svg circle.point", has=page.locator(f'title:text-matches("^week of {start}, agreement")'))
-    assert point.count() == 1 and abs(float(point.get_attribute("cx")) - x) < 0.01
-    legend = chart.locator("ul.legend").inner_text()
-    assert "agreement" in legend and "gold" in legend
+    assert ticks == sorted(ticks) and all(datetime.fromisoformat(t).weekday() == 0 for t in ticks)  # Mondays
+    drawn = series(page, figure)
+    assert [s["name"] for s in drawn] == ["agreement with the others' consensus", "accuracy on gold items"]
+    assert all(s["lo"] is not None for s in drawn)  # each with its 95% band
+    spec = page.evaluate(f"document.querySelector('{figure}')._chart.spec")
+    (change,) = spec["vlines"]
+    start = re.search(r"drop from (\d{4}-\d{2}-\d{2})", change["label"]).group(1)
+    # The marker stands on the week the change started: hovering that week's point says so.
+    agreement = drawn[0]
+    x, y = next(p for p in agreement["points"] if p[0] == change["x"])
+    text = hover(page, figure, agreement["i"], x, y)
+    band = next(b for b in spec["series"][0]["band"] if b[0] == x)
+    assert text.splitlines()[0] == f"week of {start}"
+    assert f"agreement with the others' consensus: {y:.3f} [{band[1]:.3f}, {band[2]:.3f}]" in text
 
     table = page.locator("table#annotators-1")
-    assert table.get_attribute("data-sortable") == "true"
 
     def order():
         return table.locator("tbody tr").evaluate_all("rows => rows.map(r => r.dataset.annotator)")
 
     def values(column):
         return table.locator(f"tbody tr td:nth-child({column})").evaluate_all(
-            "cells => cells.map(c => parseFloat(c.dataset.sortValue))")
+            "cells => cells.map(c => c.dataset.sortValue === '' ? null : parseFloat(c.dataset.sortValue))")
 
-    assert order() == annotators_of("acme-labeling")
-    heading = table.locator("thead th", has_text="agreement, latest week")
-    heading.locator("button").click()
+    # Worst first: ascending by the latest week's agreement.
+    assert sorted(order()) == annotators_of("acme-labeling")
+    heading = table.locator('thead th[data-column="agreement"]')
     assert heading.get_attribute("aria-sort") == "ascending"
     assert values(2) == sorted(values(2))
     ascending = order()
-    heading.locator("button").click()
+    heading.locator("a.sort").click()
+    page.wait_for_load_state("load")
+    heading = table.locator('thead th[data-column="agreement"]')
     assert heading.get_attribute("aria-sort") == "descending"
     assert values(2) == sorted(values(2), reverse=True)
-    # The rows moved: one order is the other reversed (so at least one differs from the names' order).
-    assert order() == ascending[::-1] != ascending
-    gold = table.locator("thead th", has_text="gold accuracy, latest week")
-    gold.locator("button").click()
-    assert gold.get_attribute("aria-sort") == "ascending" and heading.get_attribute("aria-sort") is None
+    assert order() == ascending[::-1] != ascending  # the rows moved
+    gold = table.locator('thead th[data-column="gold"]')
+    gold.locator("a.sort").click()
+    page.wait_for_load_state("load")
+    assert table.locator('thead th[data-column="gold"]').get_attribute("aria-sort") == "ascending"
+    assert table.locator('thead th[data-column="agreement"]').get_attribute("aria-sort") is None
     assert values(3) == sorted(values(3))
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "quality-vendor-sorted.png"), full_page=True)
+    watched.shot("quality-vendor-sorted")
 
     # Each annotator links to its own page.
     first = order()[0]
@@ -243,9 +193,11 @@ def test_quality_over_time_pages_chart_dates_bands_changes_and_sort(app, watched
     page.wait_for_load_state("load")
     assert page.url.endswith(f"/datasets/{history.dataset_id}/annotators/{first}")
     watched.open(f"/datasets/{history.dataset_id}/annotators/bolt-02", "quality-annotator", charts=1)
-    chart = page.locator('figure[data-chart="chart-annotator"][data-rendered="true"]')
-    assert chart.locator("svg path.band").count() == 2 and chart.locator("svg g.vline").count() == 1
-    assert all(re.fullmatch(r"\d{4}-\d{2}-\d{2}", t) for t in chart.locator("svg text.x-tick").all_text_contents())
+    figure = 'figure[data-chart="chart-annotator"]'
+    assert all(s["lo"] is not None for s in series(page, figure)) and len(series(page, figure)) == 2
+    assert len(page.evaluate(f"document.querySelector('{figure}')._chart.spec")["vlines"]) == 1
+    assert all(re.fullmatch(r"\d{4}-\d{2}-\d{2}", t) for t in x_ticks(page, figure))
     assert page.locator("table#annotator-changes tbody tr").count() == 1
     assert int(page.inner_text("#items-labelled")) > 0
+    assert ARTIFACTS.is_dir()
     watched.check_clean()

@@ -139,9 +139,9 @@ def test_vendor_page_charts_weekly_agreement_and_gold_over_dates_with_bands_and_
 
 
 def test_vendor_page_lists_its_annotators_latest_weeks_sortable_and_linked(app, history, api):
-    page = _page(_session(app, history.tenant), "/vendors/bolt-annotations")
-    table = re.search(r'<table class="data annotators sortable" id="annotators-1">(.*?)</table>', page, re.S).group(1)
-    assert re.findall(r'<th data-sort="number">(agreement|gold accuracy), latest week</th>', table) == [
+    page = _page(_session(app, history.tenant), "/vendors/bolt-annotations?sort=annotator")
+    table = re.search(r'<table class="data annotators" id="annotators-1">(.*?)</table>', page, re.S).group(1)
+    assert re.findall(r'<a class="sort" href="[^"]*">(agreement|gold accuracy), latest week</a>', table) == [
         "agreement", "gold accuracy"]
     rows = re.findall(r'<tr data-annotator="([^"]+)">', table)
     assert rows == annotators_of("bolt-annotations")
@@ -159,7 +159,7 @@ def test_vendor_page_lists_its_annotators_latest_weeks_sortable_and_linked(app, 
 
 def test_a_vendor_user_sees_its_own_vendor_and_annotators_only(app, history):
     client = _session(app, history.tenant, "vendor")
-    page = _page(client, "/vendors/acme-labeling")
+    page = _page(client, "/vendors/acme-labeling?sort=annotator")
     assert re.findall(r'<tr data-annotator="([^"]+)">', page) == annotators_of("acme-labeling")
     assert "chart-quality-1" in page
     _page(client, "/vendors/bolt-annotations", 404)

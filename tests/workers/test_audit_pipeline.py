@@ -303,35 +303,6 @@ def test_an_audit_whose_attempts_keep_dying_is_abandoned(factory):
         assert run.status == AuditStatus.FAILED and "abandoned after 2 attempts" in run.error
 
 
-def test_alerts_are_posted_to_the_webhook():
-    import json
-    import threading
-    from http.server import BaseHTTPRequestHandler, HTTPServer
-
-    from auditor.audit.alerts import post_alerts
-
-    received = []
-
-    class Hook(BaseHTTPRequestHandler):
-        def do_POST(self):
-            received.append((self.headers["Content-Type"], json.loads(self.rfile.read(int(self.headers["Content-Length"])))))
-            self.send_response(204)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Hook)
-    thread = threading.Thread(target=server.handle_request, daemon=True)
-    thread.start()
-    alert = {"id": 1, "kind": "certification_changed", "message": "m 2: not certified → certified"}
-    status = post_alerts(f"http://127.0.0.1:{server.server_port}/hook", [alert])
-    thread.join(5)
-    server.server_close()
-    assert status == 204
-    assert received == [("application/json", {"alerts": [alert]})]
-
-
 def test_arrivals_during_a_run_cause_one_follow_up(factory):
     ds, v1, _, _ = _dataset(factory, "arrivals")
     with session_scope(factory) as s:

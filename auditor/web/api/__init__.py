@@ -7,6 +7,7 @@ from auditor.web.api import (  # each registers its operations
     ingestion,
     models,
     results,
+    webhooks,
 )
 from auditor.web.api.framework import OPERATIONS, bp
 

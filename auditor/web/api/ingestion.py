@@ -31,6 +31,7 @@ from auditor.web.api import serializers as s
 from auditor.web.api.common import get_dataset, get_release
 from auditor.web.api.framework import Param, endpoint
 from auditor.web.errors import ApiError
+from auditor.web.metrics import record_import
 
 __all__ = ["submit_annotations", "submit_gold", "submit_predictions"]
 
@@ -120,6 +121,7 @@ def _run(db, principal, dataset, fn, *args, **kwargs) -> dict:
         raise ApiError(413, str(exc), field="body") from None
     except ImportRejected as exc:
         db.rollback()
+        record_import(fn.__name__.removeprefix("import_"), "rejected", exc.bad_rows)
         errors = [{"row": e.row, "field": e.field, "message": e.reason} for e in exc.errors]
         first = exc.errors[0] if exc.errors else None
         others = exc.bad_rows - 1
@@ -132,13 +134,16 @@ def _run(db, principal, dataset, fn, *args, **kwargs) -> dict:
                        code="batch_rejected") from None
     except IngestError as exc:
         db.rollback()
+        record_import(fn.__name__.removeprefix("import_"), "rejected", 0)
         raise ApiError(400, str(exc), code="batch_rejected") from None
     except UnicodeDecodeError as exc:
         db.rollback()
+        record_import(fn.__name__.removeprefix("import_"), "rejected", 0)
         raise ApiError(400, f"The upload is not UTF-8 text: {exc.reason}.", field="file") from None
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
         # A gzip upload cut short or corrupt: the client's file, not our failure.
         db.rollback()
+        record_import(fn.__name__.removeprefix("import_"), "rejected", 0)
         raise ApiError(400, f"The upload could not be decompressed: {exc}.", field="file") from None
     return result
 
@@ -148,6 +153,7 @@ def _accepted(db, principal, dataset, result) -> dict:
         db.execute(update(ImportBatch).where(ImportBatch.id == result.batch_id)
                    .values(submitted_by_id=principal.user_id))
     db.commit()
+    record_import(result.kind, "accepted" if result.changed else result.status, result.rows if result.changed else 0)
     if result.changed:
         from auditor.worker.dispatch import request_audit
 

@@ -1,229 +1,501 @@
-/* Auditor's charts: small SVG line charts drawn from a JSON spec embedded in the page.
+/* Auditor's charts: interactive uPlot charts drawn from a JSON spec embedded in the page.
  *
- * <figure class="chart" data-chart="ID"><script type="application/json" id="ID">{spec}</script></figure>
- * spec = {x_label, y_label, x_ticks?: [labels], x_type?: "time", series: [{name, points: [[x, y]],
- *         band?: [[x, lo, hi]], style?: "dashed"|"dotted"}], markers?: [{x, y, label, note}],
- *         badges?: [{x, y, certified}], vlines?: [{x, label, note?, kind?}]}
- * x_type "time": x values are milliseconds since 1970 (UTC); the axis shows dates (x_unit_days: the
- * data's spacing, e.g. 7 for weekly points: no ticks between them).
- * vlines: a vertical line across the plot at x, labelled (e.g. where a change started).
- * Time series break (line and band) where a point is missing, more than 1.5 x_unit_days apart.
- * Text is set with textContent only, so labels coming from data stay inert.
+ * <figure class="chart" data-chart="ID"><figcaption>..</figcaption>
+ *   <script type="application/json" id="ID">{spec}</script></figure>
+ *
+ * spec = {x_type?: "time"|"number"|"category", x_label, y_label, x_ticks?: [labels] (category axis),
+ *         x_unit_days?: 7, y_digits?: 3,
+ *         series: [{name, points: [[x, y]], band?: [[x, lo, hi]], style?: "dashed"|"dotted"}],
+ *         markers?: [{x, y, label, note?, x_low?, x_high?, y_low?, y_high?}],
+ *         badges?: [{x, y, certified}], vlines?: [{x, label, note?, kind?}], hlines?: [{y, label, kind?}]}
+ *
+ * x_type "time": x values are milliseconds since 1970; the axis shows UTC dates (weekly data: Mondays).
+ * A series' band is its 95% interval, drawn as a shaded band (a whisker where a point stands alone).
+ * Markers are points of their own (e.g. a release's score at its survey equivalence, with the
+ * equivalence interval as a horizontal whisker); badges mark certified (filled) and not certified
+ * (hollow) releases; vlines mark where a change started; hlines a reference value (BEST, a threshold).
+ *
+ * Hovering shows the exact values (and intervals) at the nearest x; the legend's buttons show and hide
+ * series; dragging across the plot zooms in on x, a double click zooms out. Charts follow their
+ * figure's width. Text from the data is only ever set with textContent or drawn on the canvas.
  */
 (function () {
   "use strict";
-  var NS = "http://www.w3.org/2000/svg";
-  var W = 720, H = 340, M = {top: 16, right: 16, bottom: 46, left: 58};
-  var COLORS = ["#1f6feb", "#d1242f", "#8250df", "#1a7f37", "#bf8700", "#57606a"];
-
-  function el(name, attrs, parent) {
-    var node = document.createElementNS(NS, name);
-    Object.keys(attrs || {}).forEach(function (k) { node.setAttribute(k, attrs[k]); });
-    if (parent) parent.appendChild(node);
-    return node;
-  }
+  var COLORS = ["#1f6feb", "#d1242f", "#8250df", "#1a7f37", "#bf8700", "#57606a", "#0a7ea4", "#c2185b"];
+  var OK = "#1a7f37", NO = "#cf222e", INK = "#24292f", MUTED = "#57606a";
+  var FONT = "12px system-ui, -apple-system, 'Segoe UI', sans-serif";
+  var DAY = 864e5;
 
   function finite(v) { return typeof v === "number" && isFinite(v); }
 
-  function extent(values) {
-    var lo = Infinity, hi = -Infinity;
-    values.forEach(function (v) { if (finite(v)) { lo = Math.min(lo, v); hi = Math.max(hi, v); } });
-    if (lo === Infinity) return [0, 1];
-    if (lo === hi) { lo -= 0.5; hi += 0.5; }
-    return [lo, hi];
+  function rgba(hex, alpha) {
+    var n = parseInt(hex.slice(1), 16);
+    return "rgba(" + (n >> 16) + "," + ((n >> 8) & 255) + "," + (n & 255) + "," + alpha + ")";
   }
 
-  function ticks(lo, hi, n) {
+  function isoDate(ms) { return new Date(ms).toISOString().slice(0, 10); }
+
+  function fmt(v, digits) {
+    if (!finite(v)) return "–";
+    return v.toFixed(digits);
+  }
+
+  // Date ticks (UTC): days or weeks (on Mondays) for short spans, then first days of months, then years.
+  function timeSplits(lo, hi, n, unit) {
+    var span = (hi - lo) / DAY, out = [], t;
+    var days = [1, 2, 7, 14, 28].filter(function (d) { return d >= unit && span / d <= n; })[0];
+    if (days) {
+      var origin = days % 7 === 0 ? Date.UTC(1970, 0, 5) : Date.UTC(1970, 0, 1);  // 5 January 1970: a Monday
+      for (t = origin + Math.ceil((lo - origin) / (days * DAY)) * days * DAY; t <= hi; t += days * DAY) out.push(t);
+      return {ticks: out, label: function (x) { return isoDate(x); }};
+    }
+    var months = [1, 2, 3, 6, 12, 24, 60].filter(function (m) { return span / (30.44 * m) <= n; })[0] || 120;
+    var d = new Date(lo), y = d.getUTCFullYear(), m = Math.ceil(d.getUTCMonth() / months) * months;
+    for (;;) {
+      t = Date.UTC(y + Math.floor(m / 12), m % 12, 1);
+      if (t > hi) break;
+      if (t >= lo) out.push(t);
+      m += months;
+    }
+    return {ticks: out, label: function (x) { return months >= 12 ? isoDate(x).slice(0, 4) : isoDate(x).slice(0, 7); }};
+  }
+
+  // Evenly spaced numeric ticks at 1, 2 or 5 times a power of ten.
+  function niceSplits(lo, hi, n, integers) {
+    if (!(hi > lo)) return [lo];
     var step = Math.pow(10, Math.floor(Math.log10((hi - lo) / n)));
     [1, 2, 5, 10].some(function (m) { if ((hi - lo) / (step * m) <= n) { step *= m; return true; } return false; });
+    if (integers) step = Math.max(1, Math.round(step));
     var out = [];
     for (var t = Math.ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) out.push(+t.toFixed(10));
     return out;
   }
 
-  var DAY = 864e5;
+  /* The spec as uPlot's aligned data: one x array (the union of every series' and marker's x) and
+   * one y array per series, null where it has no value; plus what each uPlot series stands for. */
+  function build(spec) {
+    var type = spec.x_type || (spec.x_ticks ? "category" : "number");
+    var xs = {};
+    var addX = function (x) { if (finite(x)) xs[x] = true; };
+    (spec.series || []).forEach(function (s) {
+      (s.points || []).forEach(function (p) { addX(p[0]); });
+      (s.band || []).forEach(function (b) { addX(b[0]); });
+    });
+    (spec.markers || []).forEach(function (m) { addX(m.x); });
+    (spec.badges || []).forEach(function (b) { addX(b.x); });
+    var x = Object.keys(xs).map(Number).sort(function (a, b) { return a - b; });
+    var at = {};
+    x.forEach(function (v, i) { at[v] = i; });
+    var column = function () { return x.map(function () { return null; }); };
+    var data = [x], roles = [{role: "x"}], color = 0;
 
-  function isoDate(ms) { return new Date(ms).toISOString().slice(0, 10); }
-
-  // Date ticks: days or weeks (on Mondays) for short spans, then first days of months, then years (UTC).
-  function timeTicks(lo, hi, n, unit) {
-    var span = (hi - lo) / DAY, out = [], t;
-    var days = [1, 2, 7, 14, 28].filter(function (d) { return d >= unit && span / d <= n; })[0];
-    if (days) {
-      var origin = Date.UTC(1970, 0, 5);  // a Monday: weekly ticks fall on Mondays
-      for (t = origin + Math.ceil((lo - origin) / (days * DAY)) * days * DAY; t <= hi; t += days * DAY) {
-        out.push({at: t, label: isoDate(t)});
+    (spec.series || []).forEach(function (s) {
+      var ys = column(), lo = null, hi = null;
+      (s.points || []).forEach(function (p) { if (finite(p[0]) && finite(p[1])) ys[at[p[0]]] = p[1]; });
+      var c = COLORS[color++ % COLORS.length];
+      var main = data.length;
+      data.push(ys);
+      roles.push({role: "series", name: s.name, color: c, style: s.style, spec: s, digits: s.digits});
+      var band = (s.band || []).filter(function (b) { return finite(b[0]) && finite(b[1]) && finite(b[2]); });
+      if (band.length) {
+        lo = column(); hi = column();
+        band.forEach(function (b) { lo[at[b[0]]] = b[1]; hi[at[b[0]]] = b[2]; });
+        data.push(hi); roles.push({role: "hi", of: main, color: c});
+        data.push(lo); roles.push({role: "lo", of: main, color: c});
+        roles[main].hi = main + 1; roles[main].lo = main + 2;
       }
-      return out;
+    });
+    (spec.markers || []).forEach(function (m) {
+      var ys = column();
+      if (finite(m.x) && finite(m.y)) ys[at[m.x]] = m.y;
+      var c = COLORS[color++ % COLORS.length];
+      data.push(ys);
+      roles.push({role: "marker", name: m.label, color: c, marker: m});
+    });
+    var badges = spec.badges || [];
+    if (badges.length) {
+      [true, false].forEach(function (yes) {
+        var ys = column();
+        badges.forEach(function (b) { if (b.certified === yes && finite(b.x) && finite(b.y)) ys[at[b.x]] = b.y; });
+        if (ys.some(function (v) { return v !== null; })) {
+          data.push(ys);
+          roles.push({role: "badge", name: yes ? "certified" : "not certified", color: yes ? OK : NO, certified: yes});
+        }
+      });
     }
-    var months = [1, 2, 3, 6, 12, 24, 60].filter(function (m) { return span / (30.44 * m) <= n; })[0] || 120;
-    var d = new Date(lo), y = d.getUTCFullYear(), m = d.getUTCMonth();
-    m = Math.ceil(m / months) * months;
-    for (;;) {
-      t = Date.UTC(y + Math.floor(m / 12), m % 12, 1);
-      if (t > hi) break;
-      if (t >= lo) out.push({at: t, label: months >= 12 ? isoDate(t).slice(0, 4) : isoDate(t).slice(0, 7)});
-      m += months;
+    return {type: type, data: data, roles: roles};
+  }
+
+  function yExtent(spec, built) {
+    var lo = Infinity, hi = -Infinity;
+    built.data.slice(1).forEach(function (col) {
+      col.forEach(function (v) { if (finite(v)) { lo = Math.min(lo, v); hi = Math.max(hi, v); } });
+    });
+    (spec.hlines || []).forEach(function (h) { if (finite(h.y)) { lo = Math.min(lo, h.y); hi = Math.max(hi, h.y); } });
+    (spec.markers || []).forEach(function (m) {
+      [m.y_low, m.y_high].forEach(function (v) { if (finite(v)) { lo = Math.min(lo, v); hi = Math.max(hi, v); } });
+    });
+    if (lo === Infinity) return [0, 1];
+    if (lo === hi) { lo -= 0.05; hi += 0.05; }
+    // Room above and below: the largest markers (badges) stay inside the plot, never clipped.
+    var pad = (hi - lo) * 0.1;
+    return [lo - pad, hi + pad];
+  }
+
+  function xExtent(spec, built) {
+    var x = built.data[0];
+    var lo = x.length ? x[0] : 0, hi = x.length ? x[x.length - 1] : 1;
+    (spec.vlines || []).forEach(function (v) { if (finite(v.x)) { lo = Math.min(lo, v.x); hi = Math.max(hi, v.x); } });
+    (spec.markers || []).forEach(function (m) {
+      [m.x_low, m.x_high].forEach(function (v) { if (finite(v)) { lo = Math.min(lo, v); hi = Math.max(hi, v); } });
+    });
+    if (built.type === "category") return [-0.5, Math.max(hi, 0) + 0.5];
+    if (built.type === "time") {
+      var half = 0.5 * (spec.x_unit_days || 1) * DAY;
+      return [lo - half, hi + half];
     }
-    return out;
+    if (lo === hi) return [lo - 1, hi + 1];
+    var pad = (hi - lo) * 0.03;
+    return [lo - pad, hi + pad];
+  }
+
+  function xText(spec, built, v) {
+    if (built.type === "time") return (spec.x_unit_days === 7 ? "week of " : "") + isoDate(v);
+    if (built.type === "category") return spec.x_ticks && spec.x_ticks[v] !== undefined ? String(spec.x_ticks[v]) : String(v);
+    return (spec.x_label ? spec.x_label + " " : "") + (Math.round(v) === v ? String(v) : v.toFixed(2));
+  }
+
+  /* Labels placed next to their points without overlapping one another (greedy: the first free
+   * spot among a few around the point; a label with no free spot is left to the legend and tooltip). */
+  function placeLabels(u, items) {
+    var ctx = u.ctx, dpr = uPlot.pxRatio, box = u.bbox, placed = [];
+    ctx.save();
+    ctx.font = FONT.replace("12px", Math.round(12 * dpr) + "px");
+    ctx.textBaseline = "middle";
+    ctx.textAlign = "left";
+    items.forEach(function (it) {
+      var w = ctx.measureText(it.text).width, h = 14 * dpr, gap = 7 * dpr;
+      var spots = [[gap, -gap - h / 2], [gap, gap + h / 2], [-gap - w, -gap - h / 2], [-gap - w, gap + h / 2],
+                   [gap, -gap - 1.5 * h], [-gap - w, -gap - 1.5 * h], [gap, gap + 1.5 * h], [-gap - w, gap + 1.5 * h]];
+      for (var i = 0; i < spots.length; i++) {
+        var r = {x: it.x + spots[i][0], y: it.y + spots[i][1] - h / 2, w: w, h: h};
+        if (r.x < box.left || r.x + r.w > box.left + box.width || r.y < box.top || r.y + r.h > box.top + box.height) continue;
+        var clash = placed.some(function (p) { return r.x < p.x + p.w && p.x < r.x + r.w && r.y < p.y + p.h && p.y < r.y + r.h; });
+        if (clash) continue;
+        placed.push(r);
+        ctx.fillStyle = "rgba(255,255,255,0.85)";
+        ctx.fillRect(r.x - 2 * dpr, r.y, r.w + 4 * dpr, r.h);
+        ctx.fillStyle = it.color;
+        ctx.fillText(it.text, r.x, r.y + h / 2);
+        it.placed = true;
+        break;
+      }
+    });
+    ctx.restore();
+    return placed.length;
+  }
+
+  /* Each banded series' 95% interval, under the lines: a shaded band over each run of points (a time
+   * series breaks where a window is missing), a whisker where a point stands alone. */
+  function drawBands(u, spec, built) {
+    var ctx = u.ctx, dpr = uPlot.pxRatio, box = u.bbox;
+    var X = function (v) { return u.valToPos(v, "x", true); }, Y = function (v) { return u.valToPos(v, "y", true); };
+    var gap = built.type === "time" && spec.x_unit_days ? 1.5 * spec.x_unit_days * DAY : Infinity;
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(box.left, box.top, box.width, box.height);
+    ctx.clip();
+    built.roles.forEach(function (r, i) {
+      if (r.role !== "series" || r.lo === undefined || !u.series[i].show) return;
+      var xs = u.data[0], lo = u.data[r.lo], hi = u.data[r.hi], runs = [], run = [];
+      for (var j = 0; j < xs.length; j++) {
+        if (!finite(lo[j]) || !finite(hi[j])) continue;
+        if (run.length && xs[j] - run[run.length - 1] > gap) { runs.push(run); run = []; }
+        run.push(xs[j]);
+        run.lo = run.lo || []; run.hi = run.hi || [];
+        run.lo.push(lo[j]); run.hi.push(hi[j]);
+      }
+      if (run.length) runs.push(run);
+      runs.forEach(function (pts) {
+        if (pts.length === 1) {
+          ctx.strokeStyle = rgba(r.color, 0.45);
+          ctx.lineWidth = 6 * dpr;
+          ctx.beginPath(); ctx.moveTo(X(pts[0]), Y(pts.lo[0])); ctx.lineTo(X(pts[0]), Y(pts.hi[0])); ctx.stroke();
+          return;
+        }
+        ctx.fillStyle = rgba(r.color, 0.16);
+        ctx.beginPath();
+        pts.forEach(function (x, k) { if (k) ctx.lineTo(X(x), Y(pts.hi[k])); else ctx.moveTo(X(x), Y(pts.hi[k])); });
+        for (var k = pts.length - 1; k >= 0; k--) ctx.lineTo(X(pts[k]), Y(pts.lo[k]));
+        ctx.closePath();
+        ctx.fill();
+      });
+    });
+    ctx.restore();
+  }
+
+  function drawExtras(u, spec, built, figure) {
+    var ctx = u.ctx, dpr = uPlot.pxRatio, box = u.bbox;
+    var X = function (v) { return u.valToPos(v, "x", true); }, Y = function (v) { return u.valToPos(v, "y", true); };
+    var inside = function (px) { return px >= box.left - 0.5 && px <= box.left + box.width + 0.5; };
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(box.left, box.top, box.width, box.height);
+    ctx.clip();
+    // Reference lines across the plot (BEST, a threshold).
+    var labels = [];
+    (spec.hlines || []).forEach(function (h) {
+      if (!finite(h.y)) return;
+      var y = Y(h.y);
+      ctx.strokeStyle = h.kind === "threshold" ? NO : MUTED;
+      ctx.lineWidth = 1.5 * dpr;
+      ctx.setLineDash([6 * dpr, 4 * dpr]);
+      ctx.beginPath(); ctx.moveTo(box.left, y); ctx.lineTo(box.left + box.width, y); ctx.stroke();
+      ctx.setLineDash([]);
+      labels.push({x: box.left + box.width - 8 * dpr, y: y, text: h.label, color: h.kind === "threshold" ? NO : MUTED,
+                   right: true});
+    });
+    // Markers: their score as a faint horizontal line, their interval(s) as whiskers.
+    built.roles.forEach(function (r, i) {
+      if (r.role !== "marker" || !u.series[i].show) return;
+      var m = r.marker;
+      ctx.strokeStyle = rgba(r.color, 0.55);
+      ctx.lineWidth = 1 * dpr;
+      if (finite(m.y)) {
+        ctx.setLineDash([3 * dpr, 3 * dpr]);
+        ctx.beginPath(); ctx.moveTo(box.left, Y(m.y)); ctx.lineTo(finite(m.x) ? X(m.x) : box.left + box.width, Y(m.y));
+        ctx.stroke();
+        ctx.setLineDash([]);
+      }
+      ctx.lineWidth = 2.5 * dpr;
+      if (finite(m.x_low) && finite(m.x_high) && finite(m.y)) {
+        ctx.beginPath(); ctx.moveTo(X(m.x_low), Y(m.y)); ctx.lineTo(X(m.x_high), Y(m.y)); ctx.stroke();
+      }
+      if (finite(m.y_low) && finite(m.y_high) && finite(m.x)) {
+        ctx.beginPath(); ctx.moveTo(X(m.x), Y(m.y_low)); ctx.lineTo(X(m.x), Y(m.y_high)); ctx.stroke();
+      }
+      var text = m.label + (finite(m.x) ? "" : (m.note ? " (" + m.note + ")" : ""));
+      labels.push({x: finite(m.x) ? X(m.x) : box.left + box.width - 8 * dpr, y: Y(m.y), text: text, color: r.color,
+                   right: !finite(m.x)});
+    });
+    // Changes: a vertical line where each started.
+    (spec.vlines || []).forEach(function (v, k) {
+      if (!finite(v.x)) return;
+      var x = X(v.x);
+      if (!inside(x)) return;
+      var c = v.kind === "drop" ? NO : (v.kind === "rise" ? OK : INK);
+      ctx.strokeStyle = c;
+      ctx.lineWidth = 2 * dpr;
+      ctx.setLineDash([5 * dpr, 3 * dpr]);
+      ctx.beginPath(); ctx.moveTo(x, box.top); ctx.lineTo(x, box.top + box.height); ctx.stroke();
+      ctx.setLineDash([]);
+      labels.push({x: x, y: box.top + (14 + 16 * (k % 4)) * dpr, text: v.label + (v.note ? " (" + v.note + ")" : ""),
+                   color: c});
+    });
+    ctx.restore();
+    var placed = placeLabels(u, labels.map(function (l) {
+      if (!l.right) return l;
+      // Right-anchored labels: start left of the anchor.
+      var ctx2 = u.ctx;
+      ctx2.save(); ctx2.font = FONT.replace("12px", Math.round(12 * dpr) + "px");
+      var w = ctx2.measureText(l.text).width;
+      ctx2.restore();
+      return {x: l.x - w - 14 * dpr, y: l.y, text: l.text, color: l.color};
+    }));
+    figure.setAttribute("data-labels", String(placed));
+  }
+
+  function tooltip(u, spec, built, tip) {
+    var idx = u.cursor.idx;
+    if (idx === null || idx === undefined || u.cursor.left < 0) { tip.hidden = true; return; }
+    var rows = [];
+    built.roles.forEach(function (r, i) {
+      if (!u.series[i].show || (r.role !== "series" && r.role !== "marker" && r.role !== "badge")) return;
+      var v = u.data[i][idx];
+      if (!finite(v)) return;
+      var digits = r.digits || spec.y_digits || 3;
+      var text = r.name + ": " + fmt(v, digits);
+      if (r.role === "series" && r.lo !== undefined && finite(u.data[r.lo][idx]) && finite(u.data[r.hi][idx])) {
+        text += " [" + fmt(u.data[r.lo][idx], digits) + ", " + fmt(u.data[r.hi][idx], digits) + "]";
+      }
+      if (r.role === "marker") {
+        var m = r.marker;
+        if (finite(m.y_low) && finite(m.y_high)) text += " [" + fmt(m.y_low, digits) + ", " + fmt(m.y_high, digits) + "]";
+        if (finite(m.x)) {
+          text += " at " + (spec.marker_x_word ? spec.marker_x_word + " " : "") + fmt(m.x, 2);
+          if (finite(m.x_low) && finite(m.x_high)) text += " [" + fmt(m.x_low, 2) + ", " + fmt(m.x_high, 2) + "]";
+        }
+        if (m.note) text += " (" + m.note + ")";
+      }
+      rows.push({text: text, color: r.color});
+    });
+    if (!rows.length) { tip.hidden = true; return; }
+    while (tip.firstChild) tip.removeChild(tip.firstChild);
+    var head = document.createElement("div");
+    head.className = "chart-tip-x";
+    head.textContent = xText(spec, built, u.data[0][idx]);
+    tip.appendChild(head);
+    rows.forEach(function (row) {
+      var line = document.createElement("div");
+      var sw = document.createElement("span");
+      sw.className = "chart-tip-swatch";
+      sw.style.background = row.color;
+      line.appendChild(sw);
+      line.appendChild(document.createTextNode(row.text));
+      tip.appendChild(line);
+    });
+    tip.hidden = false;
+    var left = u.valToPos(u.data[0][idx], "x"), width = u.over.clientWidth;
+    tip.style.top = Math.max(0, Math.min(u.cursor.top, u.over.clientHeight - tip.offsetHeight)) + "px";
+    tip.style.left = (left + 14 + tip.offsetWidth > width ? Math.max(0, left - 14 - tip.offsetWidth) : left + 14) + "px";
+  }
+
+  function size(figure) {
+    var width = Math.max(260, Math.floor(figure.querySelector(".chart-plot").clientWidth));
+    return {width: width, height: Math.round(Math.max(230, Math.min(360, width * 0.55)))};
   }
 
   function draw(figure, spec) {
-    var series = spec.series || [], markers = spec.markers || [], badges = spec.badges || [];
-    var vlines = spec.vlines || [], time = spec.x_type === "time";
-    var xs = [], ys = [];
-    series.forEach(function (s) {
-      (s.points || []).forEach(function (p) { xs.push(p[0]); ys.push(p[1]); });
-      (s.band || []).forEach(function (b) { ys.push(b[1]); ys.push(b[2]); });
+    var built = build(spec);
+    var holder = document.createElement("div");
+    holder.className = "chart-plot";
+    figure.appendChild(holder);
+    var yr = yExtent(spec, built), xr = xExtent(spec, built);
+    var xs = built.data[0], dataLo = xs.length ? xs[0] : null, dataHi = xs.length ? xs[xs.length - 1] : null;
+    var digits = spec.y_digits || 3, yStep = 1;
+    var seriesOpts = built.roles.map(function (r) {
+      if (r.role === "x") return {label: spec.x_label || "x"};
+      if (r.role === "hi" || r.role === "lo") {
+        return {label: r.role, show: false, stroke: "transparent", width: 0, points: {show: false}};
+      }
+      if (r.role === "marker") {
+        return {label: r.name, stroke: r.color, width: 0, paths: function () { return null; },
+                points: {show: true, size: 11, width: 2, stroke: INK, fill: r.color}};
+      }
+      if (r.role === "badge") {
+        return {label: r.name, stroke: r.color, width: 0, paths: function () { return null; },
+                points: {show: true, size: 14, width: 2.5, stroke: r.color, fill: r.certified ? r.color : "#ffffff"}};
+      }
+      var dash = r.style === "dashed" ? [7, 4] : (r.style === "dotted" ? [2, 3] : undefined);
+      return {label: r.name, stroke: r.color, width: 2, dash: dash, spanGaps: built.type !== "time",
+              points: {show: true, size: 6, fill: r.color}};
     });
-    markers.forEach(function (m) { xs.push(m.x); ys.push(m.y); });
-    vlines.forEach(function (v) { xs.push(v.x); });
-    var xr = extent(xs), yr = extent(ys);
-    if (time) {
-      // Half a week either side: the first and last weekly points stay off the axes.
-      xr = xr[1] - xr[0] <= 1 ? [xr[0] - 3.5 * DAY, xr[1] + 3.5 * DAY] : [xr[0] - 0.5 * DAY, xr[1] + 0.5 * DAY];
-    }
-    var pad = (yr[1] - yr[0]) * 0.08; yr = [yr[0] - pad, yr[1] + pad];
-    // Time series with a known spacing break where points are missing (an annotator's idle weeks).
-    var gap = time && spec.x_unit_days ? 1.5 * spec.x_unit_days * DAY : Infinity;
-    var runs = function (arr) {
-      var out = [], run = [];
-      arr.forEach(function (p, j) {
-        if (j && p[0] - arr[j - 1][0] > gap) { out.push(run); run = []; }
-        run.push(p);
-      });
-      if (run.length) out.push(run);
-      return out;
-    };
-    var sx = function (x) { return M.left + (x - xr[0]) / (xr[1] - xr[0]) * (W - M.left - M.right); };
-    var sy = function (y) { return H - M.bottom - (y - yr[0]) / (yr[1] - yr[0]) * (H - M.top - M.bottom); };
-
-    var svg = el("svg", {viewBox: "0 0 " + W + " " + H, role: "img", "class": "chart-svg"});
-    var title = el("title", {}, svg); title.textContent = figure.querySelector("figcaption") ?
-      figure.querySelector("figcaption").textContent : "chart";
-    var axes = el("g", {"class": "axes"}, svg);
-    el("line", {x1: M.left, y1: H - M.bottom, x2: W - M.right, y2: H - M.bottom}, axes);
-    el("line", {x1: M.left, y1: M.top, x2: M.left, y2: H - M.bottom}, axes);
-    ticks(yr[0], yr[1], 6).forEach(function (t) {
-      el("line", {x1: M.left, x2: W - M.right, y1: sy(t), y2: sy(t), "class": "grid"}, axes);
-      var label = el("text", {x: M.left - 6, y: sy(t) + 4, "text-anchor": "end"}, axes);
-      label.textContent = String(+t.toFixed(4));
-    });
-    var xticks = spec.x_ticks ? spec.x_ticks.map(function (_, i) { return i; }) : ticks(xr[0], xr[1], 8);
-    // Counts (raters, data versions) take whole-number ticks only.
-    if (!spec.x_ticks && xs.every(function (x) { return !finite(x) || Math.round(x) === x; }) &&
-        series.length) {
-      xticks = xticks.filter(function (t) { return Math.round(t) === t; });
-    }
-    var xlabels = xticks.map(function (t) { return spec.x_ticks ? String(spec.x_ticks[t]) : String(t); });
-    if (time) {
-      var dated = timeTicks(xr[0], xr[1], 7, spec.x_unit_days || 1);
-      xticks = dated.map(function (d) { return d.at; });
-      xlabels = dated.map(function (d) { return d.label; });
-    }
-    var every = Math.max(1, Math.ceil(xticks.length / 12));
-    xticks.forEach(function (t, i) {
-      if (i % every) return;
-      if (time) el("line", {x1: sx(t), x2: sx(t), y1: H - M.bottom, y2: H - M.bottom + 4}, axes);
-      var label = el("text", {x: sx(t), y: H - M.bottom + 16, "text-anchor": "middle", "class": "x-tick"}, axes);
-      label.textContent = xlabels[i];
-    });
-    var xl = el("text", {x: (W + M.left) / 2, y: H - 8, "text-anchor": "middle", "class": "axis-label"}, axes);
-    xl.textContent = spec.x_label || "";
-    var yl = el("text", {x: 14, y: (H - M.bottom) / 2, "text-anchor": "middle", "class": "axis-label",
-                         transform: "rotate(-90 14 " + (H - M.bottom) / 2 + ")"}, axes);
-    yl.textContent = spec.y_label || "";
-
-    series.forEach(function (s, i) {
-      var color = COLORS[i % COLORS.length];
-      var band = (s.band || []).filter(function (b) { return finite(b[0]) && finite(b[1]) && finite(b[2]); });
-      var area = "", bars = "";
-      runs(band).forEach(function (run) {
-        if (run.length > 1) {
-          area += run.map(function (b, j) { return (j ? "L" : "M") + sx(b[0]) + "," + sy(b[2]); }).join("") +
-            run.slice().reverse().map(function (b) { return "L" + sx(b[0]) + "," + sy(b[1]); }).join("") + "Z";
-        } else {
-          // A lone point (one week, say): its interval as a bar.
-          bars += "M" + sx(run[0][0]) + "," + sy(run[0][1]) + "L" + sx(run[0][0]) + "," + sy(run[0][2]);
+    var xAxis = {
+      stroke: INK, font: FONT, labelFont: FONT, label: spec.x_label || "", labelSize: 18, size: 36,
+      grid: {show: built.type !== "category", stroke: "#eaeef2", width: 1}, ticks: {stroke: "#8c959f", width: 1, size: 4},
+      splits: function (u, i, lo, hi) {
+        var px = u.bbox.width / uPlot.pxRatio;
+        if (built.type === "time") return timeSplits(lo, hi, Math.max(2, Math.floor(px / 72)), spec.x_unit_days || 1).ticks;
+        if (built.type === "category") {
+          var n = (spec.x_ticks || []).length, longest = 1;
+          (spec.x_ticks || []).forEach(function (t) { longest = Math.max(longest, String(t).length); });
+          var stride = Math.max(1, Math.ceil(n / Math.max(1, Math.floor(px / (longest * 7.5 + 14)))));
+          var out = [];
+          for (var k = 0; k < n; k += stride) out.push(k);
+          return out;
         }
-      });
-      if (area) el("path", {d: area, fill: color, "fill-opacity": 0.15, stroke: "none", "class": "band"}, svg);
-      if (bars) {
-        el("path", {d: bars, stroke: color, "stroke-opacity": 0.3, "stroke-width": 8, fill: "none",
-                    "class": "band band-bar"}, svg);
-      }
-      var pts = (s.points || []).filter(function (p) { return finite(p[0]) && finite(p[1]); });
-      if (pts.length) {
-        var line = runs(pts).map(function (run) {
-          return run.map(function (p, j) { return (j ? "L" : "M") + sx(p[0]) + "," + sy(p[1]); }).join("");
-        }).join("");
-        var dash = s.style === "dashed" ? "6 4" : (s.style === "dotted" ? "2 3" : "none");
-        el("path", {d: line, fill: "none", stroke: color, "stroke-width": 2, "stroke-dasharray": dash,
-                    "class": "series"}, svg);
-        var intervals = {};
-        band.forEach(function (b) { intervals[b[0]] = b; });
-        pts.forEach(function (p) {
-          var c = el("circle", {cx: sx(p[0]), cy: sy(p[1]), r: 3, fill: color, "class": "point"}, svg);
-          var t = el("title", {}, c);
-          var iv = intervals[p[0]];
-          t.textContent = (time ? (spec.x_unit_days === 7 ? "week of " : "") + isoDate(p[0]) + ", " : "") + s.name +
-            ": " + (+p[1].toFixed(4)) + (iv ? " [" + (+iv[1].toFixed(4)) + ", " + (+iv[2].toFixed(4)) + "]" : "");
+        // Counts (raters, data versions) take whole-number ticks only.
+        var ints = (spec.series || []).every(function (s) {
+          return (s.points || []).every(function (p) { return !finite(p[0]) || Math.round(p[0]) === p[0]; });
         });
-      }
-    });
+        return niceSplits(lo, hi, Math.max(2, Math.floor(px / 56)), ints);
+      },
+      values: function (u, splits) {
+        var labels = splits.map(function (v) {
+          if (built.type === "time") return timeSplits(v, v, 1, spec.x_unit_days || 1).label(v);
+          if (built.type === "category") return spec.x_ticks && spec.x_ticks[v] !== undefined ? String(spec.x_ticks[v]) : "";
+          return String(+v.toFixed(6));
+        });
+        figure.setAttribute("data-x-ticks", JSON.stringify(labels));
+        return labels;
+      },
+    };
+    var yAxis = {
+      stroke: INK, font: FONT, labelFont: FONT, label: spec.y_label || "", labelSize: 18, size: 52, gap: 4,
+      grid: {stroke: "#eaeef2", width: 1}, ticks: {stroke: "#8c959f", width: 1, size: 4},
+      splits: function (u, i, lo, hi) {
+        var s = niceSplits(lo, hi, Math.max(3, Math.floor(u.bbox.height / uPlot.pxRatio / 30)), false);
+        yStep = s.length > 1 ? s[1] - s[0] : hi - lo;
+        return s;
+      },
+      values: function (u, splits) {
+        var d = Math.max(0, Math.min(digits, -Math.floor(Math.log10(yStep || 1) + 1e-9)));
+        return splits.map(function (v) { return v.toFixed(d); });
+      },
+    };
+    var tip = document.createElement("div");
+    tip.className = "chart-tip";
+    tip.hidden = true;
+    tip.setAttribute("role", "status");
+    var dims = size(figure);
+    var opts = {
+      width: dims.width, height: dims.height, legend: {show: false},
+      cursor: {drag: {x: true, y: false, setScale: true}, focus: {prox: -1},
+               points: {size: function (u, i) { return built.roles[i].role === "series" ? 9 : 0; }}},
+      // x: the data's own extent (the first drawing, a reset) gets the padded range; a zoom keeps its own.
+      scales: {x: {time: false, range: function (u, lo, hi) { return lo === dataLo && hi === dataHi ? xr : [lo, hi]; }},
+               y: {range: yr}},
+      series: seriesOpts, axes: [xAxis, yAxis],
+      hooks: {
+        ready: [function (u) { u.over.appendChild(tip); }],
+        drawAxes: [function (u) { drawBands(u, spec, built); }],
+        draw: [function (u) { drawExtras(u, spec, built, figure); }],
+        setCursor: [function (u) { tooltip(u, spec, built, tip); }],
+      },
+    };
+    var u = new uPlot(opts, built.data, holder);
+    u.over.addEventListener("mouseleave", function () { tip.hidden = true; });
+    figure._chart = {uplot: u, roles: built.roles, spec: spec};
 
-    markers.forEach(function (m) {
-      var g = el("g", {"class": "marker"}, svg);
-      if (finite(m.y)) {
-        el("line", {x1: M.left, x2: W - M.right, y1: sy(m.y), y2: sy(m.y), stroke: "#57606a",
-                    "stroke-dasharray": "3 3"}, g);
-      }
-      if (finite(m.x) && finite(m.y)) {
-        el("line", {x1: sx(m.x), x2: sx(m.x), y1: sy(m.y), y2: H - M.bottom, stroke: "#57606a",
-                    "stroke-dasharray": "3 3"}, g);
-        el("circle", {cx: sx(m.x), cy: sy(m.y), r: 5, fill: "#ffffff", stroke: "#24292f", "stroke-width": 2}, g);
-      }
-      var text = el("text", {x: finite(m.x) ? sx(m.x) + 6 : W - M.right - 4, y: sy(finite(m.y) ? m.y : yr[1]) - 6,
-                             "text-anchor": finite(m.x) ? "start" : "end", "class": "marker-label"}, g);
-      text.textContent = m.label + (finite(m.x) ? " ≈ " + m.x.toFixed(2) + " raters" : (m.note ? " (" + m.note + ")" : ""));
-    });
-
-    vlines.forEach(function (v, i) {
-      if (!finite(v.x)) return;
-      var g = el("g", {"class": "vline" + (v.kind ? " vline-" + String(v.kind).replace(/[^a-z]/g, "") : "")}, svg);
-      var x = sx(v.x), right = x > (W - M.right + M.left) / 2;
-      el("line", {x1: x, x2: x, y1: M.top, y2: H - M.bottom, "stroke-width": 2, "stroke-dasharray": "5 3"}, g);
-      var text = el("text", {x: right ? x - 5 : x + 5, y: M.top + 11 + 13 * (i % 4), "text-anchor": right ? "end" : "start",
-                             "class": "vline-label"}, g);
-      text.textContent = (v.label || "") + (v.note ? " (" + v.note + ")" : "");
-      var tip = el("title", {}, g); tip.textContent = text.textContent;
-    });
-
-    badges.forEach(function (b) {
-      if (!finite(b.x) || !finite(b.y)) return;
-      var c = el("circle", {cx: sx(b.x), cy: sy(b.y), r: 7, "class": b.certified ? "badge-yes" : "badge-no"}, svg);
-      var t = el("title", {}, c); t.textContent = b.certified ? "certified" : "not certified";
-    });
-
+    // The legend: one button per series (its band, if any, goes with it).
     var legend = document.createElement("ul");
     legend.className = "legend";
-    series.forEach(function (s, i) {
+    built.roles.forEach(function (r, i) {
+      if (r.role !== "series" && r.role !== "marker" && r.role !== "badge") return;
       var li = document.createElement("li");
-      var swatch = document.createElement("span");
-      swatch.className = "swatch swatch-" + (i % COLORS.length);
-      li.appendChild(swatch);
-      li.appendChild(document.createTextNode(s.name));
+      var button = document.createElement("button");
+      button.type = "button";
+      button.className = "legend-item legend-" + r.role;
+      button.setAttribute("aria-pressed", "true");
+      button.setAttribute("data-series", String(i));
+      var sw = document.createElement("span");
+      sw.className = "swatch" + (r.style ? " swatch-" + r.style : "") + (r.role !== "series" ? " swatch-point" : "");
+      sw.style.borderColor = r.color;
+      if (r.role !== "badge" || r.certified) sw.style.backgroundColor = r.color;
+      button.appendChild(sw);
+      button.appendChild(document.createTextNode(r.name + (r.lo !== undefined ? " (95% band)" : "")));
+      button.addEventListener("click", function () {
+        var show = !u.series[i].show;
+        u.setSeries(i, {show: show});
+        if (r.lo !== undefined) { u.setSeries(r.lo, {show: show}); u.setSeries(r.hi, {show: show}); }
+        button.setAttribute("aria-pressed", show ? "true" : "false");
+      });
+      li.appendChild(button);
       legend.appendChild(li);
     });
-    figure.appendChild(svg);
     figure.appendChild(legend);
+    var hint = document.createElement("p");
+    hint.className = "chart-hint";
+    hint.textContent = "Hover for values; drag across to zoom, double-click to zoom out; the legend shows and hides series.";
+    figure.appendChild(hint);
+
+    var resize = function () {
+      var d = size(figure);
+      if (d.width !== u.width || d.height !== u.height) u.setSize(d);
+    };
+    if (window.ResizeObserver) new ResizeObserver(resize).observe(holder);
+    else window.addEventListener("resize", resize);
     figure.setAttribute("data-rendered", "true");
   }
 
-  function init() {
+  // The chart library, served from this site beside this script (loaded only on pages with charts).
+  var LIBRARY = document.currentScript ? new URL("vendor/uplot/uPlot.iife.min.js", document.currentScript.src).href : null;
+
+  function drawAll() {
     Array.prototype.forEach.call(document.querySelectorAll("figure.chart[data-chart]"), function (fig) {
       var source = document.getElementById(fig.getAttribute("data-chart"));
       try {
+        if (typeof uPlot === "undefined") throw new Error("the chart library did not load");
         draw(fig, JSON.parse(source.textContent));
       } catch (err) {
         fig.setAttribute("data-rendered", "error");
@@ -233,6 +505,16 @@
         fig.appendChild(p);
       }
     });
+  }
+
+  function init() {
+    if (!document.querySelector("figure.chart[data-chart]")) return;
+    if (typeof uPlot !== "undefined" || !LIBRARY) { drawAll(); return; }
+    var script = document.createElement("script");
+    script.src = LIBRARY;
+    script.onload = drawAll;
+    script.onerror = drawAll;  // each chart then says it could not be drawn
+    document.head.appendChild(script);
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);

@@ -1,0 +1,240 @@
+"""Checking audit plans against the process they plan for, by simulation.
+
+:func:`~auditor.stats.plan_certification` says "probability p of certifying with design
+D". With a labeling operation whose truth is known (:class:`~auditor.simulate.PoolScenario`),
+that claim can be checked: draw the current data from the true process, plan, then draw
+D's data from the *true* process (not from the plan's fitted model) and run the verdict
+the audit pipeline runs (:class:`~auditor.stats.AnytimeState` for the anytime verdict,
+:func:`~auditor.stats.certify` for the paper's). Over many repetitions the fraction of
+certified outcomes should match the mean announced probability. :func:`relabel_gain`
+checks the relabel list the same way: one more true label on each of the top ``B`` items
+against ``B`` random items.
+
+Used by ``bench/bench_plan_calibration.py`` (the full study) and the tests (a reduced one).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from auditor.simulate import PoolScenario
+from auditor.stats import AnytimeState, certify
+from auditor.stats.planning import plan_certification, relabel_priority
+
+__all__ = [
+    "CalibrationScenario",
+    "DesignCheck",
+    "RelabelGain",
+    "ScenarioCheck",
+    "check_scenario",
+    "margin_lower_bound",
+    "relabel_gain",
+    "true_verdict",
+]
+
+
+@dataclass(frozen=True)
+class CalibrationScenario:
+    """A labeling operation, its current data, and the designs to check."""
+
+    name: str
+    pool: PoolScenario
+    n_items: int
+    labels_per_item: int
+    new_items: tuple[int, ...] = ()
+    labels_per_new_item: tuple[int, ...] = ()
+    extra_labels: tuple[int, ...] = ()
+    method: str = "anytime"
+    bound: str = "theoretical"
+    target: float = 0.95
+    tau: float = 0.0
+    #: Each repetition's model accuracy (on easy items) is drawn uniformly within this much of
+    #: the pool's: the planner does not know the true margin, and checking it over a range of
+    #: them is what a predictive probability can be calibrated for (see ``check_scenario``).
+    model_spread: float = 0.0
+
+    def draw_pool(self, rng: np.random.Generator) -> PoolScenario:
+        if not self.model_spread:
+            return self.pool
+        acc = self.pool.model_accuracy + rng.uniform(-self.model_spread, self.model_spread)
+        return replace(self.pool, model_accuracy=float(min(acc, 1.0)))
+
+
+@dataclass(frozen=True)
+class DesignCheck:
+    """One design's announced probability (mean over repetitions) and observed frequency."""
+
+    new_items: int
+    labels_per_item: int
+    extra_labels_on_existing: int
+    predicted: float
+    observed: float
+    repetitions: int
+
+    @property
+    def std_error(self) -> float:
+        """Binomial standard error of the observed frequency at the announced probability."""
+        p = min(max(self.predicted, 1e-9), 1 - 1e-9)
+        return math.sqrt(p * (1 - p) / self.repetitions)
+
+    @property
+    def difference(self) -> float:
+        return self.observed - self.predicted
+
+
+@dataclass(frozen=True)
+class ScenarioCheck:
+    """Every design of a scenario, and the plan's other answers over the repetitions."""
+
+    scenario: CalibrationScenario
+    designs: tuple[DesignCheck, ...]
+    certifiable: tuple[bool, ...]
+    certifiable_probability: tuple[float, ...]
+    pairs: tuple[tuple[float, bool], ...] = field(repr=False)  # (announced p, certified) per design × rep
+
+    def reliability(self, bins=(0.0, 0.2, 0.4, 0.6, 0.8, 0.95, 1.0)) -> list[tuple[float, float, float, int]]:
+        """(low, high, mean announced p, observed frequency, count) per bin of announced p."""
+        p = np.array([a for a, _ in self.pairs])
+        y = np.array([b for _, b in self.pairs], dtype=float)
+        out = []
+        for lo, hi in itertools.pairwise(bins):
+            sel = (p >= lo) & ((p < hi) if hi < 1.0 else (p <= hi))
+            if sel.any():
+                out.append((lo, hi, float(p[sel].mean()), float(y[sel].mean()), int(sel.sum())))
+        return out
+
+
+def true_verdict(scenario: CalibrationScenario, counts: np.ndarray, preds: np.ndarray, new_counts: np.ndarray,
+                 new_preds: np.ndarray) -> bool:
+    """The verdict the audit pipeline reaches after the new items (rows in arrival order).
+
+    Anytime: the current rows enter first (in order), then the new ones, as
+    :func:`~auditor.audit.pipeline.anytime_update` does; the paper's: :func:`certify` on all.
+    """
+    if scenario.method == "anytime":
+        st = AnytimeState()
+        st.update(counts, preds)
+        if new_counts.shape[0]:
+            st.update(new_counts, new_preds)
+        return st.confidence(scenario.bound, tau=scenario.tau).score >= scenario.target
+    all_counts = np.vstack([counts, new_counts]) if new_counts.shape[0] else counts
+    all_preds = np.concatenate([preds, new_preds]) if new_counts.shape[0] else preds
+    res = certify(all_counts, all_preds, tau=scenario.tau, threshold=scenario.target, bound=scenario.bound,
+                  method=scenario.method)
+    return bool(res.certified)
+
+
+def check_scenario(scenario: CalibrationScenario, repetitions: int, *, seed: int = 0,
+                   n_simulations: int = 400) -> ScenarioCheck:
+    """Plan and check ``repetitions`` independent datasets of ``scenario``."""
+    rng = np.random.default_rng(seed)
+    sums: dict[tuple[int, int, int], list[float]] = {}
+    hits: dict[tuple[int, int, int], list[bool]] = {}
+    certifiable, cert_p, pairs = [], [], []
+    for _ in range(repetitions):
+        pool = scenario.draw_pool(rng)
+        truth, hard = pool.items(rng, scenario.n_items)
+        counts = pool.labels(rng, truth, hard, scenario.labels_per_item)
+        preds = pool.predictions(rng, truth, hard)
+        plan = plan_certification(
+            counts, preds, target=scenario.target, tau=scenario.tau, method=scenario.method, bound=scenario.bound,
+            new_items=scenario.new_items or None, labels_per_item=scenario.labels_per_new_item or None,
+            extra_labels=scenario.extra_labels or None, n_simulations=n_simulations,
+            rng=int(rng.integers(0, 2**63 - 1)))
+        certifiable.append(plan.certifiable)
+        cert_p.append(plan.certifiable_probability)
+        rank = None
+        for d in plan.designs:
+            key = (d.new_items, d.labels_per_item, d.extra_labels_on_existing)
+            if key == (0, 0, 0):
+                continue
+            if d.new_items and (d.new_items not in scenario.new_items or
+                                d.labels_per_item not in scenario.labels_per_new_item):
+                continue  # a refinement between grid points: it differs from one repetition to the next
+            if d.new_items:
+                t2, h2 = pool.items(rng, d.new_items)
+                ok = true_verdict(scenario, counts, preds, pool.labels(rng, t2, h2, d.labels_per_item),
+                                  pool.predictions(rng, t2, h2))
+            else:
+                if rank is None:
+                    rank = relabel_priority(counts, preds, bound=scenario.bound)
+                top = rank.top(d.extra_labels_on_existing)
+                more = counts.copy()
+                more[top] += pool.labels(rng, truth[top], hard[top], 1)
+                ok = true_verdict(scenario, more, preds, counts[:0], preds[:0])
+            sums.setdefault(key, []).append(d.probability)
+            hits.setdefault(key, []).append(bool(ok))
+            pairs.append((d.probability, bool(ok)))
+    designs = tuple(DesignCheck(k[0], k[1], k[2], float(np.mean(sums[k])), float(np.mean(hits[k])), len(hits[k]))
+                    for k in sorted(sums))
+    return ScenarioCheck(scenario, designs, tuple(certifiable), tuple(cert_p), tuple(pairs))
+
+
+# --------------------------------------------------------------------------- relabel list
+
+
+def margin_lower_bound(counts: np.ndarray, preds: np.ndarray, *, confidence_level: float = 0.95,
+                       bound: str = "theoretical") -> float:
+    r"""The margin's lower confidence bound, Theorem 7's two Hoeffding terms with the error
+    split in half: :math:`(L - \epsilon_l) - \sqrt{U^2 + \epsilon_u}`,
+    :math:`\epsilon = \sqrt{\ln(2/\delta) / (2N)}`. Below the true margin
+    (model accuracy minus the average annotator's) with probability at least
+    ``confidence_level`` when the bounds' assumptions hold and the labels were not chosen
+    from earlier labels."""
+    res = certify(counts, preds, bound=bound, method="hms")
+    lower, upper = res.lower.value, res.upper.value(bound)
+    n_u, n_l = res.upper.n(bound), res.lower.n_items
+    delta = 1.0 - confidence_level
+    eps_l = math.sqrt(math.log(2.0 / delta) / (2.0 * n_l))
+    eps_u = math.sqrt(math.log(2.0 / delta) / (2.0 * n_u))
+    return lower - eps_l - math.sqrt(upper * upper + eps_u)
+
+
+@dataclass(frozen=True)
+class RelabelGain:
+    """Mean change of the margin's lower confidence bound from ``budget`` extra labels."""
+
+    budget: int
+    gain_top: float
+    gain_random: float
+    std_error_difference: float
+    repetitions: int
+    coverage_top: float      # fraction of repetitions whose bound stayed below the true margin
+    coverage_random: float
+
+    @property
+    def advantage(self) -> float:
+        return self.gain_top - self.gain_random
+
+
+def relabel_gain(pool: PoolScenario, n_items: int, labels_per_item: int, budget: int, repetitions: int, *,
+                 seed: int = 0, bound: str = "theoretical") -> RelabelGain:
+    """One more true label on each of the top ``budget`` items of :func:`relabel_priority`
+    versus on ``budget`` random labelled items: the change of :func:`margin_lower_bound`."""
+    rng = np.random.default_rng(seed)
+    true_margin = pool.model_oracle_accuracy - pool.average_annotator_accuracy
+    g_top, g_rand, cov_top, cov_rand = [], [], [], []
+    for _ in range(repetitions):
+        truth, hard = pool.items(rng, n_items)
+        counts = pool.labels(rng, truth, hard, labels_per_item)
+        preds = pool.predictions(rng, truth, hard)
+        before = margin_lower_bound(counts, preds, bound=bound)
+        top = relabel_priority(counts, preds, bound=bound).top(budget)
+        rand = rng.choice(n_items, size=budget, replace=False)
+        out = []
+        for chosen in (top, rand):
+            more = counts.copy()
+            more[chosen] += pool.labels(rng, truth[chosen], hard[chosen], 1)
+            out.append(margin_lower_bound(more, preds, bound=bound))
+        g_top.append(out[0] - before)
+        g_rand.append(out[1] - before)
+        cov_top.append(out[0] <= true_margin)
+        cov_rand.append(out[1] <= true_margin)
+    diff = np.asarray(g_top) - np.asarray(g_rand)
+    return RelabelGain(budget, float(np.mean(g_top)), float(np.mean(g_rand)),
+                       float(diff.std(ddof=1) / math.sqrt(repetitions)), repetitions,
+                       float(np.mean(cov_top)), float(np.mean(cov_rand)))
