@@ -159,7 +159,8 @@ def seed(url: str, n_releases: int, *, n_items: int = 2000, n_vendors: int = 3, 
                 db.add(Alert(workspace_id=ws.id, dataset_id=ds.id, audit_run_id=run.id, kind="vendor_drop",
                              subject=vendors[0], message=f"{vendors[0]}: U_t fell by 0.03", created_at=when))
         db.commit()
-        ids = {"dataset": ds.id, "model": model.id, "token": token, "vendor": vendors[0]}
+        ids = {"dataset": ds.id, "model": model.id, "token": token, "vendor": vendors[0], "run": run.id,
+               "releases": [releases[-2].id if n_releases > 1 else releases[-1].id, releases[-1].id]}
     engine.dispose()
     print(f"seeded {n_releases} releases, {n_releases * (n_releases + 1) // 2} certifications, "
           f"{n_releases * (n_releases + 3)} power curves in {time.perf_counter() - t0:.1f} s")
@@ -342,6 +343,11 @@ def measure(endpoints, base, args, script, wenv, wrk) -> float:
     worst = 0.0
     headers = {"Authorization": wenv["BENCH_AUTH"], "Cookie": wenv["BENCH_COOKIE"]}
     for label, path in endpoints:
+        # One request first: a page's first view may do one-off work (e.g. ask for a release's plan).
+        try:
+            urllib.request.urlopen(urllib.request.Request(base + path, headers=headers), timeout=30).read()
+        except OSError:
+            pass
         if wrk:
             if not args.smoke:
                 # Steady state: each worker has answered this URL before the measured run starts.
@@ -424,6 +430,13 @@ def serve_and_measure(url: str, args: argparse.Namespace, wrk: str | None) -> No
             ("dashboard: model (100-release timeline)", f"/models/{model}"),
             ("dashboard: vendor", f"/vendors/{ids['vendor']}"),
             ("dashboard: audit runs", "/audit-runs"),
+            ("dashboard: audit run (newest)", f"/audit-runs/{ids['run']}"),
+            ("dashboard: alerts (all)", "/alerts?status=all"),
+            ("dashboard: vendors", "/vendors"),
+            ("dashboard: release (100-audit history)", f"/releases/{ids['releases'][1]}"),
+            ("dashboard: compare two releases", f"/compare?a={ids['releases'][0]}&b={ids['releases'][1]}"),
+            ("dashboard: items, page 1", f"/datasets/{ds}/items"),
+            ("dashboard: API docs", "/api/v1/docs"),
             ("api: dataset certifications, page 1", f"/api/v1/datasets/{ds}/certifications"),
             ("api: latest certifications", f"/api/v1/datasets/{ds}/certifications?latest=true&per_page=100"),
             ("api: model certifications, 500 rows", f"/api/v1/models/{model}/certifications?per_page=500"),

@@ -27,6 +27,7 @@ _COMMAND_MODULES = [
     "settings",
     "connect_mlflow",
     "connect_labelstudio",
+    "plan",
 ]
 
 

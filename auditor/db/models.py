@@ -78,9 +78,11 @@ __all__ = [
     "QualityState",
     "QualityWindow",
     "Release",
+    "ReleasePlan",
     "Role",
     "Tier",
     "User",
+    "VendorPrice",
     "VendorReport",
     "Webhook",
     "WebhookDelivery",
@@ -871,3 +873,45 @@ class LabelStudioEvent(Base):
     batch_id: Mapped[int | None] = mapped_column(BigInteger)
     data_version: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = _created()
+
+
+class VendorPrice(Base):
+    """What a labeling vendor charges per label, in a workspace (vendors are names on annotators)."""
+
+    __tablename__ = "vendor_price"
+    __table_args__ = (UniqueConstraint("workspace_id", "vendor"),
+                      CheckConstraint("price_per_label >= 0", name="price_not_negative"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspace.id", ondelete="CASCADE"))
+    vendor: Mapped[str] = mapped_column(String(200))
+    price_per_label: Mapped[float] = mapped_column(Double)
+    currency: Mapped[str] = mapped_column(String(8), default="USD", server_default="USD")
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now(),
+                                                 onupdate=func.now(), nullable=False)
+
+
+class ReleasePlan(Base):
+    """A release's audit plan on a dataset (:func:`auditor.stats.plan_certification`), computed
+    by a worker from one audit run; one row per release × dataset, replaced by the next plan.
+
+    ``status``: ``pending`` (asked for, a worker will compute it), ``succeeded`` or
+    ``failed`` (``error`` says why). ``relabel`` holds the top of the relabel list as
+    ``[[item_id, expected_gain], ...]``.
+    """
+
+    __tablename__ = "release_plan"
+    __table_args__ = (UniqueConstraint("release_id", "dataset_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    release_id: Mapped[int] = mapped_column(ForeignKey("release.id", ondelete="CASCADE"))
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("dataset.id", ondelete="CASCADE"), index=True)
+    audit_run_id: Mapped[int | None] = mapped_column(ForeignKey("audit_run.id", ondelete="SET NULL"), index=True)
+    data_version: Mapped[int | None] = mapped_column(BigInteger)
+    status: Mapped[str] = mapped_column(String(16))
+    plan: Mapped[dict[str, Any] | None] = mapped_column(JSONDoc)
+    relabel: Mapped[list[Any] | None] = mapped_column(JSONDoc)
+    error: Mapped[str | None] = mapped_column(Text)
+    requested_at: Mapped[datetime] = _created()
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+

@@ -129,6 +129,9 @@ def create_app(test_config: dict | None = None) -> Flask:
     security.init_app(app)
     errors.init_app(app)
     formatting.init_app(app)
+    from auditor.web import plan_panel  # the release page's plan panel
+
+    plan_panel.init_app(app)
 
     from auditor.web import health, metrics, observe
 

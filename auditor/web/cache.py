@@ -19,8 +19,9 @@ __all__ = ["cached", "init_app", "lookup", "remember"]
 
 # Every component moves when something a dashboard or a results endpoint shows changes:
 # datasets (count, versions, updates), audit runs (new ones and every state change),
-# models and releases, alerts (new and acknowledged), annotators. (Items come with a data
-# version bump, or through ``POST .../items``, which touches the dataset's ``updated_at``.)
+# models and releases, alerts (new and acknowledged), annotators, release plans (asked for
+# and done). (Items come with a data version bump, or through ``POST .../items``, which
+# touches the dataset's ``updated_at``.)
 # It is read in the same statement as the caller's identity (auditor.web.security), so a
 # cached answer costs one round trip to the database.
 _FINGERPRINT = """(
@@ -35,7 +36,9 @@ _FINGERPRINT = """(
    WHERE m.workspace_id = {w})
  || '|' || (SELECT count(*) || '.' || coalesce(max(id), 0) || '.' || coalesce(max(acknowledged_at)::text, '')
     FROM alert WHERE workspace_id = {w})
- || '|' || (SELECT count(*) || '.' || coalesce(max(id), 0) FROM annotator WHERE workspace_id = {w}))"""
+ || '|' || (SELECT count(*) || '.' || coalesce(max(id), 0) FROM annotator WHERE workspace_id = {w})
+ || '|' || (SELECT count(*) || '.' || coalesce(max(greatest(p.requested_at, p.finished_at))::text, '')
+    FROM release_plan p JOIN dataset d ON d.id = p.dataset_id WHERE d.workspace_id = {w}))"""
 
 
 def fingerprint_column(workspace_id: ColumnElement) -> ColumnElement:

@@ -407,12 +407,35 @@ def _latest_release_rows(db: Session, workspace_id: int, run_ids: list[int]) -> 
             .order_by(AuditRun.id.desc())):
         certs.setdefault(cert.release_id, (cert, dataset_id))
     since = certified_since(db, [(rid, ds) for rid, (c, ds) in certs.items() if c.certified])
+    steps = next_steps(db, [(rid, ds) for rid, (c, ds) in certs.items() if not c.certified])
     rows = []
     for rel, mod in newest:
         cert, dataset_id = certs.get(rel.id, (None, None))
         rows.append({"model": mod, "release": rel, "cert": cert, "dataset_id": dataset_id,
-                     "view": cert_view(cert, since.get((rel.id, dataset_id))), "previous": previous.get(mod.id)})
+                     "view": cert_view(cert, since.get((rel.id, dataset_id))), "previous": previous.get(mod.id),
+                     "next_step": steps.get((rel.id, dataset_id))})
     return rows
+
+
+def next_steps(db: Session, pairs: list[tuple[int, int]]) -> dict[tuple[int, int], dict]:
+    """The next labeling step of each (release, dataset) from its *stored* audit plan (computed by
+    a worker; never asked for here), in one statement; nothing where no plan was made yet."""
+    from auditor.db import models
+
+    plan_table = getattr(models, "ReleasePlan", None)
+    if plan_table is None:
+        return {}
+    out = {}
+    for row in db.scalars(select(plan_table).where(tuple_(plan_table.release_id, plan_table.dataset_id)
+                                                   .in_(pairs or [(-1, -1)]), plan_table.status == "succeeded")):
+        plan = row.plan or {}
+        if plan.get("certified_now"):
+            continue
+        out[(row.release_id, row.dataset_id)] = {"certifiable": plan.get("certifiable", True),
+                                                 "recommended": plan.get("recommended"),
+                                                 "probability": plan.get("probability"),
+                                                 "audit_run_id": row.audit_run_id}
+    return out
 
 
 def overview(db: Session, workspace_id: int, *, now: datetime | None = None) -> dict:

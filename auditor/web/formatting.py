@@ -124,10 +124,12 @@ def against(s, threshold) -> Markup:
         return _NA
     if threshold is None:
         return Markup("{}").format(confidence(s))
+    title = f"S = {s:.4f}; the verdict certifies at S \u2265 {threshold}"
+    if s < 0:
+        return Markup('<span class="neg" title="{}">&lt; 0, needs \u2265 {}</span>').format(title, threshold)
     ok = s >= threshold
-    shown = f"{s:.4f}" if s >= 0 else "< 0"
-    return Markup('<span class="{}" title="S = {:.4f}; the verdict certifies at S \u2265 {}">{} {} {}</span>').format(
-        "pos" if ok else "neg", s, threshold, shown, "\u2265" if ok else "<", threshold)
+    return Markup('<span class="{}" title="{}">{:.4f} {} {}</span>').format(
+        "pos" if ok else "neg", title, s, "\u2265" if ok else "<", threshold)
 
 
 def seconds(x) -> Markup | str:

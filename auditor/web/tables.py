@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from flask import request
 from sqlalchemy import Select, func, select
@@ -85,7 +85,7 @@ class Table:
             else:
                 args[name] = [str(value)]
         query = urlencode([(k, v) for k, vs in args.items() for v in vs])
-        return request.path + ("?" + query if query else "")
+        return quote(request.path) + ("?" + query if query else "")
 
     def clear_url(self) -> str:
         """This page without the table's filter, its other filters and its page."""

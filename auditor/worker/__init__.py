@@ -28,7 +28,7 @@ def celery_config(settings: Settings | None = None, worker: WorkerSettings | Non
     return {
         "broker_url": s.broker_url,
         "result_backend": s.result_backend,
-        "imports": ("auditor.worker.tasks", "auditor.connectors.labelstudio.tasks"),
+        "imports": ("auditor.worker.tasks", "auditor.connectors.labelstudio.tasks", "auditor.worker.plans"),
         "task_default_queue": w.queue,
         "task_serializer": "json",
         "result_serializer": "json",

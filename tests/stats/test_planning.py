@@ -6,6 +6,7 @@ here a reduced one keeps each claim honest at a cost of a couple of minutes.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import warnings
@@ -17,7 +18,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import auditor.stats.planning as planning
-from auditor.plan_calibration import CalibrationScenario, check_scenario, margin_lower_bound, relabel_gain
+from auditor.plan_calibration import (
+    CalibrationScenario,
+    check_scenario,
+    margin_lower_bound,
+    relabel_gain,
+)
 from auditor.simulate import PoolScenario
 from auditor.stats import (
     AnytimeState,
@@ -183,7 +189,7 @@ def test_probability_grows_with_the_number_of_new_items(model, hard, k, seed, me
              for n in grid]
         # the futures are nested along the grid (the same items plus more): a verdict may
         # still dip as items arrive, so allow twice the standard error of one estimate
-        for a, b in zip(p, p[1:], strict=False):
+        for a, b in itertools.pairwise(p):
             assert b >= a - 2 * math.sqrt(0.25 / 200)
 
 
@@ -316,6 +322,13 @@ def test_relabeling_the_top_items_tightens_the_margin_more_than_random_items():
     g = relabel_gain(pool, 1000, 3, 150, 30, seed=4)
     assert g.gain_top > g.gain_random + 3 * g.std_error_difference
     assert g.coverage_top == 1.0 and g.coverage_random == 1.0
+
+
+def test_docstring_examples():
+    import doctest
+
+    result = doctest.testmod(planning, optionflags=doctest.ELLIPSIS)
+    assert result.attempted >= 5 and result.failed == 0
 
 
 def test_margin_lower_bound_is_theorem_7_with_the_error_halved():

@@ -213,6 +213,28 @@ def test_sorting_a_demo_table_reorders_it(browser, server, demo):
         w.close()
 
 
+def test_readme_screenshots(browser, server, demo, pages):
+    """The README's three: the overview, the vendor that got worse, and the latest two releases side by side."""
+    from auditor.db import Dataset
+
+    with demo["factory"]() as db:
+        weekly = db.scalar(select(Dataset.id).where(Dataset.workspace_id == demo["workspace_id"],
+                                                    Dataset.name == "support-tickets-weekly"))
+    compare = next(p for n, p in pages if n.startswith("compare-") and n != "compare-pick")
+    w = Watched(browser, server, width=WIDE, height=1000)
+    try:
+        w.login(demo["slug"], demo["email"])
+        for name, path in (("overview", "/"), ("vendor", f"/vendors/bolt-annotations?dataset_id={weekly}"),
+                           ("compare", compare)):
+            w.open(path)
+            shot = w.shot(f"readme/{name}-full", full_page=False)
+            size = optimise_png(shot, ARTIFACTS / "readme" / f"{name}.png")
+            assert size < 250_000, (name, size)
+        w.check_clean()
+    finally:
+        w.close()
+
+
 def test_acknowledging_a_demo_alert_takes_it_off_the_open_list(browser, server, demo):
     from auditor.db import Alert
 
@@ -234,28 +256,6 @@ def test_acknowledging_a_demo_alert_takes_it_off_the_open_list(browser, server, 
         assert "acknowledged" in w.page.inner_text(f'table#alerts tr[data-alert="{alert_id}"]')
         with demo["factory"]() as db:
             assert db.get(Alert, alert_id).acknowledged_at is not None
-        w.check_clean()
-    finally:
-        w.close()
-
-
-def test_readme_screenshots(browser, server, demo, pages):
-    """The README's three: the overview, the vendor that got worse, and the latest two releases side by side."""
-    from auditor.db import Dataset
-
-    with demo["factory"]() as db:
-        weekly = db.scalar(select(Dataset.id).where(Dataset.workspace_id == demo["workspace_id"],
-                                                    Dataset.name == "support-tickets-weekly"))
-    compare = next(p for n, p in pages if n.startswith("compare-") and n != "compare-pick")
-    w = Watched(browser, server, width=WIDE, height=1000)
-    try:
-        w.login(demo["slug"], demo["email"])
-        for name, path in (("overview", "/"), ("vendor", f"/vendors/bolt-annotations?dataset_id={weekly}"),
-                           ("compare", compare)):
-            w.open(path)
-            shot = w.shot(f"readme/{name}-full", full_page=False)
-            size = optimise_png(shot, ARTIFACTS / "readme" / f"{name}.png")
-            assert size < 250_000, (name, size)
         w.check_clean()
     finally:
         w.close()

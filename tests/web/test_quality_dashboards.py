@@ -97,13 +97,13 @@ def test_overview_shows_each_vendors_latest_week_its_change_and_the_detected_cha
     for vendor in SCENARIO.vendors:
         cells = _cells(_row(page, "data-vendor", vendor))
         now, before = _latest(api["vendor"], vendor), _latest(api["vendor"], vendor, back=1)
-        weekly, delta, badge = _text(cells[7]), _text(cells[8]), _text(cells[9])
+        weekly, delta, badge = _text(cells[2]), _text(cells[3]), _text(cells[4])
         assert weekly == f"{now['value']:.3f} [{now['low']:.3f}, {now['high']:.3f}] week of {now['window_start'][:10]}"
         diff = now["value"] - before["value"]
         assert delta == f"{'+' if diff > 0 else '−'}{abs(diff):.3f}"
         if vendor in changed:
             assert badge == f"change detected: drop since {changed[vendor]['start'][:10]}"
-            assert 'class="badge change no"' in cells[9]
+            assert 'class="badge change no"' in cells[4]
         else:
             assert badge == "none"
     # The last week is the eighth; acme's drop started in week 4 (± 1).
@@ -140,7 +140,7 @@ def test_vendor_page_charts_weekly_agreement_and_gold_over_dates_with_bands_and_
 
 def test_vendor_page_lists_its_annotators_latest_weeks_sortable_and_linked(app, history, api):
     page = _page(_session(app, history.tenant), "/vendors/bolt-annotations?sort=annotator")
-    table = re.search(r'<table class="data annotators" id="annotators-1">(.*?)</table>', page, re.S).group(1)
+    table = re.search(r'<table class="data stack annotators" id="annotators-1">(.*?)</table>', page, re.S).group(1)
     assert re.findall(r'<a class="sort" href="[^"]*">(agreement|gold accuracy), latest week</a>', table) == [
         "agreement", "gold accuracy"]
     rows = re.findall(r'<tr data-annotator="([^"]+)">', table)

@@ -6,6 +6,7 @@ from auditor.web.api import (  # each registers its operations
     datasets,
     ingestion,
     models,
+    plans,
     results,
     webhooks,
 )
