@@ -43,6 +43,16 @@ def test_dashboards_render_their_charts_without_leaving_the_host(watched, seeded
         humans = [s for s in drawn if s["role"] == "series"]
         assert len(humans) == 1 and humans[0]["lo"] is not None
         assert len([s for s in drawn if s["role"] == "marker"]) == len(seeded.release_ids)
+        # The releases' labels never overlap one another and stay inside the plot (none clipped).
+        labels, box = page.evaluate(f"[document.querySelector('{selector}')._chart.labels, "
+                                    f"document.querySelector('{selector}')._chart.box]")
+        assert labels
+        for a, b in ((a, b) for i, a in enumerate(labels) for b in labels[i + 1:]):
+            assert a["x"] + a["w"] <= b["x"] or b["x"] + b["w"] <= a["x"] or \
+                a["y"] + a["h"] <= b["y"] or b["y"] + b["h"] <= a["y"], (a, b)
+        for a in labels:
+            assert box["left"] <= a["x"] and a["x"] + a["w"] <= box["left"] + box["width"]
+            assert box["top"] <= a["y"] and a["y"] + a["h"] <= box["top"] + box["height"]
     watched.open(f"/models/{seeded.model_id}", "model", charts=1)
     assert page.locator("table#timeline tbody tr").count() == len(seeded.release_ids)
     # One certification badge per release on the timeline, and L drawn with its interval.

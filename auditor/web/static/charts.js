@@ -182,6 +182,7 @@
         if (r.x < box.left || r.x + r.w > box.left + box.width || r.y < box.top || r.y + r.h > box.top + box.height) continue;
         var clash = placed.some(function (p) { return r.x < p.x + p.w && p.x < r.x + r.w && r.y < p.y + p.h && p.y < r.y + r.h; });
         if (clash) continue;
+        r.text = it.text;
         placed.push(r);
         ctx.fillStyle = "rgba(255,255,255,0.85)";
         ctx.fillRect(r.x - 2 * dpr, r.y, r.w + 4 * dpr, r.h);
@@ -192,7 +193,7 @@
       }
     });
     ctx.restore();
-    return placed.length;
+    return placed;
   }
 
   /* Each banded series' 95% interval, under the lines: a shaded band over each run of points (a time
@@ -302,7 +303,11 @@
       ctx2.restore();
       return {x: l.x - w - 14 * dpr, y: l.y, text: l.text, color: l.color};
     }));
-    figure.setAttribute("data-labels", String(placed));
+    figure.setAttribute("data-labels", String(placed.length));
+    if (figure._chart) {
+      figure._chart.labels = placed.map(function (r) { return {x: r.x, y: r.y, w: r.w, h: r.h, text: r.text}; });
+      figure._chart.box = {left: box.left, top: box.top, width: box.width, height: box.height};
+    }
   }
 
   function tooltip(u, spec, built, tip) {
