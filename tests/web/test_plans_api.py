@@ -138,3 +138,28 @@ def test_release_page_shows_the_plan_panel(app, client, planned):
     with make_session_factory(app.extensions["auditor.engine"])() as db:
         assert db.scalar(select(func.count()).select_from(ReleasePlan)
                          .where(ReleasePlan.release_id == rid, ReleasePlan.status == "pending")) == 0
+
+
+def test_concurrent_first_views_store_one_pending_plan(app):
+    """Several first views of a release's plan at once (a dashboard opened by a team): each gets
+    its answer, one row is stored, nothing fails on the unique (release, dataset) key."""
+    import threading
+
+    racing = seed(app, make_tenant(app), name="racing",
+                  scenario=Scenario(n_items=40, gold_fraction=0.1, releases={"1.0": 0.9}))
+    rid = racing.release_ids["1.0"]
+    barrier = threading.Barrier(8)
+    codes: list[int] = []
+
+    def view():
+        client = app.test_client()
+        barrier.wait()
+        codes.append(client.get(f"/api/v1/releases/{rid}/plan", headers=racing.tenant.auth("viewer")).status_code)
+
+    threads = [threading.Thread(target=view) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert codes == [200] * 8
+    assert len(_rows(app, rid)) == 1

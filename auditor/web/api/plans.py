@@ -4,6 +4,7 @@ the vendors' expert equivalence per unit cost."""
 from __future__ import annotations
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
 from auditor.audit import plans
 from auditor.db import (
@@ -96,7 +97,13 @@ def fetch_plan(db, release_id: int, dataset_id: int) -> tuple[dict, bool]:
     or older than the latest audit (one row write and one message; no computing here)."""
     row, ask = plans.request(db, release_id, dataset_id)
     if ask:
-        db.commit()
+        try:
+            db.commit()
+        except IntegrityError:
+            # A concurrent first view stored the pending row (and asks the worker) first.
+            db.rollback()
+            ask = False
+    if ask:
         from auditor.worker.plans import request_plan
 
         request_plan(release_id, dataset_id)
