@@ -10,11 +10,11 @@ RUN pip install -r requirements.lock
 COPY pyproject.toml setup.py MANIFEST.in README.md ./
 COPY auditor ./auditor
 COPY migrations ./migrations
-# Optional extras, e.g. the connectors (`--build-arg AUDITOR_EXTRAS=mlflow,labelstudio`),
+# Optional extras, e.g. the connectors (`--build-arg INSTALL_EXTRAS=mlflow,labelstudio`),
 # within the pins of requirements-test.lock, which locks every extra.
-ARG AUDITOR_EXTRAS=""
+ARG INSTALL_EXTRAS=""
 RUN pip install --no-deps . \
-    && if [ -n "$AUDITOR_EXTRAS" ]; then pip install -c requirements-test.lock ".[$AUDITOR_EXTRAS]"; fi \
+    && if [ -n "$INSTALL_EXTRAS" ]; then pip install -c requirements-test.lock ".[$INSTALL_EXTRAS]"; fi \
     && rm -rf /app/auditor /app/migrations \
     && useradd --create-home --uid 10001 auditor
 USER auditor

@@ -163,6 +163,8 @@ class WorkerSettings:
     certify_bound: str = "theoretical"
     certify_method: str = "anytime"
     quality_alpha: float = 0.05
+    #: After each audit, the audit plans of this many uncertified releases are asked for (0: none).
+    plans_per_audit: int = 5
     #: Where users reach the web UI (https://auditor.example.com), for links written elsewhere (MLflow tags).
     base_url: str | None = None
     webhook_max_attempts: int = 8
@@ -234,6 +236,7 @@ def load_worker_settings(environ: Mapping[str, str] | None = None, **overrides) 
         "certify_bound": bound,
         "certify_method": method,
         "quality_alpha": _quality_alpha(env),
+        "plans_per_audit": _env_number(env, "AUDITOR_PLANS_PER_AUDIT", int, 5),
         "base_url": _base_url(env),
         "webhook_max_attempts": _env_number(env, "AUDITOR_WEBHOOK_MAX_ATTEMPTS", int, 8),
         "webhook_retry_backoff": _env_number(env, "AUDITOR_WEBHOOK_RETRY_BACKOFF", float, 5.0),
@@ -250,6 +253,8 @@ def load_worker_settings(environ: Mapping[str, str] | None = None, **overrides) 
     if not 0 < values["webhook_retry_backoff"] <= 3600:
         raise ValueError("AUDITOR_WEBHOOK_RETRY_BACKOFF must be a number of seconds in (0, 3600]; "
                          f"got {values['webhook_retry_backoff']}.")
+    if not 0 <= values["plans_per_audit"] <= 50:
+        raise ValueError(f"AUDITOR_PLANS_PER_AUDIT must be between 0 and 50; got {values['plans_per_audit']}.")
     if values["soft_time_limit"] >= values["time_limit"]:
         raise ValueError("AUDITOR_AUDIT_SOFT_TIME_LIMIT must be below AUDITOR_AUDIT_TIME_LIMIT.")
     if not 1 <= values["labelstudio_sync_seconds"] <= 7 * 86400:

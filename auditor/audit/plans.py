@@ -28,20 +28,27 @@ from auditor.db.models import (
     AuditStatus,
     Certification,
     Dataset,
+    Release,
     ReleasePlan,
     VendorPrice,
 )
+from auditor.jsonable import finite
 from auditor.stats import AnytimeState, StatsInputError, plan_certification, relabel_priority
 
 __all__ = [
     "RELABEL_TOP",
     "PlanInputs",
+    "clear_price",
     "compute",
     "forget_plans",
     "latest_audit",
     "plan_inputs",
+    "price_rows",
     "request",
     "run",
+    "set_price",
+    "uncertified_releases",
+    "vendor_cost",
     "vendor_prices",
 ]
 
@@ -68,6 +75,58 @@ def vendor_prices(session: Session, workspace_id: int) -> dict[str, float]:
     """The workspace's price per label of each vendor that has one."""
     return {v: float(p) for v, p in session.execute(
         select(VendorPrice.vendor, VendorPrice.price_per_label).where(VendorPrice.workspace_id == workspace_id))}
+
+
+def price_rows(session: Session, workspace_id: int, vendors=None) -> dict[str, VendorPrice]:
+    """The workspace's price rows by vendor (only those of ``vendors`` when given), one statement."""
+    stmt = select(VendorPrice).where(VendorPrice.workspace_id == workspace_id)
+    if vendors is not None:
+        stmt = stmt.where(VendorPrice.vendor.in_(list(vendors) or [""]))
+    return {p.vendor: p for p in session.scalars(stmt)}
+
+
+def set_price(session: Session, workspace_id: int, vendor: str, price_per_label: float,
+              currency: str | None = None) -> VendorPrice:
+    """Set a vendor's price per label (``currency`` None keeps its old one, else USD), and drop
+    the workspace's stored plans, whose costs are stale now (the caller commits)."""
+    row = session.scalars(select(VendorPrice).where(VendorPrice.workspace_id == workspace_id,
+                                                    VendorPrice.vendor == vendor)).first()
+    if row is None:
+        row = VendorPrice(workspace_id=workspace_id, vendor=vendor)
+        session.add(row)
+    row.price_per_label = float(price_per_label)
+    row.currency = (currency or row.currency or "USD").upper()
+    forget_plans(session, workspace_id)
+    return row
+
+
+def clear_price(session: Session, workspace_id: int, vendor: str) -> bool:
+    """Remove a vendor's price (and the stored plans that costed it); False when it had none.
+    The caller commits."""
+    row = session.scalars(select(VendorPrice).where(VendorPrice.workspace_id == workspace_id,
+                                                    VendorPrice.vendor == vendor)).first()
+    if row is None:
+        return False
+    session.delete(row)
+    forget_plans(session, workspace_id)
+    return True
+
+
+def vendor_cost(n_items: int | None, n_annotations: int | None, expert_equivalence: float | None,
+                price_per_label: float | None) -> dict[str, float | None]:
+    """A vendor's expert equivalence per unit cost, from its report in an audit and its price.
+
+    ``labels_per_item`` = its labels ÷ the items it labelled; ``cost_per_item`` = that ×
+    the price per label; ``experts_per_unit_cost`` = the expert equivalence of its raters on
+    an item ÷ the cost per item: how many expert raters one unit of money spent on its
+    labels is worth. None where an input is missing (no price, no expert labels to compare
+    with) or the vendor is free.
+    """
+    per_item = (n_annotations / n_items) if n_items and n_annotations is not None else None
+    cost = None if price_per_label is None or per_item is None else per_item * price_per_label
+    eq = finite(expert_equivalence)
+    return {"labels_per_item": finite(per_item), "cost_per_item": finite(cost),
+            "experts_per_unit_cost": finite(eq / cost) if eq is not None and cost else None}
 
 
 def plan_inputs(snap: AuditSnapshot, release: ReleaseSnapshot, prices: Mapping[str, float]) -> PlanInputs:
@@ -166,6 +225,18 @@ def run(session: Session, snap: AuditSnapshot, release_id: int, options: AuditOp
         return row
     row.status, row.plan, row.relabel, row.error = SUCCEEDED, plan, relabel, None
     return row
+
+
+def uncertified_releases(session: Session, run_id: int, limit: int) -> tuple[int | None, list[int]]:
+    """The audited dataset and the releases its audit ``run_id`` did not certify (by the badge's
+    verdict), the most recently released first, at most ``limit`` of them (one statement each)."""
+    dataset_id = session.scalar(select(AuditRun.dataset_id).where(AuditRun.id == run_id))
+    if dataset_id is None or limit <= 0:
+        return dataset_id, []
+    ids = session.scalars(select(Certification.release_id).join(Release, Release.id == Certification.release_id)
+                          .where(Certification.audit_run_id == run_id, Certification.certified.is_(False))
+                          .order_by(Release.released_at.desc().nulls_last(), Release.id.desc()).limit(limit))
+    return dataset_id, list(ids)
 
 
 def current(session: Session, release_id: int, dataset_id: int) -> tuple[ReleasePlan | None, AuditRun | None]:

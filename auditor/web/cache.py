@@ -20,8 +20,8 @@ __all__ = ["cached", "init_app", "lookup", "remember"]
 # Every component moves when something a dashboard or a results endpoint shows changes:
 # datasets (count, versions, updates), audit runs (new ones and every state change),
 # models and releases, alerts (new and acknowledged), annotators, release plans (asked for
-# and done). (Items come with a data version bump, or through ``POST .../items``, which
-# touches the dataset's ``updated_at``.)
+# and done), vendor prices (set and cleared). (Items come with a data version bump, or
+# through ``POST .../items``, which touches the dataset's ``updated_at``.)
 # It is read in the same statement as the caller's identity (auditor.web.security), so a
 # cached answer costs one round trip to the database.
 _FINGERPRINT = """(
@@ -38,7 +38,8 @@ _FINGERPRINT = """(
     FROM alert WHERE workspace_id = {w})
  || '|' || (SELECT count(*) || '.' || coalesce(max(id), 0) FROM annotator WHERE workspace_id = {w})
  || '|' || (SELECT count(*) || '.' || coalesce(max(greatest(p.requested_at, p.finished_at))::text, '')
-    FROM release_plan p JOIN dataset d ON d.id = p.dataset_id WHERE d.workspace_id = {w}))"""
+    FROM release_plan p JOIN dataset d ON d.id = p.dataset_id WHERE d.workspace_id = {w})
+ || '|' || (SELECT count(*) || '.' || coalesce(max(updated_at)::text, '') FROM vendor_price WHERE workspace_id = {w}))"""
 
 
 def fingerprint_column(workspace_id: ColumnElement) -> ColumnElement:

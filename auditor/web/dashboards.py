@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import Select, case, func, or_, select, tuple_
 from sqlalchemy.orm import Session, aliased, defer
 
+from auditor.audit import plans
 from auditor.db import (
     Agreement,
     Alert,
@@ -42,6 +43,7 @@ from auditor.db import (
     QualityChange,
     QualityWindow,
     Release,
+    VendorPrice,
     VendorReport,
 )
 from auditor.db.queries_audit import latest_runs
@@ -383,7 +385,7 @@ def _vendor_rows(db: Session, run_ids: list[int], names: Mapping[int, str]) -> l
         vendors.append({"vendor": v.vendor, "dataset": names[run.dataset_id], "dataset_id": run.dataset_id,
                         "u_t": v.u_t, "u_e": v.u_e, "agreement": v.agreement,
                         "expert_equivalence": v.expert_equivalence, "n_annotators": v.n_annotators,
-                        "n_items": v.n_items, "n_annotations": v.n_annotations, "run_id": run.id,
+                        "n_items": v.n_items, "n_annotations": v.n_annotations, "run_id": run.id, "report": v,
                         "week": latest_week, "previous_week": before, "delta": delta, "gold": gold,
                         "change": found.get((run.dataset_id, v.vendor))})
     return vendors
@@ -843,11 +845,14 @@ def _pooled(windows: list[QualityWindow], metric: str) -> tuple[float | None, fl
     return (sum(w.value * w.n_items for w in rows) / n if n else None), n
 
 
-def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None, args=None) -> dict:
+def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None, args=None,
+                with_price: bool = True) -> dict:
     """``dataset_ids``: only these datasets (a vendor user sees the datasets it is granted).
     ``args``: the query string (``dataset_id`` picks the dataset shown in detail; the annotator
-    table's sort, filter and page)."""
+    table's sort, filter and page). ``with_price``: the vendor's price per label and its expert
+    equivalence per unit cost on each dataset (for those who may read prices)."""
     args = {} if args is None else args
+    price = plans.price_rows(db, workspace_id, [vendor]).get(vendor) if with_price else None
     # The per-annotator lists are read for the latest report only (below), not for every run.
     stmt = (select(VendorReport, AuditRun, Dataset).options(defer(VendorReport.annotators), defer(VendorReport.details))
             .join(AuditRun, VendorReport.audit_run_id == AuditRun.id)
@@ -899,6 +904,7 @@ def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None
         reps = entry["reports"]
         entry["latest"] = reps[-1][0] if reps else None
         entry["latest_run"] = reps[-1][1] if reps else None
+        entry["cost"] = _with_price({}, price, entry["latest"])
         windows = series.get(ds_id, [])
         entry["quality_chart"] = _quality_chart(windows, changes.get(ds_id, []),
                                                 batch=entry["dataset"].quality_window == "batch")
@@ -944,7 +950,8 @@ def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None
     if dataset_ids is not None:
         alert_stmt = alert_stmt.where(Alert.dataset_id.in_(list(dataset_ids) or [-1]))
     alerts = list(db.scalars(alert_stmt.order_by(Alert.created_at.desc()).limit(50)))
-    return {"vendor": vendor, "datasets": charts, "selected": selected, "table": table, "alerts": alerts}
+    return {"vendor": vendor, "datasets": charts, "selected": selected, "table": table, "alerts": alerts,
+            "with_price": with_price, "price": price}
 
 
 VENDOR_COLUMNS = (
@@ -955,6 +962,10 @@ VENDOR_COLUMNS = (
     Column("delta", "vs. previous week", numeric=True),
     Column("u_t", "U<sub>t</sub>", numeric=True), Column("alpha", "agreement (α)", numeric=True),
     Column("expert", "expert equivalence", numeric=True),
+    Column("price", "price per label", numeric=True, title="what the vendor charges per label (set below)"),
+    Column("per_cost", "experts per unit cost", numeric=True, first="desc",
+           title="expert raters one unit of money spent on this vendor's labels is worth: expert equivalence "
+                 "of its raters on an item ÷ (its labels per item × its price per label)"),
     Column("change", "detected change", first="desc"),
 )
 
@@ -963,6 +974,7 @@ _VENDOR_KEYS = {
     "agreement": lambda v: v["week"].value if v["week"] else None,
     "gold": lambda v: v["gold"].value if v["gold"] else None, "delta": lambda v: v["delta"],
     "u_t": lambda v: v["u_t"], "alpha": lambda v: v["agreement"], "expert": lambda v: v["expert_equivalence"],
+    "price": lambda v: v["price_per_label"], "per_cost": lambda v: v["experts_per_unit_cost"],
     "change": lambda v: _epoch_ms(v["change"].detected_at) if v["change"] else None,
 }
 
@@ -973,12 +985,35 @@ def vendors_index(db: Session, workspace_id: int, args=None) -> dict:
     names = dict(datasets)
     latest = latest_runs(db, list(names))
     rows = _vendor_rows(db, [r.id for r in latest.values()], names)
+    # Each vendor's price beside its quality figures, and what its expert equivalence costs.
+    prices = plans.price_rows(db, workspace_id, {v["vendor"] for v in rows})
+    for v in rows:
+        _with_price(v, prices.get(v["vendor"]), v["report"])
     table = table_state("vendors", VENDOR_COLUMNS, default_sort="agreement", per_page=50, args=args,
                         query_label="vendor or dataset contains")
     if table.q:
         rows = [v for v in rows if table.q.lower() in v["vendor"].lower() or table.q.lower() in v["dataset"].lower()]
+    vendor_names = sorted({v["vendor"] for v in rows})
     table.page_rows(table.sort_rows(rows, _VENDOR_KEYS, tiebreak=lambda v: (v["vendor"], v["dataset"])))
-    return {"table": table}
+    listed = list(db.scalars(select(VendorPrice).where(VendorPrice.workspace_id == workspace_id)
+                             .order_by(VendorPrice.vendor).limit(LISTED_PRICES + 1)))
+    return {"table": table, "prices": listed[:LISTED_PRICES], "more_prices": len(listed) > LISTED_PRICES,
+            "vendor_names": vendor_names}
+
+
+#: Prices listed on the vendors page (the API lists them all, paged).
+LISTED_PRICES = 200
+
+
+def _with_price(out: dict, price: VendorPrice | None, report: VendorReport | None) -> dict:
+    """``out`` with the vendor's price and, from its ``report`` in an audit, its expert
+    equivalence per unit cost (:func:`auditor.audit.plans.vendor_cost`, as the API's vendor costs)."""
+    out["price_per_label"] = None if price is None else price.price_per_label
+    out["currency"] = None if price is None else price.currency
+    out.update(plans.vendor_cost(None if report is None else report.n_items,
+                                 None if report is None else report.n_annotations,
+                                 None if report is None else report.expert_equivalence, out["price_per_label"]))
+    return out
 
 
 def annotator_page(db: Session, ds: Dataset, person: Annotator) -> dict:

@@ -1,15 +1,22 @@
 """The dashboards' pages beyond the first ones (their views join the ``ui`` blueprint): alerts
-(with acknowledging), audit runs, releases and their comparison, vendors, items, and the API docs."""
+(with acknowledging), audit runs, releases and their comparison, vendors (with their prices),
+items, and the API docs."""
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 
 from flask import abort, flash, g, redirect, render_template, request, url_for
+from jsonschema import Draft202012Validator
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
+from auditor.audit import plans
 from auditor.db import Alert, AuditRun, Dataset, Model, Release, Role
 from auditor.web import dashboards
+from auditor.web.api.common import WRITERS
+from auditor.web.api.serializers import BODIES
 from auditor.web.cache import cached
 from auditor.web.db import get_session
 from auditor.web.security import load_principal
@@ -19,6 +26,8 @@ __all__: list[str] = []
 
 #: Who may acknowledge an alert (as in the API).
 _ACKNOWLEDGERS = frozenset({Role.ADMIN, Role.ANALYST})
+#: Who may set or clear a vendor's price (as ``POST /api/v1/vendor-prices``).
+PRICE_SETTERS = WRITERS
 
 
 def _int_arg(name: str) -> int | None:
@@ -106,8 +115,76 @@ def compare():
 @login_required()
 @cached
 def vendors():
-    return render_template("vendors.html", **dashboards.vendors_index(get_session(), g.principal.workspace_id,
-                                                                      request.args))
+    return render_template("vendors.html", can_price=g.principal.role in PRICE_SETTERS,
+                           **dashboards.vendors_index(get_session(), g.principal.workspace_id, request.args))
+
+
+# What the price form may hold: the API's body of POST /vendor-prices (one set of rules).
+_PRICE_BODY = Draft202012Validator(BODIES["VendorPriceSet"])
+_PRICE_FIELDS = {
+    "vendor": "give the vendor's name (at most 200 characters)",
+    "price_per_label": "must be a number from 0 to 1,000,000,000",
+    "currency": "must be a currency code of at most 8 letters, such as USD or EUR",
+}
+
+
+def _price_form() -> tuple[str, str, float | None, str | None]:
+    """(action, vendor, price, currency) from the form, or a 400 naming the field."""
+    form = request.form
+    action = form.get("action", "set")
+    if action not in ("set", "clear"):
+        abort(400, description="action: must be 'set' or 'clear'.")
+    vendor = form.get("vendor", "").strip()
+    body: dict = {"vendor": vendor}
+    price = currency = None
+    if action == "set":
+        raw = form.get("price_per_label", "").strip()
+        try:
+            price = float(raw)
+        except ValueError:
+            price = None
+        if price is None or not math.isfinite(price):
+            abort(400, description=f"price_per_label: {_PRICE_FIELDS['price_per_label']}; got {raw[:40]!r}.")
+        body["price_per_label"] = price
+        currency = form.get("currency", "").strip() or None
+        if currency is not None:
+            body["currency"] = currency
+    # (clearing names the vendor only)
+    errors = sorted((e for e in _PRICE_BODY.iter_errors(body) if action == "set" or e.validator != "required"),
+                    key=lambda e: [str(p) for p in e.absolute_path])
+    if errors:
+        name = str(errors[0].absolute_path[0]) if errors[0].absolute_path else "vendor"
+        got = body.get(name)
+        abort(400, description=f"{name}: {_PRICE_FIELDS.get(name, errors[0].message)}; got {str(got)[:40]!r}.")
+    return action, vendor, price, currency
+
+
+@bp.post("/vendor-prices")
+@login_required()
+def set_vendor_price():
+    """Set (``action=set``: ``vendor``, ``price_per_label``, ``currency``) or clear
+    (``action=clear``) a vendor's price per label, as ``POST``/``DELETE /api/v1/vendor-prices``
+    do (the CSRF token is checked before this runs). The stored plans are dropped: their
+    costs are stale."""
+    if g.principal.role not in PRICE_SETTERS:
+        abort(403)
+    action, vendor, price, currency = _price_form()
+    db = get_session()
+    if action == "clear":
+        if not plans.clear_price(db, g.principal.workspace_id, vendor):
+            abort(404, description=f"No price is set for the vendor {vendor!r}.")
+        db.commit()
+        flash(f"The price of {vendor} was cleared.")
+    else:
+        try:
+            row = plans.set_price(db, g.principal.workspace_id, vendor, price, currency)
+            db.commit()
+        except IntegrityError:  # a first price for this vendor set at the same moment: replace it
+            db.rollback()
+            row = plans.set_price(db, g.principal.workspace_id, vendor, price, currency)
+            db.commit()
+        flash(f"{vendor} charges {row.price_per_label:.10g} {row.currency} per label.")
+    return redirect(local_path(request.form.get("next", "")) or url_for("ui.vendors"))
 
 
 @bp.get("/datasets/<int:dataset_id>/items")

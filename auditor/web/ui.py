@@ -147,8 +147,11 @@ def vendor(name: str):
         abort(404)
     db = get_session()
     granted = None if principal.reads_all else principal.grants
-    data = dashboards.vendor_page(db, principal.workspace_id, name, dataset_ids=granted, args=request.args)
-    return render_template("vendor.html", **data)
+    data = dashboards.vendor_page(db, principal.workspace_id, name, dataset_ids=granted, args=request.args,
+                                  with_price=principal.reads_all)
+    from auditor.web.pages import PRICE_SETTERS
+
+    return render_template("vendor.html", can_price=principal.role in PRICE_SETTERS, **data)
 
 
 @bp.get("/datasets/<int:dataset_id>/annotators/<path:external_id>")

@@ -1,9 +1,14 @@
-"""Celery task that computes a release's audit plan (:mod:`auditor.audit.plans`) off the request path.
+"""Celery tasks that compute releases' audit plans (:mod:`auditor.audit.plans`) off the request path.
 
 ``plan_release(release_id, dataset_id)`` reads the dataset's snapshot in a read-only
 transaction, plans, and writes the release's ``release_plan`` row in a second one.
 :func:`request_plan` publishes it and never raises (as :func:`~auditor.worker.dispatch.request_audit`):
 with the broker down the row stays ``pending`` and the next request asks again.
+
+After each audit, :func:`request_after_audit` asks for the plans of the releases it did not
+certify (``AUDITOR_PLANS_PER_AUDIT`` of them, the most recently released first), so the
+overview can say what to label next without anyone opening a release first; one
+``plan_releases`` task plans them all from one snapshot.
 """
 
 from __future__ import annotations
@@ -12,13 +17,15 @@ import logging
 from typing import Any
 
 from celery import shared_task
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
 
 from auditor.audit import plans
 from auditor.audit.pipeline import AuditOptions
 from auditor.db.session import session_scope
 from auditor.db.snapshot import load_audit_snapshot
 
-__all__ = ["plan_release", "request_plan"]
+__all__ = ["plan_release", "plan_releases", "request_after_audit", "request_plan"]
 
 log = logging.getLogger(__name__)
 
@@ -34,17 +41,60 @@ def request_plan(release_id: int, dataset_id: int) -> str | None:
     return result.id
 
 
-@shared_task(bind=True, name="workers.tasks.plan_release")
-def plan_release(self, release_id: int, dataset_id: int) -> dict[str, Any]:
-    """Plan one release on one dataset and store the plan; returns its status."""
+def request_after_audit(factory: sessionmaker[Session], run_id: int, limit: int) -> list[int]:
+    """Ask for the plans of up to ``limit`` releases the audit ``run_id`` did not certify; returns
+    the ids of those a worker was asked to plan. A plan already current or pending is left
+    alone (:func:`auditor.audit.plans.request`); each ``pending`` row is committed before the
+    one message for all of them is published."""
+    with session_scope(factory) as session:
+        dataset_id, release_ids = plans.uncertified_releases(session, run_id, limit)
+    asked = []
+    for release_id in release_ids:
+        with factory() as session:
+            _row, ask = plans.request(session, release_id, dataset_id)
+            if not ask:
+                continue
+            try:
+                session.commit()
+            except IntegrityError:  # a page asked for it at the same moment (and asks a worker)
+                session.rollback()
+                continue
+        asked.append(release_id)
+    if asked:
+        try:
+            plan_releases.apply_async((int(dataset_id), asked), retry=False, ignore_result=True)
+        except Exception as exc:  # any broker failure: the rows stay pending, the next view asks again
+            log.warning("could not enqueue the plans of releases %s on dataset %s (%s: %s)", asked, dataset_id,
+                        exc.__class__.__name__, exc)
+            return []
+    return asked
+
+
+def _plan(task, dataset_id: int, release_ids: list[int]) -> list[dict[str, Any]]:
+    """Plan the releases on the dataset from one snapshot; each plan is stored in its own transaction."""
     from auditor.worker.tasks import _session_factory, _worker_settings
 
-    factory = _session_factory(self)
-    options = AuditOptions.from_settings(_worker_settings(self))
+    factory = _session_factory(task)
+    options = AuditOptions.from_settings(_worker_settings(task))
     with factory() as session:
         snap = load_audit_snapshot(session, dataset_id)
         session.rollback()
-    with session_scope(factory) as session:
-        row = plans.run(session, snap, release_id, options)
-        status, error = row.status, row.error
-    return {"release_id": release_id, "dataset_id": dataset_id, "status": status, "error": error}
+    out = []
+    for release_id in release_ids:
+        with session_scope(factory) as session:
+            row = plans.run(session, snap, release_id, options)
+            out.append({"release_id": release_id, "dataset_id": dataset_id, "status": row.status,
+                        "error": row.error})
+    return out
+
+
+@shared_task(bind=True, name="workers.tasks.plan_release")
+def plan_release(self, release_id: int, dataset_id: int) -> dict[str, Any]:
+    """Plan one release on one dataset and store the plan; returns its status."""
+    return _plan(self, dataset_id, [release_id])[0]
+
+
+@shared_task(bind=True, name="workers.tasks.plan_releases")
+def plan_releases(self, dataset_id: int, release_ids: list[int]) -> list[dict[str, Any]]:
+    """Plan several releases on one dataset (after an audit) from one snapshot; returns their statuses."""
+    return _plan(self, dataset_id, [int(r) for r in release_ids])

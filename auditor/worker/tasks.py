@@ -102,6 +102,7 @@ def _after_run(task, outcome: runner.Outcome) -> None:
         request_audit(_dataset_of(task, outcome.run_id))
     if outcome.state == "succeeded" and outcome.run_id is not None:
         _request_mlflow_write_back(task, outcome.run_id)
+        _request_plans(task, outcome.run_id)
 
 
 def _notify(task, outcome: runner.Outcome) -> None:
@@ -123,6 +124,21 @@ def _publish_deliveries(ids: list[int]) -> None:
         except Exception as exc:  # any broker failure: the sweep sends it later
             log.warning("could not queue webhook delivery %s (%s); the sweep will", delivery_id,
                         exc.__class__.__name__)
+
+
+def _request_plans(task, run_id: int) -> None:
+    """Ask for the plans of the releases the audit did not certify (``AUDITOR_PLANS_PER_AUDIT`` of
+    them), so the overview can say what to label next. The audit is already written: nothing
+    here may fail it, so any error is logged only (a page view asks for a missing plan)."""
+    limit = _worker_settings(task).plans_per_audit
+    if limit <= 0:
+        return
+    try:
+        from auditor.worker.plans import request_after_audit
+
+        request_after_audit(_session_factory(task), run_id, limit)
+    except Exception as exc:
+        log.warning("could not request the plans after audit run %s (%s: %s)", run_id, exc.__class__.__name__, exc)
 
 
 def _dataset_of(task, run_id: int) -> int:

@@ -50,7 +50,8 @@ def app_config(pg_engine, **overrides) -> dict:
         "AUDITOR_SCORE_LIMIT": "1000 per minute",
         "CELERY": {"broker_url": "memory://", "result_backend": "cache+memory://",
                    "auditor_database_url": url,
-                   "auditor_worker": WorkerSettings(n_bootstrap=40, fanout_min_items=10**9)},
+                   # plans are asked for by the pages here (the worker tests plan after audits)
+                   "auditor_worker": WorkerSettings(n_bootstrap=40, fanout_min_items=10**9, plans_per_audit=0)},
     }
     config.update(overrides)
     return config

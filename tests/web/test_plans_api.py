@@ -1,17 +1,19 @@
 """Audit plans over HTTP: the plan of a release (computed by the worker task, stored, read back),
-the relabel list as CSV, vendor prices, vendor costs, and the release page's panel."""
+the relabel list as CSV, vendor prices, vendor costs, the release page's panel, and the vendors'
+pages: each price and expert equivalence per unit cost, and the form that sets a price."""
 
 from __future__ import annotations
 
 import csv
 import io
+import re
 
 import pytest
 from sqlalchemy import func, select
 
 from auditor.db import Item, ReleasePlan, make_session_factory
 from auditor.simulate import Scenario
-from tests.web.conftest import eager_audits, login, make_tenant, seed
+from tests.web.conftest import csrf_token, eager_audits, login, make_tenant, seed
 
 pytestmark = pytest.mark.services
 
@@ -163,3 +165,122 @@ def test_concurrent_first_views_store_one_pending_plan(app):
         t.join()
     assert codes == [200] * 8
     assert len(_rows(app, rid)) == 1
+
+
+# --- prices on the vendors' pages ---------------------------------------------------------------
+
+
+def _logged_in(app, tenant, role):
+    c = app.test_client()
+    assert login(c, tenant, role).status_code == 302
+    return c
+
+
+def _cell(page: str, row_attrs: str, css: str) -> str:
+    row = re.search(rf"<tr {re.escape(row_attrs)}>(.*?)</tr>", page, re.S)
+    assert row, f"no row {row_attrs}"
+    cell = re.search(rf'<td class="{re.escape(css)}"[^>]*>(.*?)</td>', row.group(1), re.S)
+    assert cell, f"no {css} cell in {row_attrs}"
+    return cell.group(1)
+
+
+def _per_cost(cell: str) -> float | None:
+    found = re.search(r'data-value="([^"]+)">([^<]+)<', cell)
+    if found is None:
+        return None
+    assert found.group(2) == f"{float(found.group(1)):.3g}"
+    return float(found.group(1))
+
+
+def test_vendor_pages_show_the_price_and_experts_per_unit_cost_and_a_writer_sets_it_by_form(app, client, planned):
+    tenant, ds = planned.tenant, planned.dataset_id
+    admin = tenant.auth("admin")
+    assert client.post("/api/v1/vendor-prices", json={"vendor": "acme-labeling", "price_per_label": 0.08},
+                       headers=admin).status_code == 200
+    try:
+        costs = {c["vendor"]: c for c in client.get(f"/api/v1/datasets/{ds}/vendor-costs",
+                                                    headers=admin).get_json()["items"]}
+        acme = costs["acme-labeling"]
+        assert acme["experts_per_unit_cost"] is not None
+        viewer = _logged_in(app, tenant, "viewer")
+        page = viewer.get("/vendors").get_data(as_text=True)
+        row = 'data-vendor="acme-labeling" data-dataset="planned"'
+        assert re.sub(r"<[^>]+>", "", _cell(page, row, "n price")).split() == ["0.08", "USD"]
+        assert _per_cost(_cell(page, row, "n per-cost")) == pytest.approx(acme["experts_per_unit_cost"], rel=1e-12)
+        bolt = 'data-vendor="bolt-annotations" data-dataset="planned"'
+        assert _per_cost(_cell(page, bolt, "n per-cost")) is None and 'class="na"' in _cell(page, bolt, "n price")
+        assert 'data-price-vendor="acme-labeling"' in page
+        # sorted by it, the vendors with a price come first (most expert raters per unit of money)
+        by_cost = viewer.get("/vendors?sort=per_cost").get_data(as_text=True)
+        assert re.findall(r'<tr data-vendor="([^"]+)" data-dataset="planned"', by_cost)[0] == "acme-labeling"
+        # the vendor's own page: its price, and the same figure on the dataset
+        mine = viewer.get(f"/vendors/acme-labeling?dataset_id={ds}").get_data(as_text=True)
+        assert re.search(r'<strong class="price">0\.08 USD</strong>', mine)
+        assert _per_cost(_cell(mine, 'data-dataset="planned"', "n per-cost")) == pytest.approx(
+            acme["experts_per_unit_cost"], rel=1e-12)
+        # a viewer sees no form and may not post one; a vendor user sees no price at all
+        assert 'action="/vendor-prices"' not in page and 'action="/vendor-prices"' not in mine
+        token = csrf_token(page)
+        assert viewer.post("/vendor-prices", data={"csrf_token": token, "vendor": "bolt-annotations",
+                                                   "price_per_label": "0.05"}).status_code == 403
+        vendor_user = _logged_in(app, tenant, "vendor")
+        own = vendor_user.get("/vendors/acme-labeling").get_data(as_text=True)
+        assert "Vendor acme-labeling" in own and "Price per label" not in own and "per-cost" not in own
+
+        # an analyst sets a price through the form: refused without the CSRF token
+        analyst = _logged_in(app, tenant, "analyst")
+        form = {"vendor": "bolt-annotations", "price_per_label": "0.05", "currency": "eur", "action": "set",
+                "next": "/vendors?sort=price"}
+        assert analyst.post("/vendor-prices", data=form).status_code == 400
+        listed = client.get("/api/v1/vendor-prices", headers=admin).get_json()["items"]
+        assert [p["vendor"] for p in listed] == ["acme-labeling"]
+        page = analyst.get("/vendors").get_data(as_text=True)
+        assert 'action="/vendor-prices"' in page
+        before = analyst.get("/vendors?sort=price").get_data(as_text=True)  # now in the response cache
+        assert 'class="na"' in _cell(before, bolt, "n price")
+        assert 'action="/vendor-prices"' in analyst.get("/vendors/acme-labeling").get_data(as_text=True)
+        r = analyst.post("/vendor-prices", data={**form, "csrf_token": csrf_token(page)})
+        assert r.status_code == 302 and r.headers["Location"] == "/vendors?sort=price"
+        listed = {p["vendor"]: p for p in client.get("/api/v1/vendor-prices", headers=admin).get_json()["items"]}
+        assert listed["bolt-annotations"]["price_per_label"] == 0.05 and listed["bolt-annotations"]["currency"] == "EUR"
+        after = analyst.get("/vendors?sort=price").get_data(as_text=True)  # a new price: not the cached page
+        assert "bolt-annotations charges 0.05 EUR per label." in after
+        assert re.sub(r"<[^>]+>", "", _cell(after, bolt, "n price")).split() == ["0.05", "EUR"]
+        costs = {c["vendor"]: c for c in client.get(f"/api/v1/datasets/{ds}/vendor-costs",
+                                                    headers=admin).get_json()["items"]}
+        assert costs["bolt-annotations"]["price_per_label"] == 0.05
+        assert _per_cost(_cell(after, bolt, "n per-cost")) == pytest.approx(
+            costs["bolt-annotations"]["experts_per_unit_cost"], rel=1e-12)
+
+        # bad input: a 400 naming the field, nothing written
+        token = csrf_token(after)
+        for bad, field in (({"price_per_label": "abc"}, "price_per_label"), ({"price_per_label": "-1"}, "price_per_label"),
+                           ({"price_per_label": "nan"}, "price_per_label"), ({"price_per_label": "1e10"}, "price_per_label"),
+                           ({"currency": "€"}, "currency"), ({"currency": "TOOLONGCODE"}, "currency"),
+                           ({"vendor": "  "}, "vendor"), ({"vendor": "x" * 201}, "vendor"),
+                           ({"action": "drop"}, "action")):
+            r = analyst.post("/vendor-prices", data={**form, "csrf_token": token, **bad})
+            assert r.status_code == 400, bad
+            assert f"{field}:" in r.get_data(as_text=True), bad
+        r = analyst.post("/vendor-prices", data={**form, "csrf_token": token, "vendor": "a\x00b"})
+        assert r.status_code == 400 and r.get_json()["field"] == "vendor"  # refused for every form
+        assert {p["vendor"]: (p["price_per_label"], p["currency"]) for p in client.get(
+            "/api/v1/vendor-prices", headers=admin).get_json()["items"]} == {
+            "acme-labeling": (0.08, "USD"), "bolt-annotations": (0.05, "EUR")}
+
+        # clearing it through the form (again: not found)
+        clear = {"csrf_token": token, "vendor": "bolt-annotations", "action": "clear"}
+        r = analyst.post("/vendor-prices", data=clear)
+        assert r.status_code == 302 and r.headers["Location"] == "/vendors"
+        assert [p["vendor"] for p in client.get("/api/v1/vendor-prices", headers=admin).get_json()["items"]] == [
+            "acme-labeling"]
+        assert analyst.post("/vendor-prices", data=clear).status_code == 404
+        # another workspace's analyst changes nothing here
+        other = make_tenant(app)
+        stranger = _logged_in(app, other, "analyst")
+        token = csrf_token(stranger.get("/vendors").get_data(as_text=True))
+        assert stranger.post("/vendor-prices", data={"csrf_token": token, "vendor": "acme-labeling",
+                                                     "action": "clear"}).status_code == 404
+    finally:
+        client.delete("/api/v1/vendor-prices?vendor=acme-labeling", headers=admin)
+        client.delete("/api/v1/vendor-prices?vendor=bolt-annotations", headers=admin)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import defer
 
 from auditor.audit import plans
 from auditor.db import (
@@ -168,15 +169,7 @@ def list_vendor_prices(principal, db):
 def set_vendor_price(principal, db, body):
     """The price per label of a vendor (a vendor is the name on its annotators); replaces its old price.
     The workspace's stored plans are dropped: the next read asks for plans at the new prices."""
-    vendor = body["vendor"]
-    row = db.scalars(select(VendorPrice).where(VendorPrice.workspace_id == principal.workspace_id,
-                                               VendorPrice.vendor == vendor)).first()
-    if row is None:
-        row = VendorPrice(workspace_id=principal.workspace_id, vendor=vendor)
-        db.add(row)
-    row.price_per_label = float(body["price_per_label"])
-    row.currency = body.get("currency", row.currency or "USD").upper()
-    plans.forget_plans(db, principal.workspace_id)
+    row = plans.set_price(db, principal.workspace_id, body["vendor"], body["price_per_label"], body.get("currency"))
     db.commit()
     return _price(row)
 
@@ -186,12 +179,8 @@ def set_vendor_price(principal, db, body):
           response={"type": "object", "required": ["deleted"], "properties": {"deleted": {"type": "boolean"}}})
 def delete_vendor_price(principal, db, vendor):
     """Plans stop costing this vendor's labels."""
-    row = db.scalars(select(VendorPrice).where(VendorPrice.workspace_id == principal.workspace_id,
-                                               VendorPrice.vendor == vendor)).first()
-    if row is None:
+    if not plans.clear_price(db, principal.workspace_id, vendor):
         raise ApiError(404, "No price is set for this vendor.", field="vendor")
-    db.delete(row)
-    plans.forget_plans(db, principal.workspace_id)
     db.commit()
     return {"deleted": True}
 
@@ -201,18 +190,18 @@ def vendor_costs(db, dataset: Dataset) -> list[dict]:
     audit = plans.latest_audit(db, dataset.id)
     if audit is None:
         return []
-    prices = {p.vendor: p for p in db.scalars(select(VendorPrice).where(VendorPrice.workspace_id == dataset.workspace_id))}
+    prices = plans.price_rows(db, dataset.workspace_id)
     out = []
-    for r in db.scalars(select(VendorReport).where(VendorReport.audit_run_id == audit.id).order_by(VendorReport.vendor)):
+    for r in db.scalars(select(VendorReport).options(defer(VendorReport.annotators), defer(VendorReport.details))
+                        .where(VendorReport.audit_run_id == audit.id).order_by(VendorReport.vendor)):
         price = prices.get(r.vendor)
-        per_item = (r.n_annotations / r.n_items) if r.n_items else None
-        cost = None if price is None or per_item is None else per_item * price.price_per_label
-        eq = finite(r.expert_equivalence)
+        cost = plans.vendor_cost(r.n_items, r.n_annotations, r.expert_equivalence,
+                                 None if price is None else price.price_per_label)
         out.append({"vendor": r.vendor, "audit_run_id": audit.id, "u_t": finite(r.u_t), "agreement": finite(r.agreement),
-                    "expert_equivalence": eq, "labels_per_item": finite(per_item),
+                    "expert_equivalence": finite(r.expert_equivalence), "labels_per_item": cost["labels_per_item"],
                     "price_per_label": None if price is None else price.price_per_label,
-                    "currency": None if price is None else price.currency, "cost_per_item": finite(cost),
-                    "experts_per_unit_cost": finite(eq / cost) if eq is not None and cost else None})
+                    "currency": None if price is None else price.currency, "cost_per_item": cost["cost_per_item"],
+                    "experts_per_unit_cost": cost["experts_per_unit_cost"]})
     return out
 
 
