@@ -15,27 +15,20 @@ with ``CI=true`` it fails them.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
-import time
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.integrations._servers import ServerProcess, free_port, run, unavailable, venv_install
+
 VERSION = "1.23.2"
-INSTALL_TIMEOUT = 1800
 START_TIMEOUT = 180
+SUITE = "Label Studio"
 
 ADMIN = ("admin@labelers.example.org", "admin-password-123", "auditor-test-admin-token-0123456789")
 ANNOTATOR = ("rater@bolt.example.com", "rater-password-123", "auditor-test-rater-token-0123456789")
@@ -47,25 +40,6 @@ QUIET = {
 }
 
 
-def _unavailable(message: str):
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{message} (CI=true: the Label Studio integration tests must run)", pytrace=False)
-    pytest.skip(message)
-
-
-def _cache_root() -> Path:
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    for root in (base / "auditor-tests", Path(tempfile.gettempdir()) / "auditor-tests"):
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-            if os.access(root, os.W_OK):
-                return root
-        except OSError:
-            continue
-    _unavailable("no writable cache folder for Label Studio's virtual environment")
-    raise AssertionError("unreachable")
-
-
 def _env(home: Path) -> dict[str, str]:
     # No variable of ours, and none Label Studio would take for its user (USERNAME, PASSWORD).
     env = {k: v for k, v in os.environ.items()
@@ -74,112 +48,50 @@ def _env(home: Path) -> dict[str, str]:
     return {**env, **QUIET, "HOME": str(home)}
 
 
-def _run(cmd: list[str], what: str, env: dict[str, str] | None = None, timeout: float = INSTALL_TIMEOUT) -> None:
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        _unavailable(f"{what} took over {timeout:.0f}s")
-        raise AssertionError("unreachable") from None
-    if done.returncode != 0:
-        _unavailable(f"{what} failed: {(done.stderr or done.stdout)[-1500:]}")
+def _make_users(venv: Path) -> None:
+    """Migrate a template data folder once, and make the users: the admin's organization
+    accepts the legacy API tokens that LABEL_STUDIO_USER_TOKEN-style tokens are."""
+    env = _env(venv)
+    for i, (email, password, token) in enumerate((ADMIN, ANNOTATOR)):
+        cmd = [str(venv / "bin" / "python"), "-m", "label_studio.server", "init", "--data-dir",
+               str(venv / "template-data"), "--quiet", "--username", email, "--password", password,
+               "--user-token", token]
+        run(cmd + (["--enable-legacy-api-token"] if i == 0 else []), f"label-studio init ({email})", SUITE, env=env,
+            timeout=600)
 
 
 def install(version: str = VERSION) -> tuple[Path, Path, float]:
     """(python of a cached virtual environment with ``label-studio==version``, a migrated data
     folder with the two users, seconds the install took (0 when cached)); installed under a
     file lock, so that parallel runs install once."""
-    root = _cache_root()
-    venv = root / f"label-studio-{version}"
-    python, template, marker = venv / "bin" / "python", venv / "template-data", venv / ".auditor-complete"
-    if marker.exists() and python.exists():
-        return python, template, 0.0
-    with open(root / f"label-studio-{version}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if marker.exists() and python.exists():
-            return python, template, 0.0
-        t0 = time.monotonic()
-        shutil.rmtree(venv, ignore_errors=True)
-        _run([sys.executable, "-m", "venv", str(venv)], "creating Label Studio's virtual environment")
-        _run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", f"label-studio=={version}"],
-             f"installing label-studio=={version} into {venv}")
-        # Migrate once, and make the users: the admin's organization accepts the legacy
-        # API tokens that LABEL_STUDIO_USER_TOKEN-style tokens are.
-        env = _env(venv)
-        for i, (email, password, token) in enumerate((ADMIN, ANNOTATOR)):
-            cmd = [str(python), "-m", "label_studio.server", "init", "--data-dir", str(template), "--quiet",
-                   "--username", email, "--password", password, "--user-token", token]
-            _run(cmd + (["--enable-legacy-api-token"] if i == 0 else []), f"label-studio init ({email})", env=env,
-                 timeout=600)
-        marker.write_text(f"label-studio=={version}\n")
-        return python, template, time.monotonic() - t0
+    venv, seconds = venv_install("label-studio", version, [f"label-studio=={version}"], SUITE, setup=_make_users)
+    return venv / "bin" / "python", venv / "template-data", seconds
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@dataclass
-class LabelStudio:
+class LabelStudio(ServerProcess):
     """A running Label Studio: its URL and the two users' emails and API tokens."""
-
-    python: Path
-    data: Path
-    port: int
-    proc: subprocess.Popen | None = None
-    started_in: float | None = None
 
     admin_email, admin_token = ADMIN[0], ADMIN[2]
     annotator_email, annotator_token = ANNOTATOR[0], ANNOTATOR[2]
+
+    def __init__(self, python: Path, data: Path, port: int):
+        super().__init__("label-studio", SUITE, data.parent / "label-studio.log", grace=20)
+        self.python, self.data, self.port = python, data, port
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    @property
-    def log_path(self) -> Path:
-        return self.data.parent / "label-studio.log"
-
     def start(self) -> None:
-        log = open(self.log_path, "ab")
-        t0 = time.monotonic()
-        self.proc = subprocess.Popen(
-            [str(self.python), "-m", "label_studio.server", "start", "--data-dir", str(self.data), "--no-browser",
-             "--internal-host", "127.0.0.1", "--port", str(self.port)],
-            cwd=self.data.parent, env=_env(self.data.parent), stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True)
-        log.close()
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                _unavailable(f"label-studio exited with {self.proc.returncode}: {self.output()}")
-            with contextlib.suppress(OSError, ValueError):
-                req = urllib.request.Request(f"{self.url}/api/current-user/whoami",
-                                             headers={"Authorization": f"Token {self.admin_token}"})
-                with urllib.request.urlopen(req, timeout=3) as resp:
-                    if json.loads(resp.read()).get("email") == self.admin_email:
-                        self.started_in = time.monotonic() - t0
-                        return
-            time.sleep(0.5)
-        self.stop()
-        _unavailable(f"label-studio not ready after {START_TIMEOUT}s: {self.output()}")
+        def ready() -> bool:
+            req = urllib.request.Request(f"{self.url}/api/current-user/whoami",
+                                         headers={"Authorization": f"Token {self.admin_token}"})
+            with urllib.request.urlopen(req, timeout=3) as resp:
+                return json.loads(resp.read()).get("email") == self.admin_email
 
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-        self.proc = None
-
-    def output(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-3000:]
-        except OSError:
-            return ""
+        self.launch([str(self.python), "-m", "label_studio.server", "start", "--data-dir", str(self.data),
+                     "--no-browser", "--internal-host", "127.0.0.1", "--port", str(self.port)],
+                    cwd=self.data.parent, env=_env(self.data.parent), ready=ready, timeout=START_TIMEOUT, poll=0.5)
 
     def client(self, token: str):
         from label_studio_sdk import LabelStudio as Client
@@ -193,7 +105,7 @@ def label_studio(tmp_path_factory) -> Iterator[LabelStudio]:
     try:
         import label_studio_sdk  # noqa: F401
     except ImportError:
-        _unavailable("label-studio-sdk is not installed: pip install -e '.[labelstudio]' (or '.[test]')")
+        unavailable("label-studio-sdk is not installed: pip install -e '.[labelstudio]' (or '.[test]')", SUITE)
     python, template, seconds = install()
     work = tmp_path_factory.mktemp("label-studio")
     shutil.copytree(template, work / "data")

@@ -12,13 +12,12 @@ import html
 import math
 import re
 import uuid
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from sqlalchemy import event, select
+from sqlalchemy import select
 
 from auditor.db import (
     Alert,
@@ -40,6 +39,7 @@ from auditor.db import (
 )
 from auditor.web import dashboards
 from tests.web.conftest import csrf_token, login, make_tenant
+from tests.web.statements import statements
 
 pytestmark = pytest.mark.services
 
@@ -84,21 +84,6 @@ def _api(client, tenant, path):
     r = client.get("/api/v1" + path, headers=tenant.auth("admin"))
     assert r.status_code == 200, (path, r.get_json())
     return r.get_json()
-
-
-@contextmanager
-def _statements(app):
-    engine = app.extensions["auditor.engine"]
-    seen: list[str] = []
-
-    def count(conn, cursor, statement, parameters, context, executemany):
-        seen.append(statement)
-
-    event.listen(engine, "before_cursor_execute", count)
-    try:
-        yield seen
-    finally:
-        event.remove(engine, "before_cursor_execute", count)
 
 
 # --- a long history written directly (no audits): many runs, releases, alerts, items ----------------
@@ -266,7 +251,7 @@ def test_certified_since_is_the_first_audit_of_the_current_run_of_certified_verd
         db.add(Certification(audit_run_id=run_e.id, release_id=streak.id, data_version=1, n_items_upper=1,
                              n_items_lower=1, u_t=0.5, l=0.6, certified=True, certified_with="U_t", verdict="certified"))
         db.commit()
-        with _engine_statements(db_engine) as seen:
+        with statements(db_engine) as seen:
             since = dashboards.certified_since(db, [(streak.id, ds.id), (lapsed.id, ds.id), (steady.id, ds.id),
                                                     (streak.id, other.id)])
         assert len([x for x in seen if x.lstrip().upper().startswith("SELECT")]) == 1
@@ -276,20 +261,6 @@ def test_certified_since_is_the_first_audit_of_the_current_run_of_certified_verd
         assert since[(streak.id, other.id)]["run_id"] == run_e.id
         at = since[(streak.id, ds.id)]["at"]
         assert (at if at.tzinfo else at.replace(tzinfo=UTC)) == datetime(2026, 2, 5, tzinfo=UTC)
-
-
-@contextmanager
-def _engine_statements(engine):
-    seen: list[str] = []
-
-    def count(conn, cursor, statement, parameters, context, executemany):
-        seen.append(statement)
-
-    event.listen(engine, "before_cursor_execute", count)
-    try:
-        yield seen
-    finally:
-        event.remove(engine, "before_cursor_execute", count)
 
 
 def test_the_overview_explains_each_verdict_and_says_since_when_it_holds(app, seeded):
@@ -607,9 +578,9 @@ def test_statements_per_page_do_not_grow_with_the_history(app, long, short, name
         client = _session(app, tenant)
         # A first view may do one-off work (the release page's plan panel asks a worker for a plan):
         # count it, and a later view under another URL (not served from the response cache).
-        with _statements(app) as first:
+        with statements(app.extensions["auditor.engine"]) as first:
             _page(client, path + ("&" if "?" in path else "?") + "first=1")
-        with _statements(app) as seen:
+        with statements(app.extensions["auditor.engine"]) as seen:
             _page(client, path)
         counts.append((len(first), len(seen)))
     assert counts[0] == counts[1], counts

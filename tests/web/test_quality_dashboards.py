@@ -8,15 +8,14 @@ from __future__ import annotations
 import html
 import json
 import re
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import event
 
 from auditor.simulate import HistoryScenario, simulate_history
 from tests.web.conftest import eager_audits, grant, login, make_tenant
 from tests.web.quality_history import SCENARIO, annotators_of, items_labelled, seed_history
+from tests.web.statements import statements
 
 WEEK_0 = datetime(2026, 1, 5, tzinfo=UTC)  # the scenario's first Monday
 
@@ -240,21 +239,6 @@ def test_another_workspace_cannot_see_the_annotator(app, history, seeded):
 # --- bounded statements -----------------------------------------------------------------------
 
 
-@contextmanager
-def _statements(app):
-    engine = app.extensions["auditor.engine"]
-    seen: list[str] = []
-
-    def count(conn, cursor, statement, parameters, context, executemany):
-        seen.append(statement)
-
-    event.listen(engine, "before_cursor_execute", count)
-    try:
-        yield seen
-    finally:
-        event.remove(engine, "before_cursor_execute", count)
-
-
 @pytest.fixture(scope="module")
 def tiny(app):
     """One vendor, two annotators, two weeks: the history's pages must not need more statements."""
@@ -284,7 +268,7 @@ def test_statements_per_page_do_not_grow_with_vendors_annotators_or_weeks(app, h
     counts = []
     for tenant, path in zip((history.tenant, tiny_tenant), paths, strict=True):
         client = _session(app, tenant)
-        with _statements(app) as seen:
+        with statements(app.extensions["auditor.engine"]) as seen:
             _page(client, path)
         counts.append(len(seen))
     assert counts[0] == counts[1], counts
