@@ -470,8 +470,11 @@ def test_long_curves_on_a_grid_equal_every_k_at_the_grid_points(combiner, scorer
     assert ks.tolist() == k_grid(89).tolist() and ks[-1] == 89 and len(ks) < 45
     assert ks[: SMALL_K + 1].tolist() == list(range(SMALL_K + 1)) and np.all(np.diff(ks) > 0)
     assert every.k.tolist() == list(range(90))
-    np.testing.assert_allclose(grid.mean, every.mean[ks], rtol=1e-12, atol=1e-13)
-    np.testing.assert_allclose(grid.replicates, every.replicates[:, ks], rtol=1e-12, atol=1e-13)
+    # The ABC's sums over sub-vectors are added in another order when the sizes group differently
+    # (rounding at 1e-10 relative, amplified by its leave-one-out subtraction); the rest are equal to 1e-12.
+    tol = dict(rtol=1e-9, atol=1e-12) if combiner == "abc" else dict(rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(grid.mean, every.mean[ks], **tol)
+    np.testing.assert_allclose(grid.replicates, every.replicates[:, ks], **tol)
     np.testing.assert_array_equal(grid.n_items, every.n_items[ks])
     assert k_grid(DENSE_K).tolist() == list(range(DENSE_K + 1))
 
