@@ -145,7 +145,7 @@ def vendors_price(vendor: str, price: float | None, currency: str, delete: bool,
     """Show, set (PRICE per label) or remove (--delete) a vendor's price."""
     from sqlalchemy import select
 
-    from auditor.audit.plans import forget_plans
+    from auditor.audit.plans import clear_price, set_price
     from auditor.db import VendorPrice, Workspace
     from auditor.db.session import session_scope
 
@@ -158,22 +158,17 @@ def vendors_price(vendor: str, price: float | None, currency: str, delete: bool,
         ws = session.scalar(select(Workspace).where(Workspace.slug == slug))
         if ws is None:
             raise click.ClickException(f"no workspace {slug!r}")
-        row = session.scalar(select(VendorPrice).where(VendorPrice.workspace_id == ws.id, VendorPrice.vendor == vendor))
         if delete:
-            if row is None:
+            if not clear_price(session, ws.id, vendor):
                 raise click.ClickException(f"no price is set for vendor {vendor!r} in workspace {slug!r}")
-            session.delete(row)
-            forget_plans(session, ws.id)
             click.echo(f"price of {vendor} removed in workspace {slug!r}")
             return
         if price is None:
+            row = session.scalar(select(VendorPrice).where(VendorPrice.workspace_id == ws.id,
+                                                           VendorPrice.vendor == vendor))
             if row is None:
                 raise click.ClickException(f"no price is set for vendor {vendor!r} in workspace {slug!r}")
             click.echo(f"{vendor}: {row.price_per_label:g} {row.currency} per label (workspace {slug!r})")
             return
-        if row is None:
-            row = VendorPrice(workspace_id=ws.id, vendor=vendor)
-            session.add(row)
-        row.price_per_label, row.currency = float(price), currency.upper()
-        forget_plans(session, ws.id)
+        set_price(session, ws.id, vendor, price, currency)
         click.echo(f"{vendor}: {price:g} {currency.upper()} per label in workspace {slug!r}")
