@@ -173,6 +173,17 @@ def check_probability(value: float, *, name: str, open_interval: bool = False) -
     return v
 
 
+def check_nonnegative(value, *, name: str) -> float:
+    """Validate a finite scalar ≥ 0 (a margin, a price, a budget)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError) as exc:
+        raise StatsInputError(f"`{name}` must be a number; got {value!r}.") from exc
+    if not np.isfinite(v) or v < 0:
+        raise StatsInputError(f"`{name}` must be finite and non-negative; got {value!r}.")
+    return v
+
+
 def as_rng(rng) -> np.random.Generator:
     """``None`` / int seed / Generator → Generator (the only way randomness enters)."""
     if isinstance(rng, np.random.Generator):

@@ -37,6 +37,7 @@ from auditor.stats._validation import (
     as_count_matrix,
     as_hard_predictions,
     as_probabilities,
+    check_nonnegative,
     check_probability,
 )
 from auditor.stats.confseq import MeanStream, log_evalue
@@ -478,13 +479,7 @@ def _check_var(v, name):
 
 
 def _check_tau(tau) -> float:
-    try:
-        tau = float(tau)
-    except (TypeError, ValueError) as exc:
-        raise StatsInputError(f"`tau` must be a number; got {tau!r}.") from exc
-    if not math.isfinite(tau) or tau < 0:
-        raise StatsInputError(f"`tau` must be finite and non-negative; got {tau!r}.")
-    return tau
+    return check_nonnegative(tau, name="tau")
 
 
 def confidence(lower: float, upper: float, n: int, *, n_lower: int | None = None, tau: float = 0.0,

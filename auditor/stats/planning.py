@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import sparse, special
 
-from auditor.stats._validation import StatsInputError, as_rng, check_probability
+from auditor.stats._validation import StatsInputError, as_rng, check_nonnegative, check_probability
 from auditor.stats.best.fit import _fit, _Objective
 from auditor.stats.best.quadrature import _argmax_probabilities
 from auditor.stats.certification import (
@@ -1007,13 +1007,7 @@ def _prices(label_cost, vendors: Sequence[str | None]) -> dict:
 
 
 def _price(value, name) -> float:
-    try:
-        p = float(value)
-    except (TypeError, ValueError) as exc:
-        raise StatsInputError(f"`{name}` must be a number; got {value!r}.") from exc
-    if not math.isfinite(p) or p < 0:
-        raise StatsInputError(f"`{name}` must be finite and non-negative; got {value!r}.")
-    return p
+    return check_nonnegative(value, name=name)
 
 
 def _gamma_weights(pop: _Population, r: int, rng: np.random.Generator) -> np.ndarray:
