@@ -17,20 +17,31 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from auditor.simulate import PoolScenario
 from auditor.stats import AnytimeState, certify
-from auditor.stats.planning import plan_certification, relabel_priority
+from auditor.stats.certification import item_values
+from auditor.stats.planning import (
+    _Current,
+    _current_sums,
+    _verdict_scores,
+    plan_certification,
+    relabel_priority,
+)
 
 __all__ = [
     "CalibrationScenario",
     "DesignCheck",
+    "RangeCheck",
     "RelabelGain",
     "ScenarioCheck",
     "check_scenario",
+    "conditional_probability",
+    "fixed_truth_error_bound",
     "margin_lower_bound",
     "relabel_gain",
     "true_verdict",
@@ -87,6 +98,23 @@ class DesignCheck:
 
 
 @dataclass(frozen=True)
+class RangeCheck:
+    """One design in one repetition: the plan's probability and range, and the truth's.
+
+    ``conditional`` is the probability that the design certifies *given this repetition's
+    current data*, under the true process (:func:`conditional_probability`): what the
+    range claims to cover.
+    """
+
+    new_items: int
+    labels_per_item: int
+    announced: float
+    low: float
+    high: float
+    conditional: float
+
+
+@dataclass(frozen=True)
 class ScenarioCheck:
     """Every design of a scenario, and the plan's other answers over the repetitions."""
 
@@ -95,6 +123,18 @@ class ScenarioCheck:
     certifiable: tuple[bool, ...]
     certifiable_probability: tuple[float, ...]
     pairs: tuple[tuple[float, bool], ...] = field(repr=False)  # (announced p, certified) per design × rep
+    ranges: tuple[RangeCheck, ...] = field(default=(), repr=False)
+
+    def range_coverage(self, band=(0.0, 1.0)) -> tuple[float, float, float, int]:
+        """Over the designs × repetitions whose conditional probability lies in ``band``: the
+        fraction with ``low <= conditional``, with ``conditional <= high``, with both, and
+        how many there were."""
+        sel = [c for c in self.ranges if band[0] <= c.conditional <= band[1]]
+        if not sel:
+            return math.nan, math.nan, math.nan, 0
+        lo = np.array([c.low <= c.conditional for c in sel])
+        hi = np.array([c.conditional <= c.high for c in sel])
+        return float(lo.mean()), float(hi.mean()), float((lo & hi).mean()), len(sel)
 
     def reliability(self, bins=(0.0, 0.2, 0.4, 0.6, 0.8, 0.95, 1.0)) -> list[tuple[float, float, float, int]]:
         """(low, high, mean announced p, observed frequency, count) per bin of announced p."""
@@ -128,15 +168,80 @@ def true_verdict(scenario: CalibrationScenario, counts: np.ndarray, preds: np.nd
     return bool(res.certified)
 
 
+def _true_values(pool: PoolScenario, rng: np.random.Generator, n: int, k: int) -> dict[str, np.ndarray]:
+    """Per-item values (X^t, X^e, credit) of ``n`` new items of the true process with ``k`` labels."""
+    truth, hard = pool.items(rng, n)
+    v = item_values(pool.labels(rng, truth, hard, k), pool.predictions(rng, truth, hard))
+    return {"t": v.x_t, "e": v.x_e, "l": v.agreement}
+
+
+def conditional_probability(scenario: CalibrationScenario, counts: np.ndarray, preds: np.ndarray, n_new: int,
+                            values: Mapping[str, np.ndarray], simulations: int, rng: np.random.Generator) -> float:
+    """P(the verdict certifies after ``n_new`` new items | the current data), under the truth.
+
+    ``values`` are per-item values of a large sample of the true process's new items
+    (:func:`_true_values`; a sample much larger than ``n_new``, so resampling it is drawing
+    from the process). Each of ``simulations`` futures resamples ``n_new`` of them and runs
+    the verdict on the current data plus their sums: the same verdict on sums as the planner
+    (``tests/stats/test_planning.py`` checks it equals the real one on actual items).
+    """
+    m = np.asarray(counts)
+    cur = _current_sums(m, preds)
+    if scenario.method == "anytime":
+        st = AnytimeState()
+        st.update(m, preds)
+        cur = _Current(anytime=st, t=cur.t, e=cur.e, l=cur.l)
+    size = next(iter(values.values())).shape[0]
+    idx = rng.integers(0, size, size=(simulations, n_new))
+    new = {}
+    for key, x in values.items():
+        xs = x[idx]
+        ok = ~np.isnan(xs)
+        xs = np.where(ok, xs, 0.0)
+        new[key] = (ok.sum(axis=1).astype(float), xs.sum(axis=1), (xs * xs).sum(axis=1))
+    score = _verdict_scores(cur, new, method=scenario.method, bound=scenario.bound, tau=scenario.tau, split=0.5)
+    return float(np.mean(np.nan_to_num(score, nan=-1.0) >= scenario.target))
+
+
+def fixed_truth_error_bound(current_items: int, new_items: int, band=(0.2, 0.95)) -> float:
+    r"""How close *any* plan can be, for every fixed truth, to the certification frequency.
+
+    In the normal approximation the verdict on :math:`N = n_0 + n_1` items certifies with
+    frequency :math:`\Phi(\theta)`, :math:`\theta` the true margin over its standard error at
+    :math:`N` (less the threshold), over repetitions that redraw the current data too. A plan
+    sees only the :math:`n_0` current items, whose estimate of :math:`\theta` has variance
+    :math:`v = N / n_0`. For any plan :math:`f` with values in [0, 1],
+    :math:`E_\theta f(X) = (f * \varphi_v)(\theta)` rises between two truths
+    :math:`\theta_1 < \theta_2` by at most :math:`2\Phi((\theta_2 - \theta_1)/(2\sqrt v)) - 1`,
+    while the frequency rises by :math:`\Phi(\theta_2) - \Phi(\theta_1)`. With the two truths
+    where the frequency is ``band``'s ends, one of them is missed by at least half the
+    difference, which this returns (0.065 at :math:`n_1 = n_0`, 0.11 at :math:`2 n_0`, 0.16 at :math:`4 n_0`).
+    """
+    from scipy import stats
+
+    v = (current_items + new_items) / current_items
+    t1, t2 = stats.norm.ppf(band[0]), stats.norm.ppf(band[1])
+    reach = 2.0 * stats.norm.cdf((t2 - t1) / (2.0 * math.sqrt(v))) - 1.0
+    return max(0.0, ((band[1] - band[0]) - reach) / 2.0)
+
+
 def check_scenario(scenario: CalibrationScenario, repetitions: int, *, seed: int = 0,
-                   n_simulations: int = 400) -> ScenarioCheck:
-    """Plan and check ``repetitions`` independent datasets of ``scenario``."""
+                   n_simulations: int = 400, conditional: int = 0, pool_size: int = 1_000_000) -> ScenarioCheck:
+    """Plan and check ``repetitions`` independent datasets of ``scenario``.
+
+    With ``conditional`` > 0, also each grid design's probability of certifying given the
+    repetition's current data under the truth (``conditional`` simulations over a sample of
+    ``pool_size`` true items per number of labels), against the plan's range.
+    """
     rng = np.random.default_rng(seed)
     sums: dict[tuple[int, int, int], list[float]] = {}
     hits: dict[tuple[int, int, int], list[bool]] = {}
-    certifiable, cert_p, pairs = [], [], []
+    certifiable, cert_p, pairs, ranges = [], [], [], []
+    true_values: dict[int, dict[str, np.ndarray]] = {}
     for _ in range(repetitions):
         pool = scenario.draw_pool(rng)
+        if conditional and (scenario.model_spread or not true_values):
+            true_values = {k: _true_values(pool, rng, pool_size, k) for k in scenario.labels_per_new_item}
         truth, hard = pool.items(rng, scenario.n_items)
         counts = pool.labels(rng, truth, hard, scenario.labels_per_item)
         preds = pool.predictions(rng, truth, hard)
@@ -169,9 +274,14 @@ def check_scenario(scenario: CalibrationScenario, repetitions: int, *, seed: int
             sums.setdefault(key, []).append(d.probability)
             hits.setdefault(key, []).append(bool(ok))
             pairs.append((d.probability, bool(ok)))
+            if conditional and d.new_items and d.probability_low is not None:
+                pc = conditional_probability(scenario, counts, preds, d.new_items, true_values[d.labels_per_item],
+                                             conditional, rng)
+                ranges.append(RangeCheck(d.new_items, d.labels_per_item, d.probability, d.probability_low,
+                                         d.probability_high, pc))
     designs = tuple(DesignCheck(k[0], k[1], k[2], float(np.mean(sums[k])), float(np.mean(hits[k])), len(hits[k]))
                     for k in sorted(sums))
-    return ScenarioCheck(scenario, designs, tuple(certifiable), tuple(cert_p), tuple(pairs))
+    return ScenarioCheck(scenario, designs, tuple(certifiable), tuple(cert_p), tuple(pairs), tuple(ranges))
 
 
 # --------------------------------------------------------------------------- relabel list

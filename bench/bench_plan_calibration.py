@@ -18,7 +18,14 @@ the margins it cannot tell apart. The last table repeats one scenario with the t
 fixed (no spread), where no function of the current data can match the frequency of
 certification near the threshold: the current items are both part of the verdict's data
 and the only evidence about the population, so the frequency, as a function of the true
-margin, is steeper than anything estimated from the current items can follow.
+margin, is steeper than anything estimated from the current items can follow. Beside each
+design it prints that limit (``fixed_truth_error_bound``: the error that some truth forces
+on every plan), and checks what does hold for one fixed truth: each design's range
+(``probability_low``–``probability_high``, the probability at either end of the margin's
+80% interval) against the design's probability of certifying given that repetition's
+current data under the truth (``conditional_probability``, 400 simulations): the share of
+repetitions where the low end is at most it, and the high end at least it (nominal 0.9
+each), within 0.02 for the Monte Carlo error of both.
 
 Then the relabel list: one more true label on each of the top B items of
 ``relabel_priority`` against B random items, the mean change of the margin's lower
@@ -31,7 +38,12 @@ import argparse
 import time
 import warnings
 
-from auditor.plan_calibration import CalibrationScenario, check_scenario, relabel_gain
+from auditor.plan_calibration import (
+    CalibrationScenario,
+    check_scenario,
+    fixed_truth_error_bound,
+    relabel_gain,
+)
 from auditor.simulate import PoolScenario
 
 TIGHT = (0.9, 0.85, 0.8, 0.75, 0.7)  # average 0.8; errors uniform: U_t within 0.013 of it as k → ∞
@@ -116,9 +128,27 @@ def main() -> None:
             never = sum(1 for c in check.certifiable if not c)
             print(f"answered 'cannot be certified at any budget' in {never} of {len(check.certifiable)}")
     print(f"\ncalibration within ±0.07 where announced in [0.2, 0.95]: {'yes' if all_ok else 'NO'}")
-    fixed = check_scenario(FIXED, args.repetitions, seed=args.seed + 99, n_simulations=args.simulations)
+    fixed = check_scenario(FIXED, args.repetitions, seed=args.seed + 99, n_simulations=args.simulations,
+                           conditional=50 if args.smoke else 400, pool_size=20_000 if args.smoke else 1_000_000)
     report(fixed)
-    print("(one fixed truth: for reference, see the docstring)")
+    print("one fixed truth: no plan can be within ± the limit below for every truth (fixed_truth_error_bound); "
+          "the range's coverage of the probability given the current data (tolerance 0.02, nominal 0.9 per end):")
+    print(f"{'new items':>10} {'labels':>6} {'limit':>6} {'low ok':>7} {'high ok':>7} {'both':>6} {'n':>5}")
+    tol = 0.02
+    for d in fixed.designs:
+        rr = [c for c in fixed.ranges if (c.new_items, c.labels_per_item) == (d.new_items, d.labels_per_item)]
+        if not rr:
+            continue
+        lo = sum(c.low - tol <= c.conditional for c in rr) / len(rr)
+        hi = sum(c.conditional <= c.high + tol for c in rr) / len(rr)
+        both = sum(c.low - tol <= c.conditional <= c.high + tol for c in rr) / len(rr)
+        print(f"{d.new_items:>10,} {d.labels_per_item:>6} {fixed_truth_error_bound(FIXED.n_items, d.new_items):>6.3f} "
+              f"{lo:>7.2f} {hi:>7.2f} {both:>6.2f} {len(rr):>5}")
+    rr = fixed.ranges
+    if rr:
+        print(f"all designs: low end ok in {sum(c.low - tol <= c.conditional for c in rr) / len(rr):.3f}, high end in "
+              f"{sum(c.conditional <= c.high + tol for c in rr) / len(rr):.3f}, both in "
+              f"{sum(c.low - tol <= c.conditional <= c.high + tol for c in rr) / len(rr):.3f} of {len(rr)}")
 
     print("\n== relabel list: one more true label on the top B items vs B random items "
           f"({args.relabel_repetitions} repetitions, 2,000 items × 3 labels, 25% hard items)")

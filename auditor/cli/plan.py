@@ -48,7 +48,11 @@ def _design(d: dict) -> str:
             f"1 more label on the top {d['extra_labels_on_existing']:,} items to relabel")
     vendor = f" from {d['vendor']}" if d.get("vendor") else ""
     cost = f", cost {d['cost']:,.2f}" if d.get("cost") is not None else ""
-    return f"{what}{vendor}: {d['labels']:,} labels{cost}; P(certified) {d['probability']:.3f} ± {d['std_error']:.3f}"
+    rng = ""
+    if d.get("probability_low") is not None and d.get("probability_high") is not None:
+        rng = f" (range {d['probability_low']:.2f}–{d['probability_high']:.2f})"
+    return (f"{what}{vendor}: {d['labels']:,} labels{cost}; P(certified) {d['probability']:.3f} ± "
+            f"{d['std_error']:.3f}{rng}")
 
 
 def _print(plan: dict, relabel: list, names: dict, *, model: str, version: str, dataset: str) -> None:
@@ -68,6 +72,14 @@ def _print(plan: dict, relabel: list, names: dict, *, model: str, version: str, 
         click.echo(f"  to certify with {plan['probability']:.0%} probability: {_design(rec)}")
     elif plan["certifiable"]:
         click.echo(f"  no design within the grid and budget reaches {plan['probability']:.0%} probability")
+    assured = plan.get("assured")
+    if assured is not None and assured != rec:
+        click.echo(f"  {plan['probability']:.0%} even at the low end of the {plan.get('confidence', 0.8):.0%} range: "
+                   f"{_design(assured)}")
+    if plan.get("confidence") is not None:
+        click.echo(f"  (range: the probability if the true margin is at either end of its "
+                   f"{plan['confidence']:.0%} confidence interval; it holds for one fixed truth, the point value "
+                   "averages over the margins the data cannot tell apart)")
     seen = set()
     for d in plan["designs"][1:]:
         key = (d.get("vendor"), d["labels_per_item"], d["extra_labels_on_existing"] > 0)

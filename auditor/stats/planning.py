@@ -33,7 +33,13 @@ data, as Homan et al. (2024) do by bootstrap for significance tests:
   population margin, not only the sampling noise of the new data. (Calibrated, in
   simulation, over scenarios whose true margin the planner does not know; for one fixed
   truth no function of the current data can match the frequency of certification near
-  the threshold, see ``bench/bench_plan_calibration.py``.)
+  the threshold, see ``bench/bench_plan_calibration.py`` and
+  :func:`auditor.plan_calibration.fixed_truth_error_bound`.)
+* What holds for one fixed truth is each design's *range*: the probability of certifying
+  if the population margin is at either end of its ``confidence`` interval (the Bayesian
+  bootstrap's), read off a logistic fit of the simulated verdicts against the simulated
+  populations' margins. Given the current data, the chance of certifying grows with the
+  true margin, so the range covers it whenever the interval covers the margin.
 
 **The verdict simulated** is the one the badge uses: ``method="anytime"`` (default), or
 the paper's fixed-sample ``"oms"`` / ``"hms"`` (and ``"bernstein"``), with the same bound,
@@ -148,6 +154,14 @@ class Design:
         ``labels`` times the price per label (None without prices).
     vendor : str or None
         The vendor whose labels (and price) the design assumes; None for the pooled labels.
+    probability_low, probability_high : float or None
+        The probability of certifying if the population's true margin lies at the lower
+        (upper) end of its confidence interval at the plan's ``confidence`` (see
+        :func:`plan_certification`). ``probability`` averages over how unsure the current
+        data leave the margin; this range says how much it depends on it, and, unlike
+        ``probability``, holds for one fixed truth: with that confidence, the probability
+        that the design certifies, given the current data, lies in it. None for designs that
+        only relabel existing items.
     """
 
     new_items: int
@@ -158,12 +172,15 @@ class Design:
     labels: int
     cost: float | None
     vendor: str | None = None
+    probability_low: float | None = None
+    probability_high: float | None = None
 
     def to_dict(self) -> dict:
         return {"new_items": self.new_items, "labels_per_item": self.labels_per_item,
                 "extra_labels_on_existing": self.extra_labels_on_existing,
                 "probability": self.probability, "std_error": self.std_error, "labels": self.labels,
-                "cost": self.cost, "vendor": self.vendor}
+                "cost": self.cost, "vendor": self.vendor, "probability_low": self.probability_low,
+                "probability_high": self.probability_high}
 
 
 @dataclass(frozen=True)
@@ -204,6 +221,12 @@ class CertificationPlan:
     recommended : Design or None
         The cheapest design whose probability reaches ``probability``; None when none
         of the designs within the budget does.
+    assured : Design or None
+        The cheapest design whose ``probability_low`` reaches ``probability``: it certifies
+        with at least that probability even if the true margin is at the lower end of its
+        confidence interval (with ``confidence``, whatever the truth). None when none does.
+    confidence : float
+        The confidence of the designs' probability ranges.
     certifiable : bool
         False is the answer "cannot be certified at any budget": the population margin
         :math:`\\theta_L - \\tau - \\sqrt{\\theta_U}` of new items, with the best number of labels
@@ -240,12 +263,16 @@ class CertificationPlan:
     n_simulations: int
     models: tuple[LabelModel, ...]
     notes: tuple[str, ...] = ()
+    assured: Design | None = None
+    confidence: float = 0.8
 
     def to_dict(self) -> dict:
         """A JSON-ready dictionary (NaN becomes None)."""
         return {
             "designs": [d.to_dict() for d in self.designs],
             "recommended": None if self.recommended is None else self.recommended.to_dict(),
+            "assured": None if self.assured is None else self.assured.to_dict(),
+            "confidence": self.confidence,
             "certifiable": self.certifiable, "certifiable_probability": self.certifiable_probability,
             "margins": {k: _finite(v) for k, v in self.margins.items()},
             "certified_now": self.certified_now, "score_now": _finite(self.score_now),
@@ -1044,8 +1071,66 @@ def _limit_values(pop: _Population) -> tuple[np.ndarray, np.ndarray]:
     return (pop.resp * sq).sum(axis=1), (pop.resp * cr).sum(axis=1)
 
 
+#: Ridge on the slope of the probability-vs-margin fit (standardised margin units): keeps the
+#: fit finite when the simulated futures separate perfectly at some margin.
+_RANGE_RIDGE = 1.0
+
+
+def _population_margins(pop: _Population, atoms: _Atoms, g: np.ndarray, *, bound: str, tau: float) -> np.ndarray | None:
+    """Each simulated population's margin for new k-label items, θ_L − τ − √θ_U: (R,), or None
+    when the bound has no value for such items (the empirical bound with one label)."""
+    x = atoms.x_t if bound == "theoretical" else atoms.x_e
+    if not np.isfinite(x).all():
+        return None
+    return g @ (atoms.q @ atoms.credit) - tau - np.sqrt(np.maximum(g @ (atoms.q @ x), 0.0))
+
+
+def _probability_range(theta: np.ndarray | None, cert: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """The probability of certifying at the ends of the margin's confidence interval.
+
+    ``theta`` (R,) are the simulated populations' margins, ``cert`` (D, R) whether each of
+    D designs certified in each simulated future. P(certified | margin) is fitted per design
+    as a logistic curve in the margin (maximum likelihood, a small ridge on the slope), and
+    read at the ``(1 ∓ confidence)/2`` quantiles of ``theta``: the Bayesian bootstrap's
+    equal-tailed interval of the margin, whose frequentist coverage is the bootstrap's.
+    Given the current data, the chance that the design certifies grows with the true margin,
+    so when the interval covers the true margin the range covers that chance.
+    """
+    y = np.asarray(cert, dtype=float)
+    mean = y.mean(axis=1)
+    if theta is None or y.shape[1] < 2:
+        return mean.copy(), mean.copy()
+    sd = float(np.std(theta))
+    if not np.isfinite(sd) or sd <= 0.0:
+        return mean.copy(), mean.copy()
+    z = (theta - theta.mean()) / sd
+    q_lo, q_hi = np.quantile(z, [(1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0])
+    a = special.logit(np.clip(mean, 0.5 / y.shape[1], 1.0 - 0.5 / y.shape[1]))
+    b = np.zeros_like(a)
+    for _ in range(100):
+        p = special.expit(a[:, None] + b[:, None] * z[None, :])
+        w = p * (1.0 - p)
+        r = y - p
+        g_a, g_b = r.sum(axis=1), (r * z).sum(axis=1) - _RANGE_RIDGE * b
+        h_aa, h_ab, h_bb = w.sum(axis=1), (w * z).sum(axis=1), (w * z * z).sum(axis=1) + _RANGE_RIDGE
+        det = h_aa * h_bb - h_ab * h_ab
+        safe = det > 1e-12
+        da = np.where(safe, (h_bb * g_a - h_ab * g_b) / np.where(safe, det, 1.0), 0.0)
+        db = np.where(safe, (h_aa * g_b - h_ab * g_a) / np.where(safe, det, 1.0), 0.0)
+        step = np.maximum(1.0, np.maximum(np.abs(da), np.abs(db)) / 5.0)
+        a += da / step
+        b += db / step
+        if max(np.abs(da).max(), np.abs(db).max()) < 1e-9:
+            break
+    at_lo, at_hi = special.expit(a + b * q_lo), special.expit(a + b * q_hi)
+    # the fit is monotone either way; a slope of the wrong sign is noise, the range is still its ends
+    low, high = np.minimum(at_lo, at_hi), np.maximum(at_lo, at_hi)
+    constant = (mean == 0.0) | (mean == 1.0)
+    return np.where(constant, mean, np.minimum(low, mean)), np.where(constant, mean, np.maximum(high, mean))
+
+
 def plan_certification(counts, predictions, *, target: float = 0.95, tau: float = 0.0, method: str = "anytime",
-                       bound: str = "theoretical", probability: float = 0.8, label_cost=None,
+                       bound: str = "theoretical", probability: float = 0.8, confidence: float = 0.8, label_cost=None,
                        vendor_counts: Mapping[str, object] | None = None, max_budget: float | None = None,
                        new_items: Sequence[int] | None = None, labels_per_item: Sequence[int] | None = None,
                        extra_labels: Sequence[int] | None = None, state: AnytimeState | None = None,
@@ -1086,6 +1171,10 @@ def plan_certification(counts, predictions, *, target: float = 0.95, tau: float 
     bound : {"theoretical", "empirical"}
     probability : float in (0, 1), default 0.8
         The probability of certifying the recommended design must reach.
+    confidence : float in (0, 1), default 0.8
+        The confidence of each design's ``probability_low``–``probability_high`` range: the
+        probability of certifying at the ends of the population margin's equal-tailed
+        interval at this confidence (see :class:`Design`), and of ``assured``.
     label_cost : float or mapping vendor → float, optional
         Price per label, flat or per vendor (per-vendor prices need ``vendor_counts``).
     vendor_counts : mapping vendor → (N, L) counts, optional
@@ -1129,6 +1218,7 @@ def plan_certification(counts, predictions, *, target: float = 0.95, tau: float 
     target = check_probability(target, name="target")
     probability = check_probability(probability, name="probability", open_interval=True)
     split = check_probability(split, name="split", open_interval=True)
+    confidence = check_probability(confidence, name="confidence", open_interval=True)
     rule_out = check_probability(rule_out, name="rule_out", open_interval=True)
     tau = _check_tau(tau)
     if isinstance(n_simulations, bool) or not isinstance(n_simulations, int | np.integer) or n_simulations < 10:
@@ -1138,7 +1228,6 @@ def plan_certification(counts, predictions, *, target: float = 0.95, tau: float 
         max_budget = _price(max_budget, "max_budget")
     gen = as_rng(rng)
     m, pred = _prepare(counts, predictions)
-    m.shape[1]
     k_items = m.sum(axis=1)
     if not (k_items > 0).any():
         raise StatsInputError("`counts` has no labelled item: there is nothing to plan from.")
@@ -1209,14 +1298,19 @@ def plan_certification(counts, predictions, *, target: float = 0.95, tau: float 
         c = cost_of(labels, vendor)
         return (c if c is not None else labels) <= max_budget + 1e-9
 
-    designs: list[Design] = [Design(0, 0, 0, float(certified_now), 0.0, 0, 0.0 if cheapest is not None else None)]
+    designs: list[Design] = [Design(0, 0, 0, float(certified_now), 0.0, 0, 0.0 if cheapest is not None else None,
+                                    probability_low=float(certified_now), probability_high=float(certified_now))]
 
-    def design(n, k, e, cert, vendor):
+    def design(n, k, e, cert, vendor, theta=None, ranged=True):
         p = float(np.mean(cert))
         labels = n * k + e
+        low = high = None
+        if ranged:
+            lo, hi = _probability_range(theta, np.asarray(cert)[None, :], confidence)
+            low, high = float(lo[0]), float(hi[0])
         return Design(new_items=int(n), labels_per_item=int(k) if n else 0, extra_labels_on_existing=int(e),
                       probability=p, std_error=math.sqrt(p * (1.0 - p) / r), labels=int(labels),
-                      cost=cost_of(labels, vendor), vendor=vendor)
+                      cost=cost_of(labels, vendor), vendor=vendor, probability_low=low, probability_high=high)
 
     def certified(new) -> np.ndarray:
         s = _verdict_scores(cur, new, method=method, bound=bound, tau=tau, split=split)
@@ -1248,13 +1342,14 @@ def plan_certification(counts, predictions, *, target: float = 0.95, tau: float 
             h = h + sub.multinomial(n - done, pvals)
             done = n
             steps.append((n, h))
-        paths.append({"pop": pop, "k": k, "atoms": atoms, "pvals": pvals, "rng": sub, "steps": steps})
+        paths.append({"pop": pop, "k": k, "atoms": atoms, "pvals": pvals, "rng": sub, "steps": steps,
+                      "theta": _population_margins(pop, atoms, weights[id(pop)], bound=bound, tau=tau)})
     grid_cert = certified_many([_new_sums(pt["atoms"], h) for pt in paths for _, h in pt["steps"]])
     pos = 0
     for pt in paths:
         pt["p"] = []
         for n, _ in pt["steps"]:
-            designs.append(design(n, pt["k"], 0, grid_cert[pos], pt["pop"].vendor))
+            designs.append(design(n, pt["k"], 0, grid_cert[pos], pt["pop"].vendor, pt["theta"]))
             pt["p"].append(designs[-1].probability)
             pos += 1
         # bisection between the last grid point below the probability and the first above
@@ -1279,7 +1374,7 @@ def plan_certification(counts, predictions, *, target: float = 0.95, tau: float 
             break
         for (pt, mid, hm), cert in zip(todo, certified_many([_new_sums(pt["atoms"], hm) for pt, _, hm in todo]),
                                        strict=True):
-            d = design(mid, pt["k"], 0, cert, pt["pop"].vendor)
+            d = design(mid, pt["k"], 0, cert, pt["pop"].vendor, pt["theta"])
             designs.append(d)
             if d.probability >= probability:
                 pt["hi"] = mid
@@ -1308,7 +1403,7 @@ def plan_certification(counts, predictions, *, target: float = 0.95, tau: float 
                 cert = certified(new)
                 for pop in pops:
                     if affordable(e, pop.vendor):
-                        designs.append(design(0, 0, e, cert, pop.vendor))
+                        designs.append(design(0, 0, e, cert, pop.vendor, ranged=False))
             notes.append("extra labels on existing items go one each to the top of the relabel list; they are "
                          "drawn from each item's posterior predictive (the pooled label model)")
 
@@ -1353,13 +1448,15 @@ def plan_certification(counts, predictions, *, target: float = 0.95, tau: float 
     designs = sorted(designs, key=sort_key)
     reach = [d for d in designs if d.probability >= probability]
     recommended = reach[0] if reach else None
+    assured = next((d for d in designs if d.probability_low is not None and d.probability_low >= probability), None)
     if recommended is None and certifiable:
         notes.append(f"no design within the grid and budget reaches probability {probability:g}")
     return CertificationPlan(
         designs=tuple(designs), recommended=recommended, certifiable=certifiable,
         certifiable_probability=certifiable_probability, margins=margins, certified_now=certified_now,
         score_now=score_now, probability=probability, target=target, tau=tau, method=method, bound=bound,
-        n_simulations=r, models=tuple(p.model() for p in pops), notes=tuple(dict.fromkeys(notes)))
+        n_simulations=r, models=tuple(p.model() for p in pops), notes=tuple(dict.fromkeys(notes)), assured=assured,
+        confidence=confidence)
 
 
 def as_vendor_counts(counts, shape, name) -> np.ndarray:

@@ -53,6 +53,7 @@ def test_plan_json_table_and_vendor_prices(sqlite_engine, monkeypatch):
     table = run.invoke(main, args)
     assert table.exit_code == 0 and "release m 1 on dataset plan-cli" in table.output
     assert "population margin L − U by labels per new item" in table.output
+    assert "confidence interval; it holds for one fixed truth" in table.output
 
     assert run.invoke(main, ["vendors", "price", "acme", "0.08", "--workspace", slug]).exit_code == 0
     assert run.invoke(main, ["vendors", "price", "bolt", "0.05", "--currency", "eur", "--workspace", slug]).exit_code == 0

@@ -21,6 +21,7 @@ import auditor.stats.planning as planning
 from auditor.plan_calibration import (
     CalibrationScenario,
     check_scenario,
+    fixed_truth_error_bound,
     margin_lower_bound,
     relabel_gain,
 )
@@ -122,6 +123,84 @@ def test_designs_costs_budget_and_recommendation():
     reach = [d for d in plan.designs if d.probability >= 0.6]
     assert plan.recommended == (reach[0] if reach else None)
     assert plan.recommended is not None and plan.certifiable
+
+
+def test_designs_carry_a_range_around_their_probability_and_the_assured_design_reaches_it_at_the_low_end():
+    counts, preds = data(PoolScenario(hard_fraction=0.0, annotator_accuracy=TIGHT, model_accuracy=0.9), 1500, 5, 8)
+    plan = plan_certification(counts, preds, method="oms", n_simulations=200, rng=2, labels_per_item=[5, 7],
+                              new_items=[500, 2000, 8000, 32000], extra_labels=[300])
+    ranged = [d for d in plan.designs if d.new_items]
+    assert ranged and any(d.probability_high - d.probability_low > 0.1 for d in ranged)
+    for d in plan.designs:
+        if d.extra_labels_on_existing:
+            assert d.probability_low is None and d.probability_high is None
+        else:
+            assert 0.0 <= d.probability_low <= d.probability <= d.probability_high <= 1.0
+    assert plan.assured is not None and plan.assured.probability_low >= plan.probability
+    assert plan.assured == next(d for d in plan.designs
+                                if d.probability_low is not None and d.probability_low >= plan.probability)
+    # reaching the probability at the low end costs at least what reaching it on average does
+    assert plan.assured.labels >= plan.recommended.labels
+    out = plan.to_dict()
+    assert out["assured"]["probability_low"] == plan.assured.probability_low and out["confidence"] == 0.8
+    wider = plan_certification(counts, preds, method="oms", n_simulations=200, rng=2, labels_per_item=[5, 7],
+                               new_items=[500, 2000, 8000, 32000], extra_labels=[300], confidence=0.95)
+    for a, b in zip(plan.designs, wider.designs, strict=True):
+        assert a.probability == b.probability
+        if a.probability_low is not None:
+            assert b.probability_low <= a.probability_low + 1e-12 and b.probability_high >= a.probability_high - 1e-12
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(intercept=st.floats(-2.0, 2.0), slope=st.floats(0.5, 4.0), confidence=st.sampled_from([0.5, 0.8, 0.9]),
+       seed=st.integers(0, 10**6))
+def test_probability_range_reads_the_fitted_curve_at_the_margins_quantiles(intercept, slope, confidence, seed):
+    rng = np.random.default_rng(seed)
+    theta = rng.normal(0.01, 0.004, size=4000)
+    z = (theta - theta.mean()) / theta.std()
+    cert = rng.random((1, theta.size)) < 1.0 / (1.0 + np.exp(-(intercept + slope * z)))
+    low, high = planning._probability_range(theta, cert, confidence)
+    q = np.quantile(z, [(1 - confidence) / 2, (1 + confidence) / 2])
+    want = 1.0 / (1.0 + np.exp(-(intercept + slope * q)))
+    # the maximum-likelihood curve from 4,000 draws is within a few of its standard errors
+    assert low[0] == pytest.approx(min(want[0], cert.mean()), abs=0.06)
+    assert high[0] == pytest.approx(max(want[1], cert.mean()), abs=0.06)
+    assert low[0] <= cert.mean() <= high[0]
+    same = planning._probability_range(theta, np.ones((2, theta.size), dtype=bool), confidence)
+    assert same[0].tolist() == same[1].tolist() == [1.0, 1.0]
+    assert planning._probability_range(None, cert, confidence)[0][0] == cert.mean()
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(ratio=st.floats(0.0, 8.0), values=st.lists(st.floats(0.0, 1.0), min_size=2, max_size=12),
+       lo=st.floats(0.05, 0.4), hi=st.floats(0.6, 0.99))
+def test_no_plan_is_closer_than_the_fixed_truth_limit_for_every_truth(ratio, values, lo, hi):
+    """Any plan, a function of the current estimate with values in [0, 1] (here a step function
+    with arbitrary levels), misses the certification frequency at one of the two truths where it
+    is ``lo`` and ``hi`` by at least ``fixed_truth_error_bound`` (the normal approximation)."""
+    from scipy import stats
+
+    n0 = 1000
+    n1 = round(ratio * n0)
+    v = (n0 + n1) / n0
+    t1, t2 = stats.norm.ppf(lo), stats.norm.ppf(hi)
+    edges = np.linspace(t1 - 3, t2 + 3, len(values) + 1)[1:-1]
+    levels = np.asarray(values)
+
+    def expected(theta):
+        # E f(X), X ~ N(theta, v): f is levels[j] between consecutive edges
+        cdf = stats.norm.cdf((edges - theta) / math.sqrt(v))
+        probs = np.diff(np.concatenate([[0.0], cdf, [1.0]]))
+        return float(probs @ levels)
+
+    worst = max(abs(expected(t1) - lo), abs(expected(t2) - hi))
+    assert worst >= fixed_truth_error_bound(n0, n1, band=(lo, hi)) - 1e-9
+    # and it is the least possible: a 0/1 step at the midpoint rises by exactly the most any plan
+    # can, so its two errors add up to twice the limit
+    mid = (t1 + t2) / 2
+    rise = stats.norm.cdf((t2 - mid) / math.sqrt(v)) - stats.norm.cdf((t1 - mid) / math.sqrt(v))
+    if fixed_truth_error_bound(n0, n1, band=(lo, hi)) > 0:
+        assert (hi - lo) - rise == pytest.approx(2 * fixed_truth_error_bound(n0, n1, band=(lo, hi)))
 
 
 def test_per_vendor_prices_plan_each_vendor_from_its_own_labels():
@@ -314,6 +393,27 @@ def test_announced_probabilities_match_certification_frequencies():
             # sqrt(p(1-p)/80) <= 0.056 around the true one; 3 of them, plus 0.02 for the model
             assert abs(d.difference) <= 3 * d.std_error + 0.02, d
     assert checked >= 2
+
+
+@pytest.mark.slow
+def test_for_one_fixed_truth_the_range_covers_the_probability_given_the_current_data():
+    """What a plan can promise for one fixed truth: the probability of certifying given the
+    current data lies in the design's range (nominal 0.8 both ends, 0.9 each). The point
+    probability is not that, and a range of zero width covers it far less often."""
+    sc = CalibrationScenario("fixed", PoolScenario(hard_fraction=0.0, annotator_accuracy=TIGHT, model_accuracy=0.91),
+                             n_items=1500, labels_per_item=5, new_items=(1500, 4500), labels_per_new_item=(5,))
+    check = check_scenario(sc, 40, seed=21, n_simulations=200, conditional=300, pool_size=300_000)
+    rr = check.ranges
+    assert len(rr) == 80
+    tol = 0.03   # the Monte Carlo error of both the range and the conditional probability
+    low_ok = np.mean([c.low - tol <= c.conditional for c in rr])
+    high_ok = np.mean([c.conditional <= c.high + tol for c in rr])
+    both = np.mean([c.low - tol <= c.conditional <= c.high + tol for c in rr])
+    point = np.mean([abs(c.announced - c.conditional) <= tol for c in rr])
+    assert low_ok >= 0.8 and high_ok >= 0.8 and both >= 0.7, (low_ok, high_ok, both)
+    assert point <= both - 0.2, (point, both)
+    # the conditional probabilities do spread: the check is not trivially at 0 or 1
+    assert np.std([c.conditional for c in rr]) > 0.2
 
 
 @pytest.mark.slow

@@ -45,6 +45,11 @@ def test_the_plan_is_computed_by_the_worker_task_and_read_back(app, client, plan
     assert plan["designs"][0]["labels"] == 0
     assert all(0 <= d["probability"] <= 1 for d in plan["designs"])
     assert plan["recommended"] is None or plan["recommended"]["probability"] >= plan["probability"]
+    for d in plan["designs"]:
+        if d["new_items"]:  # every new-item design carries its range, around its probability
+            assert d["probability_low"] <= d["probability"] <= d["probability_high"]
+    assert plan["confidence"] == 0.8
+    assert plan["assured"] is None or plan["assured"]["probability_low"] >= plan["probability"]
     # read again: the stored plan, nothing asked of a worker (no eager mode: it would stay pending)
     again = client.get(f"/api/v1/releases/{rid}/plan?dataset_id={planned.dataset_id}", headers=auth)
     assert again.get_json() == body
@@ -135,6 +140,8 @@ def test_release_page_shows_the_plan_panel(app, client, planned):
     login(client, planned.tenant, "viewer")
     html = client.get(f"/releases/{rid}?dataset_id={planned.dataset_id}").get_data(as_text=True)
     assert 'id="plan"' in html and "Audit plan" in html
+    assert "across the margin" in html or "No design within the grid" in html or "Cannot be certified" in html
+    assert "the range gives it at either end" in html
     assert f"/api/v1/releases/{rid}/relabel-list?dataset_id={planned.dataset_id}&amp;format=csv" in html
     # the page asks for nothing new when the stored plan is current
     with make_session_factory(app.extensions["auditor.engine"])() as db:
