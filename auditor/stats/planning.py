@@ -666,9 +666,18 @@ class _Atoms:
 
 
 def _atom_index(sq: np.ndarray, code: np.ndarray, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (Σz², credit code) keys, sorted, and each entry's index among them."""
     key = sq.astype(np.int64) * (n_labels + 1) + code.astype(np.int64)
-    uniq, inv = np.unique(key, return_inverse=True)
-    return uniq, inv.reshape(key.shape)
+    top = int(key.max()) + 1 if key.size else 1
+    if top > 4 * key.size + 1_000_000:
+        uniq, inv = np.unique(key, return_inverse=True)
+        return uniq, inv.reshape(key.shape)
+    # keys are small integers (Σz² ≤ k²): a lookup table instead of a sort
+    present = np.zeros(top, dtype=bool)
+    present[key.ravel()] = True
+    uniq = np.flatnonzero(present)
+    lookup = np.cumsum(present) - 1
+    return uniq, lookup[key]
 
 
 def _atom_values(keys: np.ndarray, k: int, n_labels: int):
@@ -707,12 +716,14 @@ def _atoms(pop: _Population, k: int, rng: np.random.Generator) -> _Atoms:
         # Too many count vectors to enumerate: draw each template's k-label items.
         s = int(min(1000, max(32, _SAMPLED_CELLS // max(1, u))))
         draws = _draw_items(pop, k, s, rng)                               # (u, s, L)
-        sq = (draws * draws).sum(axis=2)
-        code = np.take_along_axis(_credit_code(draws.reshape(-1, n_labels)).reshape(draws.shape),
-                                  np.broadcast_to(pop.pred[:, None, None], (u, s, 1)), axis=2)[..., 0]
+        sq = np.einsum("usl,usl->us", draws, draws)
+        # the credit code of the prediction's class only: number of tied classes if it is among them
+        top = draws.max(axis=2)
+        mine = np.take_along_axis(draws, np.broadcast_to(pop.pred[:, None, None], (u, s, 1)), axis=2)[..., 0]
+        code = np.where(mine == top, (draws == top[..., None]).sum(axis=2), 0)
         keys, inv = _atom_index(sq, code, n_labels)
-        q = np.zeros((u, keys.shape[0]))
-        np.add.at(q, (np.repeat(np.arange(u), s), inv.ravel()), 1.0 / s)
+        cells = (np.arange(u)[:, None] * keys.shape[0] + inv).ravel()
+        q = np.bincount(cells, minlength=u * keys.shape[0]).reshape(u, keys.shape[0]) / s
     x_t, x_e, credit = _atom_values(keys, k, n_labels)
     atoms = _Atoms(x_t=x_t, x_e=x_e, credit=credit, q=q, k=k)
     pop.cache[k] = atoms
@@ -723,44 +734,33 @@ def _draw_items(pop: _Population, k: int, s: int, rng: np.random.Generator) -> n
     """``s`` draws of each template's k-label count vector: (U, s, L).
 
     Templates with at least ``k`` labels give ``k`` of their own labels drawn without
-    replacement; the others all of theirs plus labels from the Pólya urn of their posterior
-    (each drawn label joins it), or from the pooled proportions in the ``"infinite"`` regime.
+    replacement (a multivariate hypergeometric draw); the others all of theirs plus labels
+    from the Pólya urn of their posterior (each drawn label joins it), which is a
+    Dirichlet-multinomial: label proportions from the posterior Dirichlet of the item's
+    class, then a multinomial; the pooled proportions in the ``"infinite"`` regime.
     """
     u, n_labels = pop.rows.shape
     km = pop.k
     out = np.zeros((u, s, n_labels), dtype=np.int64)
-
-    def draw(weights):
-        cum = np.cumsum(weights, axis=-1)
-        x = rng.random((*weights.shape[:-1], 1)) * cum[..., -1:]
-        return np.minimum((x >= cum).sum(axis=-1), n_labels - 1)
-
-    sub = np.flatnonzero(km >= k)
-    if sub.size:
-        left = np.broadcast_to(pop.rows[sub, None, :], (sub.size, s, n_labels)).astype(float).copy()
-        got = np.zeros_like(left)
-        for _ in range(k):
-            onehot = np.eye(n_labels)[draw(left)]
-            left -= onehot
-            got += onehot
-        out[sub] = got.astype(np.int64)
+    for t in np.flatnonzero(km >= k):
+        # "count" is the faster method up to a few thousand labels; "marginals" costs O(L) per draw
+        out[t] = rng.multivariate_hypergeometric(pop.rows[t], k, size=s,
+                                                 method="count" if km[t] <= 1000 else "marginals")
     ext = np.flatnonzero(km < k)
     if ext.size:
-        got = np.broadcast_to(pop.rows[ext, None, :], (ext.size, s, n_labels)).astype(float).copy()
-        # the item's class, then the Pólya urn of its posterior (fixed proportions for α → ∞)
+        # the item's class, then label proportions from its posterior (fixed for α → ∞)
         cum = np.cumsum(pop.resp[ext], axis=1)
         x = rng.random((ext.size, s, 1)) * cum[:, None, -1:]
         comp = np.minimum((x >= cum[:, None, :]).sum(axis=2), cum.shape[1] - 1)      # (u, s)
         beta = pop.beta(pop.rows[ext])                                                # (u, T, L)
-        urn = beta[np.arange(ext.size)[:, None], comp]                                # (u, s, L)
+        shape = beta[np.arange(ext.size)[:, None], comp]                              # (u, s, L)
         fixed = (pop.kind[comp] == _INFINITE)[..., None]
-        urn = np.where(fixed, pop.mean[comp], urn)
-        todo = (k - km[ext])[:, None]
-        for step in range(int(todo.max())):
-            onehot = np.eye(n_labels)[draw(urn)] * (step < todo)[..., None]
-            got += onehot
-            urn += onehot * ~fixed
-        out[ext] = got.astype(np.int64)
+        g = rng.standard_gamma(np.where(fixed, 1.0, shape))
+        tot = g.sum(axis=2, keepdims=True)
+        p = np.where(fixed, pop.mean[comp], g / np.where(tot > 0, tot, 1.0))
+        p /= p.sum(axis=2, keepdims=True)
+        todo = np.broadcast_to((k - km[ext])[:, None], (ext.size, s))
+        out[ext] = pop.rows[ext][:, None, :] + rng.multinomial(todo, p)
     return out
 
 
