@@ -96,6 +96,24 @@ def test_refinement_and_adaptive_fallback_reach_the_same_values(monkeypatch):
     assert calls
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_interpolated_check_rule_keeps_the_accuracy(monkeypatch, seed):
+    # The check rule's gamma CDFs interpolated from the rule's nodes, or evaluated at its
+    # own nodes: the same probabilities, to the quadrature's accuracy.
+    beta = _random_rows(seed, 200)
+    interpolated = quadrature_module._argmax_probabilities(beta)
+    monkeypatch.setattr(quadrature_module, "_INTERPOLATED_CHECK", False)
+    _assert_close(interpolated, quadrature_module._argmax_probabilities(beta))
+
+
+def test_interpolation_matrix_reproduces_polynomials():
+    u_n, _ = quadrature_module._legendre(48)
+    u_m, _ = quadrature_module._legendre(40)
+    matrix = quadrature_module._interpolation(48, 40)
+    for degree in (0, 1, 10, 47):
+        np.testing.assert_allclose(u_n**degree @ matrix, u_m**degree, rtol=0, atol=1e-13)
+
+
 def test_shared_windows_and_row_by_row_agree():
     # Many rows per window share tables; a row alone takes the row-by-row path.
     rng = np.random.default_rng(3)

@@ -39,6 +39,11 @@ _BATCH_MAX_LENGTH = 64
 _FEW_PIECES = 128
 # At most about this many values convolved in one batch.
 _PAIR_CELLS = 1 << 20
+# All the pairs of short pieces of a level go in one batch when (pairs × longest²) is at
+# most this many per batch saved (a batch costs about as much as that many products);
+# pieces up to this length are convolved by a loop over their values.
+_BATCH_PRODUCTS = 1 << 16
+_LOOP_MAX_LENGTH = 8
 
 
 # -------------------------------------------------------------------- F1 (macro)
@@ -174,13 +179,15 @@ def _bernoulli_recursion(probs: np.ndarray, sums: np.ndarray):
     step = max(1, _RECURSION_CHUNK // (size_b + 1))  # rows at a time, the pmf in cache
     for lo in range(0, n_rows, step):
         p = np.ascontiguousarray(probs[lo:lo + step].T)
+        q = 1.0 - p
         pmf = np.zeros((size_b + 1, p.shape[1]))   # (count, row): each step on whole rows
         pmf[0] = 1.0
+        moved = np.empty_like(pmf)
         for k in range(size_b):
-            pk = p[k]
-            moved = pmf[:k + 1] * pk
-            pmf[:k + 2] *= 1.0 - pk
-            pmf[1:k + 2] += moved
+            # (row k + 1 is still 0: it only receives the moved mass)
+            np.multiply(pmf[:k + 1], p[k], out=moved[:k + 1])
+            pmf[:k + 1] *= q[k]
+            pmf[1:k + 2] += moved[:k + 1]
         head = np.minimum(np.sum(np.cumsum(pmf, axis=0) <= _TRIM, axis=0), size_b)
         tail = np.sum(np.cumsum(pmf[::-1], axis=0) <= _TRIM, axis=0)
         length = np.maximum(size_b + 1 - head - tail, 1)
@@ -223,9 +230,15 @@ def _tree_level(values, starts, lengths, offsets, sums):
         out_offsets.append(offsets[carry])
         out_sums.append(sums[carry])
     # Batches of pairs whose longer piece has about the same length.
-    # (Lengths to 4 apart up to 64, then to a factor 2: little padding, few batches.)
+    # (Lengths to 4 apart up to 64, then to a factor 2: little padding, few batches; all
+    # the short pairs in one batch when padding them costs less than the batches would.)
     lb = lengths[b]
     bucket = np.where(lb <= 64, (lb + 3) // 4, 16 + np.ceil(np.log2(np.maximum(lb, 64))).astype(np.int64))
+    short = lb <= _BATCH_MAX_LENGTH
+    if short.any():
+        n_buckets = len(np.unique(bucket[short]))
+        if n_buckets > 1 and int(short.sum()) * int(lb[short].max()) ** 2 <= _BATCH_PRODUCTS * (n_buckets - 1):
+            bucket = np.where(short, 0, bucket)
     order = np.argsort(bucket, kind="stable")
     edges = np.flatnonzero(np.diff(bucket[order])) + 1
     batches = []
@@ -258,11 +271,18 @@ def _tree_level(values, starts, lengths, offsets, sums):
 def _batch_convolve(left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """Row-by-row convolutions of two zero-padded matrices."""
     n_a, n_b = left.shape[1], right.shape[1]
-    if n_a <= _BATCH_MAX_LENGTH:
+    if n_a <= _LOOP_MAX_LENGTH:
         out = np.zeros((left.shape[0], n_a + n_b - 1))
         for i in range(n_a):
             out[:, i:i + n_b] += left[:, i:i + 1] * right
         return out
+    if n_a <= _BATCH_MAX_LENGTH:
+        # out[r, s] = Σ_i left[r, i] right[r, s − i]: one batched product with a sliding
+        # window of the zero-padded right rows.
+        padded = np.zeros((left.shape[0], n_b + 2 * (n_a - 1)))
+        padded[:, n_a - 1:n_a - 1 + n_b] = right
+        window = np.lib.stride_tricks.sliding_window_view(padded, n_a, axis=1)
+        return np.matmul(window, left[:, ::-1, None])[:, :, 0]
     size = n_a + n_b - 1
     n_fft = sp_fft.next_fast_len(size, real=True)
     out = np.fft.irfft(np.fft.rfft(left, n_fft, axis=1) * np.fft.rfft(right, n_fft, axis=1),

@@ -140,17 +140,25 @@ class _Objective:
             diag[j] = -(w @ (special.polygamma(1, a + v) - special.polygamma(1, a)))
         return grad, np.diag(diag) + h0
 
-    # In θ = ln α the problem is unconstrained; the chain rule gives these.
+    # In θ = ln α the problem is unconstrained; the chain rule gives these. (The
+    # optimiser asks for the gradient and the Hessian at the same points: the
+    # derivatives of the last point are kept.)
     def theta_value(self, theta):
         return self.value(np.exp(theta))
 
+    def _theta_derivatives(self, theta):
+        key = np.asarray(theta, dtype=float).tobytes()
+        if getattr(self, "_last_key", None) != key:
+            alpha = np.exp(theta)
+            self._last_key, self._last = key, (alpha, *self.derivatives(alpha))
+        return self._last
+
     def theta_grad(self, theta):
-        alpha = np.exp(theta)
-        return alpha * self.derivatives(alpha)[0]
+        alpha, grad, _ = self._theta_derivatives(theta)
+        return alpha * grad
 
     def theta_hess(self, theta):
-        alpha = np.exp(theta)
-        grad, hess = self.derivatives(alpha)
+        alpha, grad, hess = self._theta_derivatives(theta)
         return alpha[:, None] * hess * alpha[None, :] + np.diag(alpha * grad)
 
 

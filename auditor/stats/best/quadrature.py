@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from scipy import integrate, sparse, special
+from scipy import integrate, special
 
 __all__ = []
 
@@ -20,6 +20,8 @@ _TAIL = 1e-16
 _NODES = 48
 _CHECK_NODES = 40
 _QUAD_TOL = 1e-10
+# The check rule's ln F interpolated from the rule's nodes (no gamma CDF of its own).
+_INTERPOLATED_CHECK = True
 # Windows are rounded outwards: widths to powers of 2^(1/8), starts to 1/16 of the width,
 # so that rows share nodes (at most 16% wider than their own window).
 _WIDTH_STEPS = 8
@@ -28,8 +30,10 @@ _START_STEPS = 16
 # integrands multiplied at once.
 _BLOCK = 1 << 21
 _DENSE_BLOCK = 1 << 20
-# Matrix products of fewer multiplications than this avoid BLAS.
-_BLAS_MIN_PRODUCT = 1 << 40
+# Tables of several windows are evaluated together, about this many cells at a time.
+_TABLE_BLOCK = 1 << 15
+# Matrix products are done by blocks of rows of at most this many multiplications.
+_BLAS_MAX_PRODUCT = 1 << 16
 # Inputs of at most this many rows start with the first refinement.
 _FEW_ROWS = 64
 # Windows shared by at most this many (rows × classes) are integrated row by row.
@@ -59,7 +63,9 @@ def _argmax_probabilities(beta: np.ndarray) -> np.ndarray:
     Γ(β_j + 1)`` reaches ``ε`` (``S`` all classes, or those at their column's
     smallest value). Windows are rounded outwards onto a lattice (at most 16% wider) so
     that rows share them; on each window one 48-node Gauss–Legendre rule is checked
-    against a 40-node rule, rows where the two differ by more than ``_QUAD_TOL`` are
+    against a 40-node rule (whose gamma CDFs are not evaluated but interpolated, as
+    ``\\ln F``, from their values at the 48 nodes; the densities are evaluated), rows
+    where the two differ by more than ``_QUAD_TOL`` are
     redone with 64 then 96 nodes, then composite rules of 2, 4, 8 panels of 96 (each
     checked against the previous), and pairs still differing by adaptive Gauss–Kronrod
     on their own range.
@@ -68,10 +74,10 @@ def _argmax_probabilities(beta: np.ndarray) -> np.ndarray:
     evaluated once per window and distinct ``β`` (a column's smallest value, e.g.
     ``α_j`` for ``β = α + Y``, is the *background* of that column; the other entries are
     the *foreground*), so that per row and node only the foreground entries are
-    gathered (a sparse product gives ``Σ_j \\ln F_{β_j}``), and the integrals of the
-    background classes are one matrix product per window (the caller passes one row
-    per distinct count vector). Windows of very few rows are integrated row by row,
-    vectorised over rows, classes and nodes.
+    gathered (a table of each value's ``\\ln F`` less its column's background one gives
+    ``Σ_j \\ln F_{β_j}``), and the integrals of the background classes are one matrix
+    product per window (the caller passes one row per distinct count vector). Windows
+    of very few rows are integrated row by row, vectorised over rows, classes and nodes.
 
     Only the classes that can win count: a class whose gamma variable exceeds
     ``F_{β_max}^{-1}(ε)`` with probability at most ε is the argmax with probability
@@ -132,8 +138,11 @@ class _Rows:
             if len(ub) * len(self.values) <= len(v_fg):
                 table = special.gammaincc(self.values[None, :], x_lo0[:, None]) > _TAIL
                 live[r_fg, j_fg] = table[inv_b[r_fg], v_id]
-            else:
-                live[r_fg, j_fg] = special.gammaincc(v_fg, x_lo0[inv_b[r_fg]]) > _TAIL
+            else:  # once per distinct (β_max, value) pair
+                pair, inv_pair = np.unique(inv_b[r_fg] * len(self.values) + v_id, return_inverse=True)
+                table = special.gammaincc(self.values[pair % len(self.values)],
+                                          x_lo0[pair // len(self.values)]) > _TAIL
+                live[r_fg, j_fg] = table[inv_pair]
 
         # Window start: F_{β_max}^{-1}(ε), or where x^{B_S} / Π_S Γ(β_j + 1) = ε.
         lg_bg = np.where(bg_pos, special.gammaln(self.bg + 1.0), 0.0)
@@ -183,16 +192,20 @@ class _Rows:
         weights)`` on [0, 1], mapped on the rows' windows, ``(len(rows), K)``; and, with
         a ``check`` rule, each row's largest difference between the two (else None).
 
-        Per window: ``ln Π_j F_{β_j}`` at every node is the background total, less
-        the background values of the row's foreground columns, plus their foreground
-        values (one sparse product); times ``x f_β / F_β``, integrated by a matrix
+        Per window: ``ln Π_j F_{β_j}`` at every node is the background total plus, for
+        each foreground entry, its value's ``ln F`` less its column's background one
+        (one table of differences); times ``x f_β / F_β``, integrated by a matrix
         product for the background classes and one dot product per foreground entry.
+        The tables of all windows are evaluated together (:meth:`_tables`).
         """
         rules = [rule] if check is None else [rule, check]
         nodes = np.concatenate([u for u, _ in rules])
         bounds = np.cumsum([0] + [len(u) for u, _ in rules])
         parts = [slice(bounds[k], bounds[k + 1]) for k in range(len(rules))]
         weights = np.concatenate([w for _, w in rules])
+        # ln F at the check rule's nodes: interpolated from the rule's nodes.
+        interp = (_interpolation(len(rule[0]), len(check[0]))
+                  if check is not None and _INTERPOLATED_CHECK else None)
         out = np.empty((len(rows), len(self.bg)))
         gap = np.zeros(len(rows)) if check is not None else None
         cut = np.flatnonzero(np.diff(self.group[rows])) + 1
@@ -202,22 +215,18 @@ class _Rows:
         if few.any():
             sel = np.concatenate([np.arange(a, b) for a, b in zip(first_all[few], last_all[few],
                                                                   strict=True)])
-            self._direct(rows, sel, nodes, weights, parts, out, gap)
-        for first, last in zip(first_all[~few], last_all[~few], strict=True):
+            self._direct(rows, sel, nodes, weights, parts, out, gap, interp)
+        shared = np.flatnonzero(~few)
+        if shared.size:
+            tables = self._tables(rows, first_all[shared], last_all[shared], nodes, interp)
+        for k, (first, last) in enumerate(zip(first_all[shared], last_all[shared], strict=True)):
             g = self.group[rows[first]]
             t = self.t_start[g] + nodes * self.t_width[g]
             scale = weights * self.t_width[g]
-            bg_log, bg_h = _log_cdf_and_hazard(self.bg, t)
+            fg_diff, fg_h, bg_log, bg_h, local = tables(k)
             bg_total = bg_log.sum(axis=0)
             bg_h = bg_h.T * scale[:, None]                          # (nodes, K), weighted
-            ids = self.fg_id[rows[first:last]]
-            used, local = np.unique(ids, return_inverse=True)
-            local = local.reshape(ids.shape)
-            # Tables of the values used; row 0 is zero (the padding) if there is padding.
-            values = self.values[used] if used[0] >= 0 else np.r_[0.0, self.values[used[1:]]]
-            fg_log, fg_h = _log_cdf_and_hazard(values, t)
-            fg_h *= scale
-            log_table = np.vstack([fg_log, bg_log])
+            fg_h = fg_h * scale
             chunk = max(1, _DENSE_BLOCK // len(t))
             for lo in range(first, last, chunk):
                 hi = min(lo + chunk, last)
@@ -226,26 +235,24 @@ class _Rows:
                 loc = local[lo - first:hi - first, :width]
                 cols = self.fg_col[r, :width]
                 valid = self.fg_id[r, :width] >= 0
-                # +ln F of each foreground value, −ln F of its column's background.
-                index = np.concatenate([loc, np.where(valid, len(fg_log) + cols, 0)], axis=1)
-                data = np.concatenate([np.ones(loc.shape), -np.ones(loc.shape)], axis=1)
-                terms = sparse.csr_matrix((data.ravel(), index.ravel(),
-                                           np.arange(0, index.size + 1, 2 * width)),
-                                          shape=(hi - lo, len(log_table)))
-                dens = np.exp(bg_total + terms @ log_table)
+                # +ln F of each foreground value, −ln F of its column's background: the
+                # k-th entries of the rows that have more than k (rows sorted by number).
+                log_prod = np.repeat(bg_total[None, :], hi - lo, axis=0)
+                n_r = self.n_fg[r]
+                for k in range(width):
+                    a = int(np.searchsorted(n_r, k, side="right"))
+                    log_prod[a:] += fg_diff[loc[a:, k]]
+                dens = np.exp(log_prod)
                 blocks = [_matmul(dens[:, part], bg_h[part]) for part in parts]
-                # The foreground entries, a block of rows at a time: (rows, width, nodes).
-                step = max(1, _BLOCK // (width * len(t)))
-                for a in range(0, hi - lo, step):
-                    b = min(a + step, hi - lo)
-                    w_ab = max(int(self.n_fg[r[a:b]].max()), 1)
-                    h_fg = fg_h[loc[a:b, :w_ab]]
-                    ok = valid[a:b, :w_ab]
-                    rr = np.broadcast_to(np.arange(a, b)[:, None], ok.shape)[ok]
-                    cc = cols[a:b, :w_ab][ok]
+                # The foreground entries, a block of them at a time: (entries, nodes).
+                rr, ss = np.nonzero(valid)
+                entry, cc = loc[rr, ss], cols[rr, ss]
+                step = max(1, _BLOCK // len(t))
+                for a in range(0, len(rr), step):
+                    e = slice(a, a + step)
+                    h_fg, d_fg = fg_h[entry[e]], dens[rr[e]]
                     for block, part in zip(blocks, parts, strict=True):
-                        block[rr, cc] = np.einsum("cmq,cq->cm", h_fg[:, :, part],
-                                                  dens[a:b, part])[ok]
+                        block[rr[e], cc[e]] = np.einsum("eq,eq->e", h_fg[:, part], d_fg[:, part])
                 dead = ~self.live[r]
                 for block in blocks:
                     block[dead] = 0.0
@@ -254,7 +261,64 @@ class _Rows:
                     gap[lo:hi] = np.max(np.abs(blocks[0] - blocks[1]), axis=1)
         return out, gap
 
-    def _direct(self, rows, sel, nodes, weights, parts, out, gap):
+    def _tables(self, rows, first, last, nodes, interp=None):
+        """The tables of the windows ``rows[first[k]:last[k]]``, evaluated a batch of
+        windows at a time: ``tables(k)`` gives, for window ``k``, the (value, column)
+        pairs its rows use (first a zero row, the padding, if it has padding) as
+        ``ln F`` of the value less ``ln F`` of the column's background and the ratio
+        ``x f / F``; ``ln F`` and the ratio of the background; and its rows' entries as
+        indices into the pairs."""
+        n_win, n_classes = len(first), len(self.bg)
+        size = last - first
+        win_of = np.repeat(np.arange(n_win), size)
+        pos = np.arange(int(size.sum())) + np.repeat(first - (np.cumsum(size) - size), size)
+        ids, cols = self.fg_id[rows[pos]], self.fg_col[rows[pos]]
+        n_val = len(self.values) + 1
+        # (window, value, column) triples, padding (id -1) first within its window.
+        keys, inverse = np.unique((win_of[:, None] * n_val + (ids + 1)) * n_classes + cols,
+                                  return_inverse=True)
+        inverse = inverse.reshape(ids.shape)
+        key_col, key_id = keys % n_classes, (keys // n_classes) % n_val - 1
+        key_win = keys // (n_classes * n_val)
+        start = np.searchsorted(key_win, np.arange(n_win + 1))
+        local = inverse - start[win_of][:, None]
+        row_start = np.r_[0, np.cumsum(size)]
+        g = self.group[rows[first]]
+        t = self.t_start[g][:, None] + nodes[None, :] * self.t_width[g][:, None]
+        x = np.exp(t)
+        log_x = np.log(x)
+        # Windows in batches of at most about _TABLE_BLOCK table cells.
+        n_tab = np.diff(start) + n_classes
+        batch = np.cumsum(n_tab) * len(nodes) // _TABLE_BLOCK
+        cache = {}
+
+        def tables(k):
+            b = int(batch[k])
+            if b not in cache:
+                cache.clear()
+                wins = np.flatnonzero(batch == b)
+                w0, w1 = int(wins[0]), int(wins[-1]) + 1
+                ids_b = key_id[start[w0]:start[w1]]
+                vals = np.zeros(len(ids_b))        # padding: shape 0
+                vals[ids_b >= 0] = self.values[ids_b[ids_b >= 0]]
+                shapes = np.r_[vals, np.tile(self.bg, w1 - w0)]
+                at = np.r_[key_win[start[w0]:start[w1]], np.repeat(np.arange(w0, w1), n_classes)]
+                log_cdf, hazard = _tables_at(shapes[:, None], t[at], x[at], log_x[at], interp)
+                n_fg_tab = start[w1] - start[w0]
+                # ln F of each value less that of its column's background (0: padding).
+                own_bg = n_fg_tab + (at[:n_fg_tab] - w0) * n_classes + key_col[start[w0]:start[w1]]
+                diff = log_cdf[:n_fg_tab] - log_cdf[own_bg]
+                diff[ids_b < 0] = 0.0
+                cache[b] = (w0, log_cdf, hazard, diff, n_fg_tab)
+            w0, log_cdf, hazard, diff, n_fg_tab = cache[b]
+            a, z = start[k] - start[w0], start[k + 1] - start[w0]
+            bg = slice(n_fg_tab + (k - w0) * n_classes, n_fg_tab + (k - w0 + 1) * n_classes)
+            return (diff[a:z], hazard[a:z], log_cdf[bg], hazard[bg],
+                    local[row_start[k]:row_start[k + 1]])
+
+        return tables
+
+    def _direct(self, rows, sel, nodes, weights, parts, out, gap, interp=None):
         """:meth:`integrate` for ``rows[sel]``, every gamma CDF evaluated at each row's own
         nodes: ``(rows, K, nodes)`` arrays, a block of rows at a time."""
         n_classes = len(self.bg)
@@ -264,7 +328,7 @@ class _Rows:
             r = rows[at]
             g = self.group[r]
             t = self.t_start[g][:, None] + nodes[None, :] * self.t_width[g][:, None]
-            log_cdf, hazard = _log_cdf_and_hazard(self.beta[self.order[r]], t)
+            log_cdf, hazard = _log_cdf_and_hazard(self.beta[self.order[r]], t, interp)
             dens = np.exp(log_cdf.sum(axis=1)) * (weights[None, :] * self.t_width[g][:, None])
             blocks = [np.einsum("rkq,rq->rk", hazard[:, :, part], dens[:, part]) for part in parts]
             dead = ~self.live[r]
@@ -276,14 +340,15 @@ class _Rows:
 
 
 def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a @ b``; small products by numpy's own loop (a threaded BLAS spends longer
-    starting its threads than multiplying)."""
-    if a.shape[0] * a.shape[1] * b.shape[1] < _BLAS_MIN_PRODUCT:
-        return np.einsum("rq,qk->rk", a, b)
-    return a @ b
+    """``a @ b``, by BLAS on blocks of rows small enough that it runs on one thread (a
+    threaded BLAS spends longer starting its threads than multiplying)."""
+    step = max(1, _BLAS_MAX_PRODUCT // max(1, a.shape[1] * b.shape[1]))
+    if a.shape[0] <= step:
+        return a @ b
+    return np.concatenate([a[lo:lo + step] @ b for lo in range(0, a.shape[0], step)])
 
 
-def _log_cdf_and_hazard(shapes: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _log_cdf_and_hazard(shapes: np.ndarray, t: np.ndarray, interp=None) -> tuple[np.ndarray, np.ndarray]:
     """``ln F_β(e^t)`` and ``e^t f_β(e^t) / F_β(e^t)`` for each shape and node: shapes
     ``(S,)`` and nodes ``(Q,)`` give ``(S, Q)``; shapes ``(R, S)`` and nodes ``(R, Q)``
     give ``(R, S, Q)``.
@@ -291,26 +356,61 @@ def _log_cdf_and_hazard(shapes: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, 
     Shape 0 (``p_j = 0``) gives ``F = 1`` and 0; ``ln F`` is floored at ``_LOG_FLOOR``
     (where the product it enters underflows anyway) and the ratio is 0 where ``F``
     underflows (the integrand is below ``β F(x)`` there, i.e. 0).
+
+    ``interp`` (``(n, Q − n)``, from :func:`_interpolation`): ``F`` is evaluated at the
+    first ``n`` nodes only (a Gauss-Legendre rule's) and ``ln F`` interpolated at the
+    others (a check rule's) by the polynomial through those values, capped at 0, and
+    the ratio at ``β`` (its supremum): the check rule then costs no gamma CDF.
     """
-    pos = (shapes > 0)[..., None]
-    b = np.where(pos, shapes[..., None], 1.0)
     t = t[..., None, :]
     x = np.exp(t)
+    return _tables_at(shapes[..., None], t, x, np.log(x), interp)
+
+
+def _tables_at(shapes, t, x, log_x, interp=None):
+    """:func:`_log_cdf_and_hazard` of ``shapes`` at nodes ``t`` (with ``x = e^t`` and
+    ``ln x``), all broadcast together."""
+    pos = shapes > 0
+    b = np.where(pos, shapes, 1.0)
     log_pdf = b * t - x - special.gammaln(b)
+    n = t.shape[-1] if interp is None else interp.shape[0]
+    x_n = x[..., :n]
     # Far in the upper tail F rounds to 1: the Chernoff bound 1 − F ≤ e^{−x} (e x/β)^β
     # (x > β) below 2^-60 says so without evaluating F.
     with np.errstate(divide="ignore"):
-        one = (x > b) & (b * (1.0 + np.log(x) - np.log(b)) - x < -60.0 * np.log(2.0))
-    cdf = np.ones(np.broadcast_shapes(b.shape, x.shape))
+        one = (x_n > b) & (b * (1.0 + log_x[..., :n] - np.log(b)) - x_n < -60.0 * np.log(2.0))
+    cdf = np.ones(np.broadcast_shapes(b.shape, x_n.shape))
     rest = ~one
-    cdf[rest] = special.gammainc(np.broadcast_to(b, cdf.shape)[rest], np.broadcast_to(x, cdf.shape)[rest])
+    cdf[rest] = special.gammainc(np.broadcast_to(b, cdf.shape)[rest], np.broadcast_to(x_n, cdf.shape)[rest])
     with np.errstate(divide="ignore"):
         log_cdf = np.log(cdf)
     finite = log_cdf > -np.inf
     with np.errstate(invalid="ignore", over="ignore"):
-        hazard = np.where(finite & pos, np.exp(log_pdf - log_cdf), 0.0)
+        hazard = np.where(finite & pos, np.exp(log_pdf[..., :n] - log_cdf), 0.0)
     log_cdf = np.maximum(log_cdf, _LOG_FLOOR)
+    if interp is not None:
+        log_more = _matmul(log_cdf.reshape(-1, n), interp).reshape(*log_cdf.shape[:-1], -1)
+        np.minimum(log_more, 0.0, out=log_more)
+        with np.errstate(over="ignore"):
+            h_more = np.where(pos, np.exp(np.minimum(log_pdf[..., n:] - log_more, np.log(b))), 0.0)
+        log_cdf = np.concatenate([log_cdf, np.maximum(log_more, _LOG_FLOOR)], axis=-1)
+        hazard = np.concatenate([hazard, h_more], axis=-1)
     return np.where(pos, log_cdf, 0.0), hazard
+
+
+@functools.cache
+def _interpolation(n: int, m: int) -> np.ndarray:
+    """``(n, m)``: values at the ``n`` Gauss-Legendre nodes on [0, 1] times this matrix
+    are the values at the ``m``-node rule's nodes of the polynomial through them
+    (barycentric Lagrange interpolation)."""
+    u_n, _ = _legendre(n)
+    u_m, _ = _legendre(m)
+    diff = u_n[:, None] - u_n[None, :]
+    np.fill_diagonal(diff, 1.0)
+    # Barycentric weights 1 / Π_{k≠j} (u_j − u_k), scaled (only their ratios matter).
+    lam = 1.0 / np.prod(diff * 4.0, axis=1)
+    terms = lam[:, None] / (u_m[None, :] - u_n[:, None])
+    return terms / terms.sum(axis=0, keepdims=True)
 
 
 def _gamma_quadrature(beta: np.ndarray) -> np.ndarray:
