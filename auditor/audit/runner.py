@@ -11,13 +11,14 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
+from auditor import webhooks
 from auditor.audit.inputs import AuditSnapshot, PreviousResults
 from auditor.audit.pipeline import (
     AuditOptions,
@@ -55,6 +56,8 @@ class Outcome:
     current_version: int | None = None
     alert_ids: tuple[int, ...] = ()
     timings: Mapping[str, float] = field(default_factory=dict)
+    #: Webhook deliveries stored in the transaction that wrote the results (to publish).
+    delivery_ids: tuple[int, ...] = ()
     #: More to report (e.g. how many parts a fanned-out run started).
     details: Mapping[str, Any] = field(default_factory=dict)
 
@@ -127,7 +130,11 @@ def compute_inline(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]
 def finish(factory: sessionmaker[Session], run_id: int, *, task_id: str, data_version: int,
            merged: Mapping[str, Any], previous: PreviousResults | Mapping[str, Any], options: AuditOptions,
            timings: Mapping[str, float]) -> Finished:
-    """One transaction: all result rows, alerts, the run marked succeeded, the outbox processed."""
+    """One transaction: all result rows, alerts, the run marked succeeded, the outbox processed,
+    and the workspace webhooks' deliveries of the audit and its alerts (so that a crash after
+    the commit cannot lose them: they are stored, and the sweep sends any whose message is
+    lost). Storing the deliveries is inside a savepoint: if it fails, the audit still commits
+    without them, and the failure is logged."""
     if not isinstance(previous, PreviousResults):
         previous = PreviousResults(previous.get("run_id"),
                                    {int(k): v for k, v in previous.get("certifications", {}).items()},
@@ -135,9 +142,23 @@ def finish(factory: sessionmaker[Session], run_id: int, *, task_id: str, data_ve
     results = plain(merged["results"])
     alerts = alerts_for(previous, results, options)
     with session_scope(factory) as session:
-        return finish_audit(session, run_id, task_id=task_id, data_version=data_version, results=results,
+        done = finish_audit(session, run_id, task_id=task_id, data_version=data_version, results=results,
                             summary=plain(merged["summary"]), alerts=plain(alerts), timings=timings,
                             quality_alpha=options.quality_alpha)
+        if done.written:
+            done = replace(done, delivery_ids=_store_deliveries(session, run_id, done.alert_ids))
+        return done
+
+
+def _store_deliveries(session: Session, run_id: int, alert_ids: tuple[int, ...]) -> tuple[int, ...]:
+    """The webhook deliveries of a written audit, in a savepoint of its transaction."""
+    try:
+        with session.begin_nested():
+            return tuple(webhooks.audit_completed(session, run_id) + webhooks.alerts_raised(session, alert_ids))
+    except Exception as exc:  # never fails the audit; nothing else can redo this, so say it loudly
+        log.error("could not store the webhook deliveries of audit run %s: %s", run_id, exc.__class__.__name__,
+                  exc_info=exc)
+        return ()
 
 
 # SQLSTATE classes and codes after which the same statement may well succeed: connection
@@ -235,4 +256,5 @@ def run_audit(factory: sessionmaker[Session], dataset_id: int, *, task_id: str, 
     timings["write"] = clock() - t3
     if not done.written:
         return Outcome("lost", c.run_id, snap.data_version, done.current_version)
-    return Outcome("succeeded", c.run_id, snap.data_version, done.current_version, done.alert_ids, timings)
+    return Outcome("succeeded", c.run_id, snap.data_version, done.current_version, done.alert_ids, timings,
+                   delivery_ids=done.delivery_ids)

@@ -253,6 +253,8 @@ class Finished:
     written: bool
     current_version: int
     alert_ids: tuple[int, ...] = ()
+    #: Webhook deliveries stored with the results (set by the audit runner).
+    delivery_ids: tuple[int, ...] = ()
 
 
 def finish_audit(session: Session, run_id: int, *, task_id: str, data_version: int,

@@ -106,15 +106,10 @@ def _after_run(task, outcome: runner.Outcome) -> None:
 
 
 def _notify(task, outcome: runner.Outcome) -> None:
-    """The workspace's webhooks hear of the audit and its alerts; a failure here never fails the audit."""
-    try:
-        with session_scope(_session_factory(task)) as session:
-            ids = webhooks.audit_completed(session, outcome.run_id) + webhooks.alerts_raised(session, outcome.alert_ids)
-    except Exception as exc:  # the sweep cannot redo this: say so loudly
-        log.error("could not queue the webhook deliveries of audit run %s: %s", outcome.run_id,
-                  exc.__class__.__name__, exc_info=exc)
-        return
-    _publish_deliveries(ids)
+    """The workspace's webhooks hear of the audit and its alerts: their deliveries were stored
+    with the audit's results (:func:`~auditor.audit.runner.finish`); here they are published,
+    and any message lost is sent by the sweep."""
+    _publish_deliveries(list(outcome.delivery_ids))
 
 
 def _publish_deliveries(ids: list[int]) -> None:
@@ -269,7 +264,7 @@ def finish_audit(self, group_id: str, run_id: int, task_id: str, data_version: i
     parts.forget()
     _last_beat.pop(run_id, None)
     outcome = runner.Outcome("succeeded" if done.written else "lost", run_id, data_version, done.current_version,
-                             done.alert_ids)
+                             done.alert_ids, delivery_ids=done.delivery_ids)
     _after_run(self, outcome)
     return {"state": outcome.state, "run_id": run_id, "data_version": data_version,
             "follow_up": outcome.needs_follow_up}

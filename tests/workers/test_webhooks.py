@@ -314,3 +314,61 @@ def test_many_and_large_alerts_are_split_over_bounded_bodies(pg_factory):
     large = next(a for a in sent if a["id"] == ids[7])
     assert large["details"] is None and large["details_omitted"] is True
     assert all(a["details"] == {"blob": "x" * 2_000} for a in sent if a["id"] != ids[7])
+
+
+def _hooked_dataset(factory, name: str) -> tuple[int, int]:
+    """A dataset with labels and predictions whose workspace has a webhook for every event."""
+    from auditor.db import Dataset
+    from tests.workers._data import import_annotations, import_predictions, make_dataset
+
+    ds = make_dataset(factory, name, ["a", "b"])
+    import_annotations(factory, ds, [(f"i{n}", f"w{r}", (n + r * (n % 3 == 0)) % 2) for n in range(40) for r in range(3)])
+    import_predictions(factory, ds, "m", "1", labels={f"i{n}": n % 2 for n in range(40)})
+    with session_scope(factory) as s:
+        ws = s.get(Dataset, ds).workspace_id
+        s.add(Webhook(workspace_id=ws, url="https://hooks.example.com/audits", secret="k" * 30, secret_prefix="kkkk",
+                      events=["audit.completed", "alert.raised"], active=True))
+    return ds, ws
+
+
+def test_an_audit_stores_its_deliveries_in_the_transaction_of_its_results(pg_factory):
+    """No worker here: the run's results and its webhook deliveries are committed together, so
+    a crash after the commit cannot lose them (the sweep sends any whose message is lost); an
+    inline audit is heard too."""
+    from auditor.audit import runner
+    from auditor.audit.pipeline import AuditOptions
+
+    _url, factory = pg_factory
+    ds, ws = _hooked_dataset(factory, "deliveries-in-tx")
+    out = runner.run_audit(factory, ds, task_id="tx-1", options=AuditOptions(n_bootstrap=10),
+                           lease=timedelta(seconds=60))
+    assert out.state == "succeeded" and out.delivery_ids
+    with session_scope(factory) as s:
+        stored = s.scalars(select(WebhookDelivery).join(Webhook, Webhook.id == WebhookDelivery.webhook_id).where(Webhook.workspace_id == ws)).all()
+        assert sorted(d.id for d in stored) == sorted(out.delivery_ids)
+        assert {d.event for d in stored} == {"audit.completed"} and all(d.status == DeliveryStatus.PENDING for d in stored)
+        body = json.loads(stored[0].body)
+        assert body["data"]["audit_run"]["id"] == out.run_id and body["data"]["audit_run"]["status"] == "succeeded"
+
+
+def test_a_failure_to_store_the_deliveries_never_fails_the_audit(pg_factory, monkeypatch, caplog):
+    from auditor.audit import runner
+    from auditor.audit.pipeline import AuditOptions
+    from auditor.db import AuditRun
+
+    _url, factory = pg_factory
+    ds, ws = _hooked_dataset(factory, "deliveries-fail")
+
+    def broken(session, run_id):
+        webhooks.create_deliveries(session, ws, "audit.completed", ["{\"half\": \"written\"}"])  # then fails
+        raise RuntimeError("webhook table unavailable")
+
+    monkeypatch.setattr(webhooks, "audit_completed", broken)
+    out = runner.run_audit(factory, ds, task_id="tx-2", options=AuditOptions(n_bootstrap=10),
+                           lease=timedelta(seconds=60))
+    assert out.state == "succeeded" and out.delivery_ids == ()
+    assert "could not store the webhook deliveries" in caplog.text
+    with session_scope(factory) as s:
+        assert s.get(AuditRun, out.run_id).status == "succeeded"
+        # the savepoint took back what the failed step had written, and only that
+        assert s.scalars(select(WebhookDelivery).join(Webhook, Webhook.id == WebhookDelivery.webhook_id).where(Webhook.workspace_id == ws)).all() == []
