@@ -569,3 +569,39 @@ def test_abc_size_ordered_sums_equal_the_sub_vector_table(seed, n_labels, block,
         table = exact.exact_tables(pool, ref, model=ABCModel(uniq, mult), **kw)
     exact.clear_table_cache()
     np.testing.assert_allclose(by_size.expected, table.expected, rtol=1e-10, atol=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_labels=st.integers(1, 5), grid=st.booleans())
+def test_plurality_table_equals_the_sum_over_every_sub_count_vector(seed, n_labels, grid):
+    """The plurality-by-agreement table (computed on each key's sorted counts, its winners
+    tracked while the sub-count vectors are built) is the definition summed term by term:
+    Σ_y H(y; m, k) Σ_{l ∈ argmax y} (m_l − y_l) / ((n − k) |argmax y|)."""
+    from itertools import product
+
+    from auditor.stats.equivalence import exact
+
+    rng = np.random.default_rng(seed)
+    n_items = int(rng.integers(1, 25))
+    pool = np.stack([rng.multinomial(int(rng.integers(1, 9)), rng.dirichlet(np.full(n_labels, 0.6)))
+                     for _ in range(n_items)])
+    k_max = int(pool.sum(axis=1).max()) - 1
+    ks = np.unique(np.r_[0, rng.choice(k_max + 1, size=min(3, k_max + 1), replace=False)]) if grid else None
+    exact.clear_table_cache()
+    t = exact.exact_tables(pool, None, combiner="plurality", scorer="agreement", k_max=k_max,
+                           prior=np.full(n_labels, 1.0 / n_labels), model=None, clip=0.0, ks=ks)
+    exact.clear_table_cache()
+    ks = np.arange(k_max + 1) if ks is None else ks
+    for m, row in zip(t.keys, t.expected, strict=True):
+        n = int(m.sum())
+        for j, k in enumerate(ks):
+            want = 0.0
+            if k <= n - 1:
+                for y in product(*(range(c + 1) for c in m)):
+                    y = np.array(y)
+                    if y.sum() != k:
+                        continue
+                    h = np.prod([comb(int(a), int(b)) for a, b in zip(m, y, strict=True)]) / comb(n, int(k))
+                    win = y == y.max()
+                    want += h * (m - y)[win].sum() / ((n - k) * win.sum())
+            assert row[j] == pytest.approx(want, rel=1e-12, abs=1e-15)

@@ -245,18 +245,21 @@ class ABCModel:
         """Predictions (P, L) for sub-counts ``y ≤ own`` of items with full counts ``own``."""
         return self.predict_columns(np.ascontiguousarray(y.T), np.ascontiguousarray(own.T)).T
 
-    def predict_columns(self, y: np.ndarray, own: np.ndarray, *, rest: np.ndarray | None = None,
-                        log_own: np.ndarray | None = None, total: np.ndarray | None = None) -> np.ndarray:
+    def predict_columns(self, y: np.ndarray, own: np.ndarray | None, *, rest: np.ndarray | None = None,
+                        log_own: np.ndarray | None = None, total: np.ndarray | None = None,
+                        n_own: np.ndarray | None = None) -> np.ndarray:
         """:meth:`predict` column-major: ``y``, ``own`` and the result are (L, P).
 
         ``rest`` (``own − y``), ``log_own`` (log P_own(y)) and ``total`` (``total(y + e_l)``,
         (L, P); overwritten) may be passed by a caller that has them already (the exact path
-        computes the first two for its hypergeometric weights, and may sum the third).
+        computes the first two for its hypergeometric weights, and may sum the third); with
+        ``rest``, ``log_own`` and ``n_own`` (= |own|), ``own`` is not needed.
         """
         n_labels = y.shape[0]
         if total is None:
             total = self._totals_next(y)
-        n_own = own.sum(axis=0)
+        if n_own is None:
+            n_own = own.sum(axis=0)
         left = n_own - y.sum(axis=0)
         if rest is None:
             rest = own - y
@@ -268,19 +271,29 @@ class ABCModel:
                 log_own += lf[own[lab]] - lf[np.maximum(rest[lab], 0)]
         # P_own(y + e_l) = P_own(y) (own_l − y_l) / (|own| − |y|): falling factorials one step on.
         step = np.where(left > 0, np.exp(log_own) / np.maximum(left, 1), 0.0)
-        num = np.multiply(rest, step, dtype=float)
-        np.subtract(total, num, out=num)
-        # Rounding in the subtraction must not turn "no other item" into a tiny probability.
-        total *= 1e-12
-        np.copyto(num, 0.0, where=num <= total)
-        norm = num.sum(axis=0)
-        empty = norm <= 0
-        if empty.any():
-            # No other item can have produced these labels: nothing was learned, predict uniformly.
-            num[:, empty] = 1.0
-            norm[empty] = n_labels
-        num /= norm
-        return num
+        return abc_from_totals(total, rest, step)
+
+
+def abc_from_totals(total: np.ndarray, rest: np.ndarray, step: np.ndarray) -> np.ndarray:
+    """The ABC's predictions (L, P) from the data set's sums ``total`` = T(y + e_l) (L, P;
+    overwritten), the item's own remaining counts ``rest`` = own − y and ``step`` =
+    P_own(y) / (|own| − |y|) (0 when nothing is left): the item's own term
+    P_own(y + e_l) = rest_l · step is taken out of the sums (leave one out), the rest
+    normalised."""
+    n_labels = total.shape[0]
+    num = np.multiply(rest, step, dtype=float)
+    np.subtract(total, num, out=num)
+    # Rounding in the subtraction must not turn "no other item" into a tiny probability.
+    total *= 1e-12
+    np.copyto(num, 0.0, where=num <= total)
+    norm = num.sum(axis=0)
+    empty = norm <= 0
+    if empty.any():
+        # No other item can have produced these labels: nothing was learned, predict uniformly.
+        num[:, empty] = 1.0
+        norm[empty] = n_labels
+    num /= norm
+    return num
 
 
 def predict(combiner: str, y: np.ndarray, own: np.ndarray, *, prior: np.ndarray,
@@ -294,9 +307,10 @@ def predict(combiner: str, y: np.ndarray, own: np.ndarray, *, prior: np.ndarray,
                            model=model, clip=clip).T
 
 
-def predict_columns(combiner: str, y: np.ndarray, own: np.ndarray, *, prior: np.ndarray,
+def predict_columns(combiner: str, y: np.ndarray, own: np.ndarray | None, *, prior: np.ndarray,
                     model: ABCModel | None, clip: float, rest: np.ndarray | None = None,
-                    log_own: np.ndarray | None = None, total: np.ndarray | None = None) -> np.ndarray:
+                    log_own: np.ndarray | None = None, total: np.ndarray | None = None,
+                    n_own: np.ndarray | None = None) -> np.ndarray:
     """:func:`predict` column-major: ``y``, ``own`` and the predictions are (L, P).
 
     ``rest`` = own − y, ``log_own`` = log P_own(y) and ``total`` (the ABC's table sums at
@@ -309,6 +323,7 @@ def predict_columns(combiner: str, y: np.ndarray, own: np.ndarray, *, prior: np.
         out = np.where(k > 0, y / np.maximum(k, 1), prior[:, None])
         return clip_probabilities(out, clip, axis=0, inplace=True)
     if combiner == "abc":
-        return clip_probabilities(model.predict_columns(y, own, rest=rest, log_own=log_own, total=total),
+        return clip_probabilities(model.predict_columns(y, own, rest=rest, log_own=log_own, total=total,
+                                                        n_own=n_own),
                                   clip, axis=0, inplace=True)
     raise ValueError(combiner)  # pragma: no cover - names are validated upstream

@@ -21,6 +21,7 @@ a, reference counts r), k ranges over 0..|a| and the reference label is drawn fr
 from __future__ import annotations
 
 import hashlib
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,8 +29,13 @@ import pandas as pd
 from scipy.special import gammaln
 
 from auditor.lru import LRU
-from auditor.stats.equivalence._inputs import row_histogram, sub_counts_columns
-from auditor.stats.equivalence.combiners import ABCModel, predict_columns
+from auditor.stats.equivalence._inputs import row_histogram
+from auditor.stats.equivalence.combiners import (
+    ABCModel,
+    abc_from_totals,
+    clip_probabilities,
+    predict_columns,
+)
 from auditor.stats.equivalence.scorers import label_scores_columns
 
 
@@ -155,21 +161,186 @@ def _digest(*parts) -> bytes:
     return h.digest()
 
 
-def _sequence_terms(owner: np.ndarray, y: np.ndarray, u_cols: np.ndarray, n_u: np.ndarray,
-                    key_log: np.ndarray, lf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``m − y`` and log P_m(y) (one particular sequence of the |y| labels, drawn without
-    replacement from the item with counts m) for the pairs (owner, y):
-    log P_m(y) = Σ_l log m_l! − log (m_l − y_l)! − (log n! − log (n − k)!)."""
-    rest = u_cols[:, owner] - y
-    k = y.sum(axis=0)
-    return rest, key_log[owner] + lf[n_u[owner] - k] - lf[rest].sum(axis=0)
+def _count_dtype(u: np.ndarray):
+    """The smallest signed integer type that holds every count of ``u``."""
+    top = int(u.max(initial=0))
+    return np.int8 if top < 2**7 else np.int16 if top < 2**15 else np.int64
+
+
+@dataclass
+class _Pairs:
+    """A block of pairs (owner, y), y ≤ u[owner]: ``y`` and ``rest`` = u[owner] − y
+    column-major (L, P) in a small integer type, k = |y|, Σ_l log y_l! and
+    Σ_l log (u_l − y_l)!, and (when asked) the mixed-radix code of y."""
+
+    owner: np.ndarray
+    k: np.ndarray
+    y: np.ndarray
+    rest: np.ndarray
+    lf_y: np.ndarray
+    lf_rest: np.ndarray
+    code: np.ndarray | None
+
+
+@dataclass(eq=False)
+class _Walk:
+    """The partial vectors of the enumeration after some levels: each one's key (``owner``),
+    how many labels it holds (``used``), and its sums Σ log y_l! and Σ log (u_l − y_l)! so far."""
+
+    owner: np.ndarray
+    used: np.ndarray
+    lf_y: np.ndarray
+    lf_rest: np.ndarray
+
+    @classmethod
+    def start(cls, n_u: int) -> _Walk:
+        return cls(np.arange(n_u), np.zeros(n_u, dtype=np.int64), np.zeros(n_u), np.zeros(n_u))
+
+
+def _levels(unique: np.ndarray, k_max: np.ndarray, sizes: np.ndarray | None, lf: np.ndarray, walk: _Walk):
+    """The enumeration of every y ≤ unique[owner] (|y| ≤ k_max, in ``sizes``), one label
+    (level) at a time: ``walk`` (from :meth:`_Walk.start`) is updated with each level (one
+    pass over its vectors), and ``(lab, parent, offsets, rest)`` yielded: each new partial
+    vector's parent at the previous level, its count of label ``lab`` and u_lab − y_lab."""
+    n_labels = unique.shape[1]
+    # With ``sizes``: what the labels after each one can still add, to drop partial vectors
+    # that can no longer reach the smallest size.
+    left = None if sizes is None else np.ascontiguousarray(np.cumsum(unique[:, ::-1], axis=1)[:, ::-1].T)
+    # (``take`` rather than fancy indexing: the same gathers, at half the cost.)
+    columns = np.ascontiguousarray(unique.T)
+    for lab in range(n_labels):
+        have = columns[lab].take(walk.owner)
+        room = np.minimum(have, k_max.take(walk.owner) - walk.used)
+        parent, offsets = _expand(lab, n_labels, walk.owner, walk.used, room, sizes, left)
+        walk.owner = walk.owner.take(parent)
+        walk.used = walk.used.take(parent)
+        walk.used += offsets
+        rest = have.take(parent)
+        rest -= offsets
+        walk.lf_y = walk.lf_y.take(parent)
+        walk.lf_y += lf.take(offsets)
+        walk.lf_rest = walk.lf_rest.take(parent)
+        walk.lf_rest += lf.take(rest)
+        yield lab, parent, offsets, rest
+
+
+def _enumerate(unique: np.ndarray, k_max: np.ndarray, sizes: np.ndarray | None, lf: np.ndarray,
+               dtype, place: np.ndarray | None = None, want_y: bool = True) -> _Pairs:
+    """The pairs of :func:`~auditor.stats.equivalence._inputs.sub_counts_columns` (the
+    same, in the same order), with the per-pair sums over labels added up level by level
+    while the vectors are built (one pass over each level's partial vectors) instead of
+    gathering every label's column again afterwards. Without ``want_y``, ``y`` is None
+    (``rest`` only)."""
+    n_u, n_labels = unique.shape
+    code = None if place is None else np.zeros(n_u, dtype=np.int64)
+    offsets_by_level: list[np.ndarray] = []  # y's count of each label (with ``want_y``)
+    rest_by_level: list[np.ndarray] = []
+    parents: list[np.ndarray] = []
+    walk = _Walk.start(n_u)
+    for lab, parent, offsets, rest in _levels(unique, k_max, sizes, lf, walk):
+        if code is not None:
+            code = code.take(parent)
+            code += offsets * place[lab]
+        if want_y:
+            offsets_by_level.append(offsets.astype(dtype))
+        rest_by_level.append(rest.astype(dtype))
+        parents.append(parent)
+    n_pairs = walk.owner.shape[0]
+    # The columns, gathered along the chain of parents (2L passes over the pairs).
+    y = np.empty((n_labels, n_pairs), dtype=dtype) if want_y else None
+    rest = np.empty((n_labels, n_pairs), dtype=dtype)
+    index = np.arange(n_pairs)
+    for lab in range(n_labels - 1, -1, -1):
+        if want_y:
+            np.take(offsets_by_level[lab], index, out=y[lab])
+        np.take(rest_by_level[lab], index, out=rest[lab])
+        if lab:
+            index = parents[lab].take(index)
+    return _Pairs(walk.owner, walk.used, y, rest, walk.lf_y, walk.lf_rest, code)
+
+
+def _plurality_terms(unique: np.ndarray, k_max: np.ndarray, sizes: np.ndarray | None, lf: np.ndarray):
+    """Plurality scored by agreement against one of the item's own held-out labels: for
+    every y ≤ unique[owner] (|y| ≤ k_max, in ``sizes``), (owner, k, Σ_l log y_l!,
+    Σ_l log (u_l − y_l)!, share), share = Σ_{l ∈ W(y)} (u_l − y_l) / |W(y)| over the
+    tied winners W(y) = argmax_l y_l: the chance (times n − k) that the held-out label
+    is the tie-broken vote.
+
+    That share, and the hypergeometric weight, are symmetric in the labels, so each
+    row of ``unique`` may come with its counts in any order: sorted ascending (zeros
+    first, the largest count last), the vectors branch late and the partial vectors of
+    the first levels are few. The winners are tracked level by level (the largest count
+    so far, how many labels have it and their remaining counts), so no label columns are
+    built.
+    """
+    n_u = unique.shape[0]
+    best = np.full(n_u, -1, dtype=np.int64)
+    ties = np.zeros(n_u, dtype=np.int64)
+    share = np.zeros(n_u, dtype=np.int64)
+    walk = _Walk.start(n_u)
+    for _lab, parent, offsets, rest in _levels(unique, k_max, sizes, lf, walk):
+        best = best.take(parent)
+        top = offsets > best
+        same = offsets == best
+        np.maximum(best, offsets, out=best)
+        ties = ties.take(parent)
+        ties += same
+        ties[top] = 1
+        share = share.take(parent)
+        np.add(share, rest, out=share, where=same)
+        np.copyto(share, rest, where=top)
+    return walk.owner, walk.used, walk.lf_y, walk.lf_rest, share / ties
+
+
+def _expand(lab: int, n_labels: int, owner: np.ndarray, used: np.ndarray, room: np.ndarray,
+            sizes: np.ndarray | None, left: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """One level of the enumeration: each partial vector's children, as (parent, count
+    of label ``lab``). With ``sizes``, the last label's count is chosen to land on them,
+    and earlier counts that would leave the vector short of the smallest are skipped."""
+    if sizes is not None and lab == n_labels - 1:
+        # The totals in [used, used + room] that are allowed, and the counts reaching them.
+        first = np.searchsorted(sizes, used, side="left")
+        reps = np.maximum(np.searchsorted(sizes, used + room, side="right") - first, 0)
+        starts = np.cumsum(reps) - reps
+        parent = np.repeat(np.arange(owner.shape[0]), reps)
+        return parent, sizes.take(np.arange(parent.shape[0]) - (starts - first).take(parent)) - used.take(parent)
+    if left is not None and lab + 1 < n_labels:
+        # Counts below ``low`` leave the vector short of the smallest size.
+        low = np.maximum(sizes[0] - used - left[lab + 1].take(owner), 0)
+        reps = np.maximum(room - low + 1, 0)
+    else:
+        low = None
+        reps = np.maximum(room, -1) + 1
+    starts = np.cumsum(reps) - reps
+    parent = np.repeat(np.arange(owner.shape[0]), reps)
+    return parent, np.arange(parent.shape[0]) - (starts if low is None else starts - low).take(parent)
+
+
+@dataclass
+class _Block:
+    """What the exact path sums over one block of pairs (owner, y): the hypergeometric
+    weight ``w`` of each (with its reference factor's denominator), its key's row, and
+    for the ABC's size-ordered path the predictor's inputs in place of ``y`` and
+    ``log_seq``: ``step`` and the table sums T(y + e_l) = ``sums[:, slot]``."""
+
+    owner: np.ndarray
+    k: np.ndarray | None
+    rest: np.ndarray
+    w: np.ndarray
+    y: np.ndarray | None = None
+    log_seq: np.ndarray | None = None
+    step: np.ndarray | None = None
+    sums: np.ndarray | None = None
+    slot: np.ndarray | None = None
+    index: np.ndarray | None = None  # owner × n_j + the column of k, when given
+    value: np.ndarray | None = None  # each pair's term of the expected score, when given
 
 
 #: The ABC's size-ordered path: sub-count vectors kept between its two passes (compactly,
-#: about 2 bytes × labels + 16 each), and handled at once (working memory of about
-#: 80 bytes × labels each).
+#: about labels + 50 bytes each), and enumerated at once. The blocks also fix the order in
+#: which the table sums are added (block by block), and so their last digits.
 _ABC_GROUP = 4_000_000
-_ABC_BLOCK = 80_000  # CIFAR-10H's ABC curve: 12.7 s at 250,000, 10.3–10.9 s at 45,000–100,000
+_ABC_BLOCK = 80_000
 
 
 def _pairs_per_size(u: np.ndarray, top: np.ndarray, k_hi: int) -> np.ndarray:
@@ -202,23 +373,73 @@ def _abc_by_size_ok(model: ABCModel, u: np.ndarray, mult: np.ndarray) -> bool:
                 and np.allclose(weight, model.weight, rtol=0, atol=1e-9))
 
 
-def _abc_by_size(u, u_cols, n_u, mult, top, ks, key_log, lf, place):
+#: Codes hashed at once by :func:`_factorize`: its hash tables stay in the CPU caches.
+_HASH_PART = 1 << 17
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _factorize(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Integer ids of the values of ``codes`` (int64), numbered in order of first
+    appearance, and the distinct values (in id order), as ``pd.factorize``.
+
+    Many codes are hashed in parts of about :data:`_HASH_PART` (by a multiplicative hash
+    of each code's bits, so equal codes fall in the same part), each with its own small
+    hash table: one table for millions of codes spends its time in cache misses (and page
+    faults while it grows). The parts' ids are then renumbered in order of first
+    appearance (the rank of each one's first position), which keeps the callers' sums
+    over ids close together in memory.
+    """
+    n = codes.shape[0]
+    bits = min(16, int(np.ceil(np.log2(max(n / _HASH_PART, 1.0)))))
+    if bits == 0:
+        ids, distinct = pd.factorize(codes)
+        return ids, np.asarray(distinct, dtype=np.int64)
+    part = ((codes.view(np.uint64) * _GOLDEN) >> np.uint64(64 - bits)).astype(np.uint16)
+    order = np.argsort(part, kind="stable")  # a radix sort for 16-bit keys
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(part, minlength=1 << bits))])
+    grouped = codes.take(order)
+    found = 0
+    for lo, hi in itertools.pairwise(bounds):
+        local, distinct = pd.factorize(grouped[lo:hi])
+        np.add(local, found, out=grouped[lo:hi])  # the ids, part after part
+        found += distinct.shape[0]
+    # Within a part, ids are in order of first appearance and increase from part to part:
+    # an id is new where it exceeds every id before it.
+    new = np.empty(n, dtype=bool)
+    new[0] = True
+    np.greater(grouped[1:], np.maximum.accumulate(grouped[:-1]), out=new[1:])
+    first = order[new]                     # each part id's first position
+    # The rank of each first position among them all: the id in order of first appearance.
+    is_first = np.zeros(n, dtype=bool)
+    is_first[first] = True
+    renumber = np.cumsum(is_first).take(first)
+    renumber -= 1
+    ids = np.empty(n, dtype=np.int64)
+    ids[order] = renumber.take(grouped)
+    distinct = np.empty(found, dtype=np.int64)
+    distinct[ids] = codes
+    return ids, distinct
+
+
+def _abc_by_size(u, n_u, mult, top, ks, column, key_log, lf, place, weigh):
     """The ABC's pairs in groups of sizes |y|, with each sub-vector's table sum.
 
     The ABC predicts from the sums T(y + e_l) = Σ_v w_v P_v(y + e_l) over the data set's
     count vectors v (weights w_v), and P_v(y + e_l) = P_v(y) (v_l − y_l) / (|v| − |y|): so
     T(y + e_l) is a sum over the very pairs (v, y) with this y that the exact path
     enumerates anyway. For each group of sizes (about :data:`_ABC_GROUP` pairs), a first
-    pass enumerates the pairs in blocks of :data:`_ABC_BLOCK` (small arrays: the working
-    memory stays in the allocator's reuse), hashes each sub-vector's code and adds its
-    terms to its sum, keeping the pairs compactly; the second pass hands the blocks on
-    with their sums. No table of sub-vectors of size |y| + 1 is built and nothing is
-    searched per label.
+    pass enumerates the pairs in blocks of :data:`_ABC_BLOCK` and keeps what the
+    predictions need of each pair compactly (its weight, own step, remaining counts and
+    the code of y: not y itself); the codes are then numbered (hashed in cache-sized
+    parts), each block's terms of a sub-vector added up and the blocks' sums added in
+    block order; the second pass hands the blocks on with their sums. No table of
+    sub-vectors of size |y| + 1 is built and nothing is searched per label.
     """
     n_labels = u.shape[1]
     per_size = _pairs_per_size(u, top, int(ks.max(initial=0)))[:, ks]      # (U, n_j)
     totals = per_size.sum(axis=0)
-    small = np.int16 if int(u.max(initial=0)) < 2**15 else np.int64
+    dtype = _count_dtype(u)
+    buf = None
     start = 0
     while start < ks.shape[0]:
         end = start + 1
@@ -233,37 +454,62 @@ def _abc_by_size(u, u_cols, n_u, mult, top, ks, key_log, lf, place):
         cum = np.cumsum(per_key[keys])
         cuts = np.unique(np.clip(np.searchsorted(cum, np.arange(_ABC_BLOCK, cum[-1], _ABC_BLOCK), side="right"),
                                  1, keys.shape[0] - 1)) if cum[-1] > _ABC_BLOCK else []
-        kept, codes, parts = [], [], []
+        # The group's pairs go to buffers kept from group to group (fresh memory costs a page
+        # fault per 4 kB on first use).
+        n_pairs = int(per_key[keys].sum())
+        if buf is None or buf["w"].shape[0] < n_pairs:
+            buf = {"owner": np.empty(n_pairs, dtype=np.int32), "index": np.empty(n_pairs, dtype=np.int64),
+                   "rest": np.empty((n_labels, n_pairs), dtype=dtype), "w": np.empty(n_pairs),
+                   "step": np.empty(n_pairs), "code": np.empty(n_pairs, dtype=np.int64)}
+        spans, at = [], 0
         for block in np.split(keys, cuts):
-            owner, y = sub_counts_columns(u[block], np.minimum(top[block], sizes[-1]), sizes)
-            owner = block[owner]
-            rest, log_seq = _sequence_terms(owner, y, u_cols, n_u, key_log, lf)
-            code = place[0] * y[0]
-            for lab in range(1, n_labels):
-                code += place[lab] * y[lab]
-            which, distinct = pd.factorize(code)
-            left = n_u[owner] - y.sum(axis=0)
-            step = np.where(left > 0, np.exp(log_seq) / np.maximum(left, 1), 0.0) * mult[owner]
-            rest = rest * step
-            parts.append(np.stack([np.bincount(which, weights=rest[lab], minlength=distinct.shape[0])
-                                   for lab in range(n_labels)]))
-            codes.append(np.asarray(distinct, dtype=np.int64))
-            kept.append((owner.astype(np.int32), y.astype(small), log_seq, which.astype(np.int32)))
-            del owner, y, rest, code, which, left, step
-        # The sums over all the group's blocks, and each block's map onto them.
-        merged, distinct_all = pd.factorize(np.concatenate(codes), sort=False)
-        sums = np.zeros((n_labels, distinct_all.shape[0]))
-        for lab in range(n_labels):
-            sums[lab] = np.bincount(merged, weights=np.concatenate([p[lab] for p in parts]),
-                                    minlength=distinct_all.shape[0])
-        del parts
-        offsets = np.cumsum([0] + [c.shape[0] for c in codes])
-        for j, (owner, y, log_seq, which) in enumerate(kept):
-            kept[j] = None
-            owner = owner.astype(np.int64)
-            y = y.astype(np.int64)
-            rest = u_cols[:, owner] - y
-            yield owner, y, rest, log_seq, sums[:, merged[offsets[j]:offsets[j + 1]][which]]
+            p = _enumerate(u[block], np.minimum(top[block], sizes[-1]), sizes, lf, dtype, place, want_y=False)
+            owner = block.take(p.owner)
+            n_p = owner.shape[0]
+            left = n_u.take(owner) - p.k
+            log_seq = key_log.take(owner) + lf.take(left) - p.lf_rest
+            buf["owner"][at:at + n_p] = owner
+            np.add(owner * ks.shape[0], column.take(p.k), out=buf["index"][at:at + n_p])
+            buf["rest"][:, at:at + n_p] = p.rest
+            buf["w"][at:at + n_p] = weigh(owner, p.k, left, log_seq, p.lf_y)
+            buf["step"][at:at + n_p] = np.where(left > 0, np.exp(log_seq) / np.maximum(left, 1), 0.0)
+            buf["code"][at:at + n_p] = p.code
+            spans.append((at, at + n_p))
+            at += n_p
+            del p, owner, log_seq, left
+        # Each sub-vector's id in the group, and the sums: a block's terms of one sub-vector
+        # are added up in the block's order, and the blocks' sums in block order (the
+        # summation order does matter here: the ABC subtracts the item's own term from these
+        # sums, which can cancel nearly all of them).
+        ids, distinct = _factorize(buf["code"][:at])
+        sums = np.zeros((n_labels, distinct.shape[0]))
+        first = np.empty(distinct.shape[0], dtype=np.int64)
+        del distinct
+        for a, b in spans:
+            n_p = b - a
+            block_ids = ids[a:b]
+            # One pair of each sub-vector stands for it in the block (any one: all its
+            # pairs read back the same position).
+            first[block_ids] = np.arange(n_p)
+            head = first.take(block_ids)
+            heads = np.flatnonzero(head == np.arange(n_p))
+            once = heads.shape[0] == n_p  # no sub-vector twice in the block (e.g. a single key)
+            heads_ids = block_ids if once else block_ids.take(heads)
+            scaled = buf["step"][a:b] * mult.take(buf["owner"][a:b])
+            term = np.empty(n_p)
+            for lab in range(n_labels):
+                np.multiply(buf["rest"][lab, a:b], scaled, out=term)
+                np.add.at(sums[lab], heads_ids,
+                          term if once else np.bincount(head, weights=term, minlength=n_p).take(heads))
+            del block_ids, head, heads, heads_ids, scaled, term
+        for a, b in spans:
+            yield _Block(buf["owner"][a:b], None, buf["rest"][:, a:b], buf["w"][a:b], step=buf["step"][a:b],
+                         sums=sums, slot=ids[a:b], index=buf["index"][a:b])
+
+
+#: Pairs whose predictions are computed at once on the ABC's size-ordered path (its (L, P)
+#: arrays stay in the CPU caches).
+_SLICE = 8_192
 
 
 def _exact_tables(keys, mult, inverse, n_labels: int, self_ref: bool, *, combiner: str, scorer: str,
@@ -281,51 +527,92 @@ def _exact_tables(keys, mult, inverse, n_labels: int, self_ref: bool, *, combine
     sizes = None if n_j == k_lab + 1 else ks
     n_keys = keys.shape[0]
     u_cols_ref = None if self_ref else np.ascontiguousarray(keys[:, n_labels:].T)
+    ref_n = None if self_ref else keys[:, n_labels:].sum(axis=1)
     expected = np.zeros((n_keys, n_j))
     per_label = np.zeros((n_keys, n_j, n_labels)) if slots is not None else None
     # log k! for every count that occurs: table lookups instead of gammaln per sub-vector.
     lf = gammaln(np.arange(int(n_u.max(initial=0)) + 2, dtype=float) + 1.0)
     # The part of log H(y; m, k) that depends on the key only: Σ_l log m_l! − log n!.
     key_log = lf[u].sum(axis=1) - lf[n_u]
-    u_cols = np.ascontiguousarray(u.T)
     hard = combiner in ("majority", "plurality") and scorer == "agreement"
 
-    def pairs():
-        """(owner, y, rest, log_seq, ABC totals or None) per block of sub-count vectors."""
-        by_size = model is not None and _abc_by_size_ok(model, u, mult)
-        if not by_size:
-            if model is not None:
-                model.prepare(ks + 1)  # predictions from k labels look up sub-vectors of size k + 1
-            for block in _key_blocks(u, top):
-                owner, y = sub_counts_columns(u[block], top[block], sizes)
-                owner = block[owner]
-                yield (owner, y, *_sequence_terms(owner, y, u_cols, n_u, key_log, lf), None)
-            return
-        yield from _abc_by_size(u, u_cols, n_u, mult, top, ks, key_log, lf, model._place)
-
-    for owner, y, rest, log_seq, abc_total in pairs():
-        m = u_cols[:, owner]                                      # (L, P), like y
-        k = y.sum(axis=0)
-        n_o = n_u[owner]
-        # H(y; m, k) = P_m(y) k! / Π_l y_l!: one sequence of k labels times its orderings.
-        w = np.exp(log_seq + lf[k] - lf[y].sum(axis=0))
-        index = owner * n_j + column[k]
+    def weigh(owner, k, left, log_seq, lf_y):
+        """H(y; m, k) = P_m(y) k! / Π_l y_l! (one sequence of k labels times its
+        orderings), times the reference label's normaliser: 1/(n − k) (``left``) for a
+        label held out of the item's own (its numerators are ``rest``), 1/|r| for
+        reference counts r."""
+        w = np.exp(log_seq + lf.take(k) - lf_y)
         if self_ref:
-            ref = rest                                            # × 1/(n − k): folded into w
-            w /= np.maximum(n_o - k, 1)
+            w /= np.maximum(left, 1)
         else:
-            r = u_cols_ref[:, owner]
-            ref = r
-            w /= np.maximum(r.sum(axis=0), 1)
+            w /= np.maximum(ref_n.take(owner), 1)
+        return w
+
+    def blocks():
+        """The blocks of pairs (owner, y) with their weights (and ABC sums)."""
+        by_size = model is not None and _abc_by_size_ok(model, u, mult)
+        if by_size:
+            yield from _abc_by_size(u, n_u, mult, top, ks, column, key_log, lf, model._place, weigh)
+            return
+        if hard and per_label is None and self_ref:
+            # Plurality by agreement: symmetric in the labels, computed on sorted counts.
+            u_sorted = np.sort(u, axis=1)
+            for block in _key_blocks(u, top):
+                owner, k, lf_y, lf_rest, share = _plurality_terms(u_sorted[block], top[block], sizes, lf)
+                owner = block.take(owner)
+                left = n_u.take(owner) - k
+                log_seq = key_log.take(owner) + lf.take(left) - lf_rest
+                w = weigh(owner, k, left, log_seq, lf_y)
+                yield _Block(owner, k, None, w, value=share * w)
+            return
+        if model is not None:
+            model.prepare(ks + 1)  # predictions from k labels look up sub-vectors of size k + 1
+        dtype = _count_dtype(u)
+        for block in _key_blocks(u, top):
+            p = _enumerate(u[block], top[block], sizes, lf, dtype)
+            owner = block.take(p.owner)
+            left = n_u.take(owner) - p.k
+            # log P_m(y), one particular sequence of the |y| labels drawn without replacement
+            # from the item with counts m: Σ_l log m_l! − log (m_l − y_l)! − (log n! − log (n − k)!).
+            log_seq = key_log.take(owner) + lf.take(left) - p.lf_rest
+            yield _Block(owner, p.k, p.rest, weigh(owner, p.k, left, log_seq, p.lf_y), y=p.y, log_seq=log_seq)
+
+    for b in blocks():
+        owner, w = b.owner, b.w
+        index = b.index if b.index is not None else owner * n_j + column.take(b.k)
+        if b.value is not None:
+            expected += np.bincount(index, weights=b.value, minlength=n_keys * n_j).reshape(-1, n_j)
+            continue
+        ref = b.rest if self_ref else u_cols_ref[:, owner]
         if hard and per_label is None:
             # Plurality scored by agreement: the reference label's share of the tied winners.
-            top_y = y.max(axis=0)
-            win = y == top_y
+            y = b.y
+            win = y == y.max(axis=0)
             total = np.where(win, ref, 0).sum(axis=0) / win.sum(axis=0)
             expected += np.bincount(index, weights=total * w, minlength=n_keys * n_j).reshape(-1, n_j)
             continue
-        pred = predict_columns(combiner, y, m, prior=prior, model=model, clip=clip,   # (L, P)
-                               rest=rest, log_own=log_seq, total=abc_total)
+        if b.sums is not None and per_label is None:
+            # The ABC's size-ordered path, in slices that stay in the CPU caches.
+            weight = np.empty(w.shape[0])
+            for lo in range(0, w.shape[0], _SLICE):
+                hi = lo + _SLICE
+                total = b.sums.take(b.slot[lo:hi], axis=1)
+                pred = clip_probabilities(abc_from_totals(total, b.rest[:, lo:hi], b.step[lo:hi]),
+                                          clip, axis=0, inplace=True)
+                terms = label_scores_columns(scorer, pred, inplace=True)
+                part = ref[:, lo:hi]
+                terms *= part
+                if scorer == "cross_entropy" and clip <= 0:
+                    np.copyto(terms, 0.0, where=part == 0)
+                np.multiply(terms.sum(axis=0), w[lo:hi], out=weight[lo:hi])
+            expected += np.bincount(index, weights=weight, minlength=n_keys * n_j).reshape(-1, n_j)
+            continue
+        if b.sums is not None:
+            total = b.sums.take(b.slot, axis=1)
+            pred = clip_probabilities(abc_from_totals(total, b.rest, b.step), clip, axis=0, inplace=True)
+        else:
+            pred = predict_columns(combiner, b.y, None, prior=prior, model=model, clip=clip,   # (L, P)
+                                   rest=b.rest, log_own=b.log_seq, n_own=n_u[owner])
         terms = label_scores_columns(scorer, pred, inplace=True)
         terms *= ref
         if scorer == "cross_entropy" and clip <= 0:
