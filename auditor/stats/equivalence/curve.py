@@ -394,8 +394,12 @@ def _group_draws(group_mult: np.ndarray, item_group: np.ndarray, b: int,
     if g <= 50_000:
         return rng.multinomial(n, group_mult / n, size=b).astype(float)
     out = np.empty((b, g))
+    item_group = np.asarray(item_group, dtype=np.intp)  # what bincount counts without converting
+    drawn = np.empty(n, dtype=np.intp)
     for i in range(b):
-        out[i] = np.bincount(item_group[rng.integers(0, n, n)], minlength=g)
+        # (``take`` into a reused buffer: the same gather as indexing, at about half the cost)
+        np.take(item_group, rng.integers(0, n, n), out=drawn)
+        out[i] = np.bincount(drawn, minlength=g)
     return out
 
 
