@@ -171,8 +171,12 @@ def truth(ls, project_id: int, namespace: str) -> tuple[dict, dict, set[int]]:
 
 
 def dataset_state(factory, dataset_id: int) -> dict:
-    """Auditor's side: votes, gold, history, vendors, and per-item counts checked against the rows."""
+    """Auditor's side: votes, gold, history, vendors, and per-item counts checked against the rows.
+
+    Read in one snapshot (REPEATABLE READ): a sync committing between two statements of a
+    READ COMMITTED transaction would show the items' counts of one state and the rows of another."""
     with session_scope(factory) as s:
+        s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
         labels = list(s.get(Dataset, dataset_id).labels)
         rows = s.execute(select(Item.external_id, Annotator.external_id, Annotation.label)
                          .join(Item, Item.id == Annotation.item_id).join(Annotator, Annotator.id == Annotation.annotator_id)
