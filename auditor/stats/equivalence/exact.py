@@ -296,7 +296,7 @@ def _expand(lab: int, n_labels: int, owner: np.ndarray, used: np.ndarray, room: 
             sizes: np.ndarray | None, left: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """One level of the enumeration: each partial vector's children, as (parent, count
     of label ``lab``). With ``sizes``, the last label's count is chosen to land on them,
-    and earlier counts that would leave the vector short of the smallest are skipped."""
+    and earlier counts that would leave the vector short of the smallest are left out."""
     if sizes is not None and lab == n_labels - 1:
         # The totals in [used, used + room] that are allowed, and the counts reaching them.
         first = np.searchsorted(sizes, used, side="left")
