@@ -138,6 +138,80 @@ def test_bootstrap_is_reproducible_and_brackets_the_estimate():
     assert a.curve.replicates.shape == (200, 8)
 
 
+@pytest.mark.parametrize("n_keys", [0, 1, 2])
+def test_item_by_item_draws_are_the_item_bootstrap(monkeypatch, n_keys):
+    """With very many groups a replicate draws item positions one by one; its key counts
+    and column sums are those of the sampled items, in the first key's sorted order."""
+    from auditor.stats.equivalence import curve
+
+    monkeypatch.setattr(curve, "_ITEM_DRAWS_ABOVE", 5)
+    rng = np.random.default_rng(4)
+    n_groups = 40
+    gmult = rng.integers(1, 4, n_groups)
+    item_group = rng.permutation(np.repeat(np.arange(n_groups), gmult))
+    keys = [(rng.integers(0, 6, n_groups), 6), (rng.integers(0, 3, n_groups), 3)][:n_keys]
+    columns = rng.normal(size=(n_groups, 2))
+    got = list(curve._resampled_sums(gmult, item_group, 7, np.random.default_rng(11), keys=keys, columns=columns))
+    assert [r.stop - r.start for r, _, _ in got] == [7]
+    _, per_key, sums = got[0]
+    # The same draws, made by hand: positions into the items sorted by their first key.
+    order = np.argsort(keys[0][0][item_group], kind="stable") if keys else np.arange(item_group.size)
+    ref = np.random.default_rng(11)
+    n = item_group.size
+    for i in range(7):
+        sampled = item_group[order][ref.integers(0, n, n)]
+        counts = np.bincount(sampled, minlength=n_groups).astype(float)
+        np.testing.assert_allclose(sums[i], counts @ columns, rtol=1e-12)
+        for w, (key, size) in zip(per_key, keys, strict=True):
+            np.testing.assert_array_equal(w[i], np.bincount(key, weights=counts, minlength=size))
+
+
+def test_item_by_item_draws_have_the_law_of_group_draws(monkeypatch):
+    """Both ways of drawing a replicate give the item bootstrap: same mean and spread."""
+    from auditor.stats.equivalence import curve
+
+    rng = np.random.default_rng(5)
+    gmult = rng.integers(1, 30, 25)
+    item_group = np.repeat(np.arange(25), gmult)
+    columns = np.column_stack([rng.normal(size=25), np.ones(25)])
+    keys = [(np.arange(25) % 4, 4)]
+
+    def replicates(threshold):
+        monkeypatch.setattr(curve, "_ITEM_DRAWS_ABOVE", threshold)
+        parts = list(curve._resampled_sums(gmult, item_group, 4000, np.random.default_rng(2), keys=keys,
+                                           columns=columns))
+        return (np.concatenate([s[:, 0] / s[:, 1] for _, _, s in parts]),
+                np.concatenate([w[0][:, 0] for _, w, _ in parts]))
+
+    (a, ka), (b, kb) = replicates(10_000), replicates(5)
+    for x, y in ((a, b), (ka, kb)):
+        se = np.sqrt(x.var() / x.size + y.var() / y.size)
+        assert abs(x.mean() - y.mean()) < 4 * se
+        assert 0.9 < y.std() / x.std() < 1.1  # 4,000 replicates: sd of this ratio ≈ 0.016
+
+
+def test_survey_equivalence_draws_items_one_by_one_when_predictions_are_all_distinct(monkeypatch):
+    """A classifier with a distinct prediction per item skips the grouping; the result is
+    an item bootstrap (reproducible, and it brackets the estimate)."""
+    from auditor.stats.equivalence import curve
+
+    monkeypatch.setattr(curve, "_ITEM_DRAWS_ABOVE", 50)
+    rng = np.random.default_rng(8)
+    ratings, state = _draw(rng, 300, 6, [0.2, 0.8], [0.5, 0.5])
+    probs = np.clip(np.column_stack([1 - state, state]) * 0.8 + 0.1 + rng.normal(0, 0.02, (300, 1)), 0.01, 0.99)
+    probs /= probs.sum(axis=1, keepdims=True)
+    a = survey_equivalence(ratings, probs, combiner="frequency", scorer="cross_entropy", n_bootstrap=100, rng=3)
+    b = survey_equivalence(ratings, probs, combiner="frequency", scorer="cross_entropy", n_bootstrap=100, rng=3)
+    np.testing.assert_array_equal(a.curve.replicates, b.curve.replicates)
+    assert a.classifier_score.ci_low <= a.classifier_score.value <= a.classifier_score.ci_high
+    assert np.all(a.curve.ci_low <= a.curve.mean) and np.all(a.curve.mean <= a.curve.ci_high)
+    monkeypatch.setattr(curve, "_ITEM_DRAWS_ABOVE", 50_000)
+    grouped = survey_equivalence(ratings, probs, combiner="frequency", scorer="cross_entropy", n_bootstrap=0,
+                                 rng=3)
+    np.testing.assert_allclose(a.curve.mean, grouped.curve.mean, rtol=1e-12)
+    assert a.classifier_score.value == pytest.approx(grouped.classifier_score.value, rel=1e-12)
+
+
 def test_equivalence_beyond_the_curve_is_reported_not_capped():
     """The reference package caps it at the largest k; here it is "> K − 1" (and "< 0")."""
     rng = np.random.default_rng(1)

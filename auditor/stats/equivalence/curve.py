@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from auditor.stats._validation import StatsInputError, as_rng, check_probability
 from auditor.stats.equivalence._inputs import (
@@ -386,21 +387,82 @@ def _item_weights(n_items: int, n_bootstrap: int, rng: np.random.Generator):
     return chunks
 
 
-def _group_draws(group_mult: np.ndarray, item_group: np.ndarray, b: int,
-                 rng: np.random.Generator) -> np.ndarray:
+def _group_draws(group_mult: np.ndarray, b: int, rng: np.random.Generator) -> np.ndarray:
     """(b, G) counts of a bootstrap sample of items, drawn per group of identical items."""
     n = int(group_mult.sum())
+    return rng.multinomial(n, group_mult / n, size=b).astype(float)
+
+
+# Above this many groups of interchangeable items a replicate draws its items one by one
+# (an index draw and a ``bincount``), which is cheaper than a multinomial over the groups.
+_ITEM_DRAWS_ABOVE = 50_000
+
+
+def _many_values(values: np.ndarray) -> bool:
+    """Whether ``values`` take more than ``_ITEM_DRAWS_ABOVE`` distinct values."""
+    return values.shape[0] > _ITEM_DRAWS_ABOVE and pd.unique(values).shape[0] > _ITEM_DRAWS_ABOVE
+
+
+def _resampled_sums(group_mult: np.ndarray, item_group: np.ndarray, n_bootstrap: int,
+                    rng: np.random.Generator, keys=(), columns: np.ndarray | None = None):
+    """Linear summaries of ``n_bootstrap`` bootstrap samples of the items, in chunks.
+
+    Items are grouped (``item_group``; ``group_mult`` items per group). A replicate is a
+    sample of n items with replacement; what the statistics need of it is, for every
+    ``(key_of_group, n_keys)`` in ``keys``, the number of sampled items per key, and the
+    sums ``counts @ columns`` of the per-group values ``columns`` (G, d). Yields
+    ``(rows, [per-key counts (b, n_keys)...], sums (b, d))`` for consecutive slices.
+
+    With few groups a replicate is one multinomial draw of the group counts; with many
+    (e.g. a million items with distinct predictions) it is n uniform item indices whose
+    per-item counts (one ``bincount``) are projected on the keys and columns item by
+    item, so nothing per group is gathered or stored. Both give the law of the
+    item bootstrap (the second draws positions in an order of the items sorted by their
+    first key, which is the same law).
+    """
+    group_mult = np.asarray(group_mult)
     g = group_mult.shape[0]
-    if g <= 50_000:
-        return rng.multinomial(n, group_mult / n, size=b).astype(float)
-    out = np.empty((b, g))
-    item_group = np.asarray(item_group, dtype=np.intp)  # what bincount counts without converting
-    drawn = np.empty(n, dtype=np.intp)
-    for i in range(b):
-        # (``take`` into a reused buffer: the same gather as indexing, at about half the cost)
-        np.take(item_group, rng.integers(0, n, n), out=drawn)
-        out[i] = np.bincount(drawn, minlength=g)
-    return out
+    n = int(group_mult.sum())
+    cols = np.zeros((g, 0)) if columns is None else np.asarray(columns, dtype=float).reshape(g, -1)
+    if g <= _ITEM_DRAWS_ABOVE:
+        step = max(1, _CHUNK_CELLS // max(1, g))
+        for start in range(0, n_bootstrap, step):
+            b = min(step, n_bootstrap - start)
+            counts = _group_draws(group_mult, b, rng)
+            per_key = []
+            for key, n_keys in keys:
+                w = np.zeros((n_keys, b))
+                np.add.at(w, key, counts.T)
+                per_key.append(w.T)
+            yield slice(start, start + b), per_key, counts @ cols
+        return
+    # Items in the order of their group's first key, so that the first key's counts are
+    # sums over runs (``reduceat``); any further key is a weighted ``bincount``.
+    item_group = np.asarray(item_group, dtype=np.intp).reshape(-1)
+    if keys:
+        first = np.asarray(keys[0][0])[item_group]
+        item_group = item_group[np.argsort(first, kind="stable")]
+    item_keys = [np.asarray(key)[item_group] for key, _ in keys]
+    runs = None
+    if keys:
+        run_key = item_keys[0]
+        starts = np.flatnonzero(np.r_[True, run_key[1:] != run_key[:-1]])
+        runs = (starts, run_key[starts])
+    item_cols = np.ascontiguousarray(cols[item_group])
+    step = max(1, _CHUNK_CELLS // max(1, n))
+    for start in range(0, n_bootstrap, step):
+        b = min(step, n_bootstrap - start)
+        per_key = [np.zeros((b, n_keys)) for _, n_keys in keys]
+        sums = np.empty((b, cols.shape[1]))
+        for i in range(b):
+            c = np.bincount(rng.integers(0, n, n), minlength=n)
+            if runs is not None:
+                per_key[0][i, runs[1]] = np.add.reduceat(c, runs[0])
+            cf = c.astype(float)
+            for w, key, (_, n_keys) in zip(per_key[1:], item_keys[1:], keys[1:], strict=True):
+                w[i] = np.bincount(key, weights=cf, minlength=n_keys)
+            sums[i] = cf @ item_cols
+        yield slice(start, start + b), per_key, sums
 
 
 def _columns_run(problem: _Problem, *, combiner: str, clip: float, n_bootstrap: int,
@@ -452,8 +514,10 @@ def _exact_run(problem: _Problem, *, combiner: str, clip: float, n_bootstrap: in
                item_ok: np.ndarray | None = None):
     """Point curve, curve replicates, n_items, classifier point and replicates.
 
-    Items that are interchangeable — same key (count vector) and same classifier term — form one group; a bootstrap sample is a multinomial draw of the
-    group sizes, so the work per replicate is proportional to the number of groups.
+    Items that are interchangeable — same key (count vector) and same classifier term —
+    form one group; a bootstrap sample is a multinomial draw of the group sizes, so the
+    work per replicate is proportional to the number of groups (or, with very many
+    groups, to the number of items: see :func:`_resampled_sums`).
     """
     prior, model = _fitted(problem, combiner)
     t = exact_tables(problem.pool_counts, problem.reference_counts, combiner=problem.combiner or combiner,
@@ -464,30 +528,33 @@ def _exact_run(problem: _Problem, *, combiner: str, clip: float, n_bootstrap: in
         item_group, gmult = t.inverse, t.multiplicity
         g_score = g_ok = np.zeros(t.keys.shape[0])
     else:
-        stacked = np.column_stack([t.inverse.astype(float), np.where(item_ok, item_scores, 0.0),
-                                   item_ok.astype(float)])
-        uniq, item_group, gmult = row_histogram(stacked)
-        group_of_key = uniq[:, 0].astype(np.int64)
-        g_score, g_ok = uniq[:, 1], uniq[:, 2]
-    starts = np.flatnonzero(np.r_[True, group_of_key[1:] != group_of_key[:-1]])
+        terms = np.where(item_ok, item_scores, 0.0)
+        if _many_values(terms):
+            # So many distinct terms that items are drawn one by one anyway: each item
+            # is its own group, and grouping them would only cost time.
+            group_of_key, item_group = t.inverse, np.arange(terms.shape[0])
+            gmult = np.ones(terms.shape[0], dtype=np.int64)
+            g_score, g_ok = terms, item_ok.astype(float)
+        else:
+            stacked = np.column_stack([t.inverse.astype(float), terms, item_ok.astype(float)])
+            uniq, item_group, gmult = row_histogram(stacked)
+            group_of_key = uniq[:, 0].astype(np.int64)
+            g_score, g_ok = uniq[:, 1], uniq[:, 2]
+    n_keys = t.keys.shape[0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        def evaluate(w_key: np.ndarray, sums: np.ndarray):
+            return (w_key @ t.expected) / (w_key @ t.eligible), sums[:, 0] / sums[:, 1]
 
-    def evaluate(counts: np.ndarray):
-        w_key = np.add.reduceat(counts, starts, axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            curve = (w_key @ t.expected) / (w_key @ t.eligible)
-            clf = (counts @ (g_score * g_ok)) / (counts @ g_ok)
-        return curve, clf
-
-    point, clf_point = evaluate(gmult[None, :].astype(float))
-    n_items = np.rint(np.add.reduceat(gmult.astype(float), starts) @ t.eligible).astype(np.int64)
-    reps = np.empty((n_bootstrap, point.shape[1]))
-    clf = np.empty(n_bootstrap)
-    step = max(1, _CHUNK_CELLS // max(1, gmult.shape[0]))
-    done = 0
-    while done < n_bootstrap:
-        b = min(step, n_bootstrap - done)
-        reps[done:done + b], clf[done:done + b] = evaluate(_group_draws(gmult, item_group, b, rng))
-        done += b
+        w_point = np.zeros(n_keys)
+        np.add.at(w_point, group_of_key, gmult.astype(float))
+        point, clf_point = evaluate(w_point[None, :], np.array([[gmult @ (g_score * g_ok), gmult @ g_ok]]))
+        n_items = np.rint(w_point @ t.eligible).astype(np.int64)
+        reps = np.empty((n_bootstrap, point.shape[1]))
+        clf = np.empty(n_bootstrap)
+        for rows, (w_key,), sums in _resampled_sums(gmult, item_group, n_bootstrap, rng,
+                                                    keys=[(group_of_key, n_keys)],
+                                                    columns=np.column_stack([g_score * g_ok, g_ok])):
+            reps[rows], clf[rows] = evaluate(w_key, sums)
     return point[0], reps, n_items, float(clf_point[0]), clf
 
 
@@ -697,15 +764,16 @@ def _score_classifier(problem: _Problem, pred, n_bootstrap, confidence, gen) -> 
     lo, hi = _bounds(confidence)
     if problem.method == "exact":
         terms, ok = _classifier_terms(problem, pred)
-        uniq, item_group, gmult = row_histogram(np.column_stack([np.where(ok, terms, 0.0), ok]))
+        values = np.where(ok, terms, 0.0)
+        if _many_values(values):
+            item_group, gmult = np.arange(values.shape[0]), np.ones(values.shape[0], dtype=np.int64)
+            columns = np.column_stack([values, ok])
+        else:
+            uniq, item_group, gmult = row_histogram(np.column_stack([values, ok]))
+            columns = np.column_stack([uniq[:, 0] * uniq[:, 1], uniq[:, 1]])
         reps = np.empty(n_bootstrap)
-        step = max(1, _CHUNK_CELLS // max(1, uniq.shape[0]))
-        done = 0
-        while done < n_bootstrap:
-            b = min(step, n_bootstrap - done)
-            counts = _group_draws(gmult, item_group.reshape(-1), b, gen)
-            reps[done:done + b] = (counts @ (uniq[:, 0] * uniq[:, 1])) / (counts @ uniq[:, 1])
-            done += b
+        for rows, _, sums in _resampled_sums(gmult, item_group, n_bootstrap, gen, columns=columns):
+            reps[rows] = sums[:, 0] / sums[:, 1]
         return ClassifierScore(float(terms[ok].mean()), _quantile(reps, lo), _quantile(reps, hi),
                                problem.scorer, int(ok.sum()), reps)
     ref = problem.reference if problem.reference is not None else problem.pool
@@ -876,24 +944,22 @@ def expert_equivalence(ratings, reference, *, combiner: str, scorer: str, n_boot
     # Resample items once for both curves: group items by their pair of keys.
     uniq, item_group, gmult = row_histogram(np.column_stack([tables[0].inverse, tables[1].inverse]))
 
-    def evaluate(counts: np.ndarray) -> list[np.ndarray]:
-        out = []
-        for j, t in enumerate(tables):
-            w = np.zeros((counts.shape[0], t.keys.shape[0]))
-            np.add.at(w.T, uniq[:, j], counts.T)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                out.append((w @ t.expected) / (w @ t.eligible))
-        return out
+    keys = [(uniq[:, j].astype(np.intp), t.keys.shape[0]) for j, t in enumerate(tables)]
 
-    points = evaluate(gmult[None, :].astype(float))
+    def evaluate(per_key: list[np.ndarray]) -> list[np.ndarray]:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return [(w @ t.expected) / (w @ t.eligible) for w, t in zip(per_key, tables, strict=True)]
+
+    point_w = []
+    for key, n_keys in keys:
+        w = np.zeros(n_keys)
+        np.add.at(w, key, gmult.astype(float))
+        point_w.append(w[None, :])
+    points = evaluate(point_w)
     reps = [np.empty((n_bootstrap, t.expected.shape[1])) for t in tables]
-    step = max(1, _CHUNK_CELLS // max(1, uniq.shape[0]))
-    done = 0
-    while done < n_bootstrap:
-        b = min(step, n_bootstrap - done)
-        for r, part in zip(reps, evaluate(_group_draws(gmult, item_group, b, gen)), strict=True):
-            r[done:done + b] = part
-        done += b
+    for rows, per_key, _ in _resampled_sums(gmult, item_group, n_bootstrap, gen, keys=keys):
+        for r, part in zip(reps, evaluate(per_key), strict=True):
+            r[rows] = part
     curves = [_curve(prob, p[0], r, np.rint(t.multiplicity @ t.eligible), confidence)
               for prob, p, r, t in zip((pool_p, exp_p), points, reps, tables, strict=True)]
     pool_curve, expert_curve = curves
