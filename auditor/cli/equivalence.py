@@ -103,10 +103,14 @@ def equivalence_command(ratings, predictions, combiner, scorer, labels, referenc
     click.echo(f"{ann.n_items} items, {ann.n_annotators} raters, labels {list(map(str, ann.labels))}; "
                f"{combiner} + {scorer} ({curve.method}), {n_bootstrap} bootstrap samples, "
                f"{confidence:.0%} intervals")
-    click.echo(f"{'k':>3}{'c_k':>11}{'low':>11}{'high':>11}{'items':>8}")
+    sampled = bool(np.any(curve.mc_error > 0))
+    click.echo(f"{'k':>3}{'c_k':>11}{'low':>11}{'high':>11}{'items':>8}" + (f"{'MC s.e.':>10}" if sampled else ""))
     for i, k in enumerate(curve.k):
         click.echo(f"{k:>3}{curve.mean[i]:>11.4f}{curve.ci_low[i]:>11.4f}{curve.ci_high[i]:>11.4f}"
-                   f"{curve.n_items[i]:>8}")
+                   f"{curve.n_items[i]:>8}" + (f"{curve.mc_error[i]:>10.1e}" if sampled else ""))
+    if sampled:
+        click.echo("MC s.e.: Monte Carlo standard error of c_k where 200 random rater subsets stand for all "
+                   "C(K, k) (0: every subset used)")
     if eq is not None:
         s = eq.classifier_score
         click.echo(f"classifier score: {s.value:.4f} [{s.ci_low:.4f}, {s.ci_high:.4f}]")

@@ -110,3 +110,29 @@ def test_cli_expert_equivalence(files):
                                       str(d / "expert.csv"), "--bootstrap", "0"])
     assert table.exit_code == 0, table.output
     assert "expert equivalence" in table.output
+
+
+def test_cli_table_shows_the_monte_carlo_error_of_sampled_rater_subsets(tmp_path):
+    # F1 is not a mean of per-item terms: the rater-subset path; with 12 raters C(12, k)
+    # exceeds 200 for k = 3..9, where 200 random subsets stand for all of them.
+    rng = np.random.default_rng(5)
+    n = 60
+    state = rng.random(n) < 0.5
+    ratings = np.where(rng.random((n, 12)) < np.where(state, 0.8, 0.2)[:, None], "yes", "no")
+    wide = pd.DataFrame(ratings, columns=[f"r{j}" for j in range(12)])
+    wide.insert(0, "item_id", [f"i{i}" for i in range(n)])
+    wide.to_csv(tmp_path / "ratings.csv", index=False)
+    pd.DataFrame({"item_id": wide["item_id"], "label": np.where(state, "yes", "no")}).to_csv(
+        tmp_path / "hard.csv", index=False)
+    args = ["equivalence", str(tmp_path / "ratings.csv"), str(tmp_path / "hard.csv"), "--combiner", "majority",
+            "--scorer", "f1", "--bootstrap", "0", "--seed", "1"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    header = next(line for line in lines if line.split()[:2] == ["k", "c_k"])
+    assert header.split()[-2:] == ["MC", "s.e."]
+    rows = {int(line.split()[0]): float(line.split()[-1]) for line in lines[lines.index(header) + 1:]
+            if line.split() and line.split()[0].isdigit()}
+    assert [k for k, se in rows.items() if se > 0] == list(range(3, 10))
+    payload = json.loads(CliRunner().invoke(main, [*args, "--json"]).output)
+    assert np.count_nonzero(payload["curve"]["mc_error"]) == 7

@@ -144,7 +144,7 @@ def test_item_by_item_draws_are_the_item_bootstrap(monkeypatch, n_keys):
     and column sums are those of the sampled items, in the first key's sorted order."""
     from auditor.stats.equivalence import curve
 
-    monkeypatch.setattr(curve, "_ITEM_DRAWS_ABOVE", 5)
+    monkeypatch.setattr(curve, "_draw_items", lambda n_items, n_groups: True)
     rng = np.random.default_rng(4)
     n_groups = 40
     gmult = rng.integers(1, 4, n_groups)
@@ -176,14 +176,14 @@ def test_item_by_item_draws_have_the_law_of_group_draws(monkeypatch):
     columns = np.column_stack([rng.normal(size=25), np.ones(25)])
     keys = [(np.arange(25) % 4, 4)]
 
-    def replicates(threshold):
-        monkeypatch.setattr(curve, "_ITEM_DRAWS_ABOVE", threshold)
+    def replicates(by_item):
+        monkeypatch.setattr(curve, "_draw_items", lambda n_items, n_groups: by_item)
         parts = list(curve._resampled_sums(gmult, item_group, 4000, np.random.default_rng(2), keys=keys,
                                            columns=columns))
         return (np.concatenate([s[:, 0] / s[:, 1] for _, _, s in parts]),
                 np.concatenate([w[0][:, 0] for _, w, _ in parts]))
 
-    (a, ka), (b, kb) = replicates(10_000), replicates(5)
+    (a, ka), (b, kb) = replicates(False), replicates(True)
     for x, y in ((a, b), (ka, kb)):
         se = np.sqrt(x.var() / x.size + y.var() / y.size)
         assert abs(x.mean() - y.mean()) < 4 * se
@@ -195,7 +195,6 @@ def test_survey_equivalence_draws_items_one_by_one_when_predictions_are_all_dist
     an item bootstrap (reproducible, and it brackets the estimate)."""
     from auditor.stats.equivalence import curve
 
-    monkeypatch.setattr(curve, "_ITEM_DRAWS_ABOVE", 50)
     rng = np.random.default_rng(8)
     ratings, state = _draw(rng, 300, 6, [0.2, 0.8], [0.5, 0.5])
     probs = np.clip(np.column_stack([1 - state, state]) * 0.8 + 0.1 + rng.normal(0, 0.02, (300, 1)), 0.01, 0.99)
@@ -205,11 +204,36 @@ def test_survey_equivalence_draws_items_one_by_one_when_predictions_are_all_dist
     np.testing.assert_array_equal(a.curve.replicates, b.curve.replicates)
     assert a.classifier_score.ci_low <= a.classifier_score.value <= a.classifier_score.ci_high
     assert np.all(a.curve.ci_low <= a.curve.mean) and np.all(a.curve.mean <= a.curve.ci_high)
-    monkeypatch.setattr(curve, "_ITEM_DRAWS_ABOVE", 50_000)
+    monkeypatch.setattr(curve, "_group_items", lambda values: True)
     grouped = survey_equivalence(ratings, probs, combiner="frequency", scorer="cross_entropy", n_bootstrap=0,
                                  rng=3)
     np.testing.assert_allclose(a.curve.mean, grouped.curve.mean, rtol=1e-12)
     assert a.classifier_score.value == pytest.approx(grouped.classifier_score.value, rel=1e-12)
+
+
+def test_sampled_rater_subsets_report_an_honest_monte_carlo_error():
+    """Where the rater-subset path draws 200 of the C(K, k) subsets, ``mc_error`` is the
+    standard error of that draw: ±1.96 of it covers the all-subsets value (the exact
+    path) in about 95% of cases; it is 0 wherever every subset is used, and on the
+    exact path. (bench/bench_mc_error.py runs the larger study.)"""
+    rng = np.random.default_rng(21)
+    z = []
+    for rep in range(12):
+        p = rng.dirichlet(np.full(3, 0.7 if rep % 2 else 0.25), size=80)
+        ratings = (rng.random((80, 12, 1)) > np.cumsum(p, axis=1)[:, None, :]).sum(axis=2)
+        kw = dict(combiner="plurality", scorer="agreement", n_bootstrap=0, n_labels=3)
+        exact = power_curve(ratings, method="exact", k_values="all", **kw)
+        mc = power_curve(ratings, method="sampling", rng=rep, **kw)
+        sampled = mc.mc_error > 0
+        # C(12, k) > 200 exactly for k = 3..9; other k are enumerated, hence exact.
+        assert np.flatnonzero(sampled).tolist() == list(range(3, 10))
+        np.testing.assert_allclose(mc.mean[~sampled], exact.mean[~sampled], atol=1e-12)
+        assert np.all(exact.mc_error == 0)
+        z.extend(((mc.mean - exact.mean)[sampled] / mc.mc_error[sampled]).tolist())
+    z = np.array(z)
+    assert np.mean(np.abs(z) <= 1.96) >= 0.88  # 84 correlated cases: 95% less noise
+    assert 0.6 < np.std(z) < 1.4               # neither too small an error nor too large
+    assert mc.to_dict()["mc_error"] == mc.mc_error.tolist()
 
 
 def test_equivalence_beyond_the_curve_is_reported_not_capped():

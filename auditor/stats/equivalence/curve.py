@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from auditor.stats._validation import StatsInputError, as_rng, check_probability
+from auditor.stats.agreement.bootstrap import _INDEX_NS_PER_ITEM, _MULTINOMIAL_NS_PER_ROW
 from auditor.stats.equivalence._inputs import (
     DECOMPOSABLE,
     as_counts_input,
@@ -70,6 +71,11 @@ class PowerCurve:
     combiner, scorer, method : str
         ``method`` is ``"exact"`` (histogram of count vectors) or ``"sampling"``
         (rater subsets, Algorithms 2–3).
+    mc_error : ndarray, shape (n_k,)
+        Monte Carlo standard error of ``mean``: 0 where c_k is exact (the exact path,
+        and k whose rater subsets are all enumerated); where the sampling path draws
+        200 of the C(K, k) subsets, the standard error of that draw, so that
+        ``mean ± 1.96 · mc_error`` covers the all-subsets value in 95% of draws.
     """
 
     k: np.ndarray
@@ -82,6 +88,11 @@ class PowerCurve:
     scorer: str
     method: str
     confidence: float
+    mc_error: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.mc_error is None:
+            object.__setattr__(self, "mc_error", np.zeros(self.mean.shape))
 
     @property
     def k_max(self) -> int:
@@ -93,6 +104,7 @@ class PowerCurve:
             "confidence": self.confidence, "n_bootstrap": int(self.replicates.shape[0]),
             "k": self.k.tolist(), "mean": self.mean.tolist(), "ci_low": self.ci_low.tolist(),
             "ci_high": self.ci_high.tolist(), "n_items": self.n_items.tolist(),
+            "mc_error": self.mc_error.tolist(),
         }
 
 
@@ -393,14 +405,25 @@ def _group_draws(group_mult: np.ndarray, b: int, rng: np.random.Generator) -> np
     return rng.multinomial(n, group_mult / n, size=b).astype(float)
 
 
-# Above this many groups of interchangeable items a replicate draws its items one by one
-# (an index draw and a ``bincount``), which is cheaper than a multinomial over the groups.
-_ITEM_DRAWS_ABOVE = 50_000
+def _draw_items(n_items: int, n_groups: int) -> bool:
+    """Whether a replicate draws n item indices (cost ~ items) rather than a multinomial
+    over the groups (cost ~ groups): the rule of the agreement coefficients' bootstrap."""
+    return n_items * _INDEX_NS_PER_ITEM < n_groups * _MULTINOMIAL_NS_PER_ROW
 
 
-def _many_values(values: np.ndarray) -> bool:
-    """Whether ``values`` take more than ``_ITEM_DRAWS_ABOVE`` distinct values."""
-    return values.shape[0] > _ITEM_DRAWS_ABOVE and pd.unique(values).shape[0] > _ITEM_DRAWS_ABOVE
+def _group_items(values: np.ndarray) -> bool:
+    """Whether grouping items by ``values`` can make the bootstrap cheaper: not when the
+    distinct values are already too many for a multinomial over them."""
+    n = values.shape[0]
+    return not (_draw_items(n, n) and _draw_items(n, pd.unique(values).shape[0]))
+
+
+def _runs(key: np.ndarray):
+    """A stable order of ``key`` and the starts and values of its runs in that order."""
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]]) if key.size else np.zeros(0, int)
+    return order, starts, sorted_key[starts]
 
 
 def _resampled_sums(group_mult: np.ndarray, item_group: np.ndarray, n_bootstrap: int,
@@ -413,56 +436,54 @@ def _resampled_sums(group_mult: np.ndarray, item_group: np.ndarray, n_bootstrap:
     sums ``counts @ columns`` of the per-group values ``columns`` (G, d). Yields
     ``(rows, [per-key counts (b, n_keys)...], sums (b, d))`` for consecutive slices.
 
-    With few groups a replicate is one multinomial draw of the group counts; with many
-    (e.g. a million items with distinct predictions) it is n uniform item indices whose
-    per-item counts (one ``bincount``) are projected on the keys and columns item by
-    item, so nothing per group is gathered or stored. Both give the law of the
-    item bootstrap (the second draws positions in an order of the items sorted by their
-    first key, which is the same law).
+    A replicate is either one multinomial draw of the group counts (cost ~ groups) or,
+    when the groups are nearly as many as the items (e.g. items with distinct
+    predictions), n uniform item indices whose per-item counts (a ``bincount``) are
+    summed per key and against the columns item by item (cost ~ items), whichever is
+    cheaper (:func:`_draw_items`). Both give the law of the item bootstrap; the second
+    draws positions in the items sorted by their group's first key (the same law), so
+    that key's counts are sums over runs.
     """
     group_mult = np.asarray(group_mult)
     g = group_mult.shape[0]
     n = int(group_mult.sum())
     cols = np.zeros((g, 0)) if columns is None else np.asarray(columns, dtype=float).reshape(g, -1)
-    if g <= _ITEM_DRAWS_ABOVE:
+    if not _draw_items(n, g):
+        runs = [(*_runs(np.asarray(key)), n_keys) for key, n_keys in keys]
         step = max(1, _CHUNK_CELLS // max(1, g))
         for start in range(0, n_bootstrap, step):
             b = min(step, n_bootstrap - start)
             counts = _group_draws(group_mult, b, rng)
             per_key = []
-            for key, n_keys in keys:
-                w = np.zeros((n_keys, b))
-                np.add.at(w, key, counts.T)
-                per_key.append(w.T)
+            for order, starts, present, n_keys in runs:
+                w = np.zeros((b, n_keys))
+                if starts.size:
+                    w[:, present] = np.add.reduceat(counts[:, order], starts, axis=1)
+                per_key.append(w)
             yield slice(start, start + b), per_key, counts @ cols
         return
-    # Items in the order of their group's first key, so that the first key's counts are
-    # sums over runs (``reduceat``); any further key is a weighted ``bincount``.
     item_group = np.asarray(item_group, dtype=np.intp).reshape(-1)
     if keys:
-        first = np.asarray(keys[0][0])[item_group]
-        item_group = item_group[np.argsort(first, kind="stable")]
+        item_group = item_group[_runs(np.asarray(keys[0][0])[item_group])[0]]
     item_keys = [np.asarray(key)[item_group] for key, _ in keys]
-    runs = None
-    if keys:
-        run_key = item_keys[0]
-        starts = np.flatnonzero(np.r_[True, run_key[1:] != run_key[:-1]])
-        runs = (starts, run_key[starts])
+    runs = _runs(item_keys[0])[1:] if keys else None
     item_cols = np.ascontiguousarray(cols[item_group])
     step = max(1, _CHUNK_CELLS // max(1, n))
     for start in range(0, n_bootstrap, step):
         b = min(step, n_bootstrap - start)
+        # b replicates' per-item counts at once: the draws of replicate r offset by r·n.
+        drawn = rng.integers(0, n, size=(b, n))
+        drawn += (np.arange(b) * n)[:, None]
+        c = np.bincount(drawn.ravel(), minlength=b * n).reshape(b, n)
+        del drawn
         per_key = [np.zeros((b, n_keys)) for _, n_keys in keys]
-        sums = np.empty((b, cols.shape[1]))
-        for i in range(b):
-            c = np.bincount(rng.integers(0, n, n), minlength=n)
-            if runs is not None:
-                per_key[0][i, runs[1]] = np.add.reduceat(c, runs[0])
-            cf = c.astype(float)
-            for w, key, (_, n_keys) in zip(per_key[1:], item_keys[1:], keys[1:], strict=True):
-                w[i] = np.bincount(key, weights=cf, minlength=n_keys)
-            sums[i] = cf @ item_cols
-        yield slice(start, start + b), per_key, sums
+        if runs is not None and runs[0].size:
+            per_key[0][:, runs[1]] = np.add.reduceat(c, runs[0], axis=1)
+        cf = c.astype(float)
+        for w, key, (_, n_keys) in zip(per_key[1:], item_keys[1:], keys[1:], strict=True):
+            for r in range(b):
+                w[r] = np.bincount(key, weights=cf[r], minlength=n_keys)
+        yield slice(start, start + b), per_key, cf @ item_cols
 
 
 def _columns_run(problem: _Problem, *, combiner: str, clip: float, n_bootstrap: int,
@@ -529,7 +550,7 @@ def _exact_run(problem: _Problem, *, combiner: str, clip: float, n_bootstrap: in
         g_score = g_ok = np.zeros(t.keys.shape[0])
     else:
         terms = np.where(item_ok, item_scores, 0.0)
-        if _many_values(terms):
+        if not _group_items(terms):
             # So many distinct terms that items are drawn one by one anyway: each item
             # is its own group, and grouping them would only cost time.
             group_of_key, item_group = t.inverse, np.arange(terms.shape[0])
@@ -545,8 +566,7 @@ def _exact_run(problem: _Problem, *, combiner: str, clip: float, n_bootstrap: in
         def evaluate(w_key: np.ndarray, sums: np.ndarray):
             return (w_key @ t.expected) / (w_key @ t.eligible), sums[:, 0] / sums[:, 1]
 
-        w_point = np.zeros(n_keys)
-        np.add.at(w_point, group_of_key, gmult.astype(float))
+        w_point = np.bincount(group_of_key, weights=gmult.astype(float), minlength=n_keys)
         point, clf_point = evaluate(w_point[None, :], np.array([[gmult @ (g_score * g_ok), gmult @ g_ok]]))
         n_items = np.rint(w_point @ t.eligible).astype(np.int64)
         reps = np.empty((n_bootstrap, point.shape[1]))
@@ -558,7 +578,7 @@ def _exact_run(problem: _Problem, *, combiner: str, clip: float, n_bootstrap: in
     return point[0], reps, n_items, float(clf_point[0]), clf
 
 
-def _curve(problem: _Problem, point, reps, n_items, confidence) -> PowerCurve:
+def _curve(problem: _Problem, point, reps, n_items, confidence, mc_error=None) -> PowerCurve:
     lo, hi = _bounds(confidence)
     ci_low = np.full_like(point, np.nan)
     ci_high = np.full_like(point, np.nan)
@@ -569,7 +589,7 @@ def _curve(problem: _Problem, point, reps, n_items, confidence) -> PowerCurve:
         ci_low[cols] = np.nanquantile(reps[:, cols], lo, axis=0)
         ci_high[cols] = np.nanquantile(reps[:, cols], hi, axis=0)
     return PowerCurve(np.asarray(problem.ks), point, ci_low, ci_high, np.asarray(n_items, dtype=np.int64),
-                      reps, problem.combiner, problem.scorer, problem.method, float(confidence))
+                      reps, problem.combiner, problem.scorer, problem.method, float(confidence), mc_error)
 
 
 def _sampling_n_items(problem: _Problem) -> np.ndarray:
@@ -701,10 +721,10 @@ def power_curve(ratings, *, combiner: str, scorer: str, n_bootstrap: int = 500,
         return _curve(problem, point, reps, n_items, confidence)
     prior, model = _fitted(problem, combiner)
     weights = _item_weights(problem.pool.shape[0], n_bootstrap, gen)
-    all_rows = sampling_curve(problem.pool, problem.reference, combiner=combiner, scorer=scorer,
-                              k_max=problem.k_max, prior=prior, model=model, clip=clip, rng=gen,
-                              weights=weights, n_labels=problem.n_labels)
-    return _curve(problem, all_rows[0], all_rows[1:], _sampling_n_items(problem), confidence)
+    all_rows, mc_error = sampling_curve(problem.pool, problem.reference, combiner=combiner, scorer=scorer,
+                                        k_max=problem.k_max, prior=prior, model=model, clip=clip, rng=gen,
+                                        weights=weights, n_labels=problem.n_labels)
+    return _curve(problem, all_rows[0], all_rows[1:], _sampling_n_items(problem), confidence, mc_error)
 
 
 def _classifier_terms(problem: _Problem, pred: np.ndarray):
@@ -765,7 +785,7 @@ def _score_classifier(problem: _Problem, pred, n_bootstrap, confidence, gen) -> 
     if problem.method == "exact":
         terms, ok = _classifier_terms(problem, pred)
         values = np.where(ok, terms, 0.0)
-        if _many_values(values):
+        if not _group_items(values):
             item_group, gmult = np.arange(values.shape[0]), np.ones(values.shape[0], dtype=np.int64)
             columns = np.column_stack([values, ok])
         else:
@@ -837,6 +857,7 @@ def survey_equivalence(ratings, predictions, *, combiner: str, scorer: str, n_bo
                        raters=raters, k_values=k_values)
     pred = _validated_predictions(problem, predictions)
     lo, hi = _bounds(confidence)
+    mc_error = None
     if problem.slots is not None:
         point, reps, n_items, clf_value, clf_reps = _columns_run(
             problem, combiner=combiner, clip=clip, n_bootstrap=n_bootstrap, rng=gen, pred=pred)
@@ -852,16 +873,16 @@ def survey_equivalence(ratings, predictions, *, combiner: str, scorer: str, n_bo
     else:
         prior, model = _fitted(problem, combiner)
         weights = _item_weights(problem.pool.shape[0], n_bootstrap, gen)
-        all_rows = sampling_curve(problem.pool, problem.reference, combiner=combiner, scorer=scorer,
-                                  k_max=problem.k_max, prior=prior, model=model, clip=clip, rng=gen,
-                                  weights=weights, n_labels=problem.n_labels)
+        all_rows, mc_error = sampling_curve(problem.pool, problem.reference, combiner=combiner,
+                                            scorer=scorer, k_max=problem.k_max, prior=prior, model=model,
+                                            clip=clip, rng=gen, weights=weights, n_labels=problem.n_labels)
         ref = problem.reference if problem.reference is not None else problem.pool
         clf_rows = sampling_classifier(pred, ref, scorer=scorer, weights=weights)
         point, reps, n_items = all_rows[0], all_rows[1:], _sampling_n_items(problem)
         clf_reps = clf_rows[1:]
         clf = ClassifierScore(float(clf_rows[0]), _quantile(clf_reps, lo), _quantile(clf_reps, hi),
                               scorer, int((ref >= 0).any(axis=1).sum()), clf_reps)
-    curve = _curve(problem, point, reps, n_items, confidence)
+    curve = _curve(problem, point, reps, n_items, confidence, mc_error)
     value = equivalence_values(point[None, :], np.array([clf.value]), curve.k)[0]
     eq_reps = equivalence_values(reps, clf_reps, curve.k) if n_bootstrap else np.empty(0)
     k_last = curve.k_max
@@ -950,12 +971,8 @@ def expert_equivalence(ratings, reference, *, combiner: str, scorer: str, n_boot
         with np.errstate(invalid="ignore", divide="ignore"):
             return [(w @ t.expected) / (w @ t.eligible) for w, t in zip(per_key, tables, strict=True)]
 
-    point_w = []
-    for key, n_keys in keys:
-        w = np.zeros(n_keys)
-        np.add.at(w, key, gmult.astype(float))
-        point_w.append(w[None, :])
-    points = evaluate(point_w)
+    points = evaluate([np.bincount(key, weights=gmult.astype(float), minlength=n_keys)[None, :]
+                       for key, n_keys in keys])
     reps = [np.empty((n_bootstrap, t.expected.shape[1])) for t in tables]
     for rows, per_key, _ in _resampled_sums(gmult, item_group, n_bootstrap, gen, keys=keys):
         for r, part in zip(reps, evaluate(per_key), strict=True):

@@ -43,8 +43,15 @@ def rater_subsets(n_raters: int, k: int, rng: np.random.Generator,
 def sampling_curve(pool: np.ndarray, reference: np.ndarray | None, *, combiner: str, scorer: str,
                    k_max: int, prior: np.ndarray, model: ABCModel | None, clip: float,
                    rng: np.random.Generator, weights: Callable[[], list[np.ndarray]],
-                   n_labels: int) -> np.ndarray:
-    """c_k for k = 0..k_max under every weight row; returns (B + 1, k_max + 1).
+                   n_labels: int) -> tuple[np.ndarray, np.ndarray]:
+    """c_k for k = 0..k_max under every weight row, (B + 1, k_max + 1), and the Monte
+    Carlo standard error of the actual items' c_k, (k_max + 1,).
+
+    Where the k-subsets are sampled (C(K, k) > 200), c_k is the mean over S distinct
+    subsets drawn at random from the M = C(K, k), an unbiased estimate of the mean over
+    all of them; its standard error is that of a sample mean drawn without replacement,
+    ``sd / √S · √((M − S) / (M − 1))`` with ``sd`` the spread of the S subsets' scores.
+    Where every subset is used it is 0.
 
     ``pool`` is a full (N, K) code matrix (no missing entries); ``reference`` an (N, R)
     code matrix of reference raters (may have missing entries) or None to score against
@@ -55,10 +62,12 @@ def sampling_curve(pool: np.ndarray, reference: np.ndarray | None, *, combiner: 
     own = counts_of(pool, n_labels)
     n_rows = weights.n_rows
     out = np.empty((n_rows, k_max + 1))
+    mc_error = np.zeros(k_max + 1)
     n_pool = pool.shape[1]
     for k in range(k_max + 1):
         subsets = rater_subsets(n_pool, k, rng)
         total = np.zeros(n_rows)
+        actual = []  # each subset's score on the actual items (the first weight row)
         for subset in subsets:
             y = counts_of(pool[:, list(subset)], n_labels) if k else np.zeros_like(own)
             pred = predict(combiner, y, own, prior=prior, model=model, clip=clip)
@@ -76,10 +85,18 @@ def sampling_curve(pool: np.ndarray, reference: np.ndarray | None, *, combiner: 
                     acc += np.where(good, s, 0.0)
                     n_ok += good
                 with np.errstate(invalid="ignore"):
-                    total[row:row + w.shape[0]] += acc / n_ok
+                    part = acc / n_ok
+                if row == 0:
+                    actual.append(part[0])
+                total[row:row + w.shape[0]] += part
                 row += w.shape[0]
         out[:, k] = total / len(subsets)
-    return out
+        n_all, n_drawn = comb(n_pool, k), len(subsets)
+        if n_drawn < n_all and n_drawn > 1:
+            fpc = (n_all - n_drawn) / (n_all - 1)
+            with np.errstate(invalid="ignore"):
+                mc_error[k] = np.std(actual, ddof=1) / np.sqrt(n_drawn) * np.sqrt(fpc)
+    return out, mc_error
 
 
 def sampling_classifier(pred: np.ndarray, reference: np.ndarray, *, scorer: str,

@@ -1,0 +1,146 @@
+"""Benchmark: are the reported Monte Carlo errors honest?
+
+Run by hand:
+
+    python bench/bench_mc_error.py                  # 100 repetitions of each study
+    python bench/bench_mc_error.py --repetitions 300
+    python bench/bench_mc_error.py --smoke          # a few repetitions (seconds)
+
+Two statistics use Monte Carlo where an exact sum would cost too much, and report its
+standard error:
+
+* the survey power curve's rater-subset path (``method="sampling"``, the paper's
+  Algorithm 2): where C(K, k) > 200 it averages 200 random k-subsets of the raters and
+  reports ``PowerCurve.mc_error``;
+* BEST's F1 (macro) with many never-gold classes: a seeded Monte Carlo correction,
+  reported in ``BestPerformance.standard_errors``.
+
+On shapes where the exact value is also computable (the exact histogram path of the
+power curve, which for agreement and cross-entropy equals the mean over all subsets;
+BEST's inclusion–exclusion over a few never-gold classes), each repetition draws a new
+data set and a new seed and compares. A reported error is honest if
+``|Monte Carlo − exact| ≤ 1.96 · error`` in 95% of the cases (and within one error in
+about 68%). Each study also reruns one case with the same seed and checks the result is
+bit-identical.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from auditor.stats import best_performance
+from auditor.stats.best import f1 as f1_module
+from auditor.stats.equivalence import power_curve
+
+F1 = "f1 (macro)"
+
+
+def _ratings(rng, n_items: int, n_raters: int, n_classes: int, concentration: float) -> np.ndarray:
+    p = rng.dirichlet(np.full(n_classes, concentration), size=n_items)
+    u = rng.random((n_items, n_raters, 1))
+    return (u > np.cumsum(p, axis=1)[:, None, :]).sum(axis=2)
+
+
+def curve_study(repetitions: int, n_items: int, n_raters: int, n_classes: int, seed: int):
+    """z = (sampling − exact) / mc_error over every sampled k of every repetition."""
+    zs = {("plurality", "agreement"): [], ("frequency", "cross_entropy"): []}
+    rng = np.random.default_rng(seed)
+    for rep in range(repetitions):
+        # Alternate a spread-out and a concentrated prior: the second has skewed subset scores.
+        ratings = _ratings(rng, n_items, n_raters, n_classes, 0.7 if rep % 2 == 0 else 0.2)
+        for (combiner, scorer), out in zs.items():
+            kw = dict(combiner=combiner, scorer=scorer, n_bootstrap=0, n_labels=n_classes)
+            exact = power_curve(ratings, method="exact", k_values="all", **kw)
+            mc = power_curve(ratings, method="sampling", rng=int(rng.integers(2**31)), **kw)
+            sampled = mc.mc_error > 0
+            out.extend(((mc.mean - exact.mean)[sampled] / mc.mc_error[sampled]).tolist())
+    # Bit-identical for the same seed.
+    ratings = _ratings(np.random.default_rng(seed), n_items, n_raters, n_classes, 0.7)
+    kw = dict(combiner="plurality", scorer="agreement", n_bootstrap=5, n_labels=n_classes, method="sampling")
+    a, b = power_curve(ratings, rng=7, **kw), power_curve(ratings, rng=7, **kw)
+    identical = (np.array_equal(a.mean, b.mean) and np.array_equal(a.mc_error, b.mc_error)
+                 and np.array_equal(a.replicates, b.replicates))
+    return {key: np.array(v) for key, v in zs.items()}, identical
+
+
+def _never_gold_counts(rng, n_items: int, n_never: int, labels: int) -> np.ndarray:
+    """Two gold classes (each item's plurality among them) and ``n_never`` classes that
+    receive at most one label per item, so they are never anybody's plurality."""
+    base = rng.multinomial(labels, rng.dirichlet([0.8, 0.8], size=n_items))
+    extra = np.zeros((n_items, n_never), dtype=np.int64)
+    who = rng.random(n_items) < 0.4
+    extra[np.flatnonzero(who), rng.integers(0, n_never, who.sum())] = 1
+    return np.hstack([base, extra])
+
+
+def best_study(repetitions: int, n_items: int, seed: int, target_se: float):
+    """z = (Monte Carlo F1 − inclusion–exclusion F1) / standard error."""
+    rng = np.random.default_rng(seed)
+    zs = []
+    saved = f1_module._MAX_EXACT_NEVER_GOLD
+    for rep in range(repetitions):
+        counts = _never_gold_counts(rng, n_items, 1 + rep % 3, 5)
+        f1_module._MAX_EXACT_NEVER_GOLD = saved
+        exact = best_performance(counts, metrics=[F1], rng=0)
+        assert "inclusion-exclusion" in exact.methods[F1], exact.methods[F1]
+        try:
+            f1_module._MAX_EXACT_NEVER_GOLD = 0
+            mc = best_performance(counts, metrics=[F1], rng=int(rng.integers(2**31)), f1_standard_error=target_se)
+        finally:
+            f1_module._MAX_EXACT_NEVER_GOLD = saved
+        assert "Monte Carlo" in mc.methods[F1], mc.methods[F1]
+        zs.append((mc.scores[F1] - exact.scores[F1]) / mc.standard_errors[F1])
+    counts = _never_gold_counts(np.random.default_rng(seed), n_items, 2, 5)
+    try:
+        f1_module._MAX_EXACT_NEVER_GOLD = 0
+        a = best_performance(counts, metrics=[F1], rng=5, f1_standard_error=target_se)
+        b = best_performance(counts, metrics=[F1], rng=5, f1_standard_error=target_se)
+    finally:
+        f1_module._MAX_EXACT_NEVER_GOLD = saved
+    identical = a.scores[F1] == b.scores[F1] and a.standard_errors[F1] == b.standard_errors[F1]
+    return np.array(zs), identical
+
+
+def _row(name: str, z: np.ndarray) -> str:
+    inside = np.mean(np.abs(z) <= 1.96)
+    # Monte Carlo error of the coverage itself (cases within a repetition are correlated,
+    # so this is a floor).
+    se = math.sqrt(0.95 * 0.05 / max(1, z.size))
+    return (f"{name:<52s} {z.size:>6d} {inside:>9.3f} {np.mean(np.abs(z) <= 1):>8.3f} {np.std(z):>8.2f}"
+            f"   (±{1.96 * se:.3f})")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repetitions", type=int, default=None, help="Data sets per study (default 100).")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--smoke", action="store_true", help="A few repetitions: seconds.")
+    args = parser.parse_args(argv)
+    reps = args.repetitions or (2 if args.smoke else 100)
+    n_items = 60 if args.smoke else 200
+    t0 = time.perf_counter()
+    curve_z, curve_same = curve_study(reps, n_items, 12, 3, args.seed)
+    t1 = time.perf_counter()
+    best_z, best_same = best_study(reps, 30 if args.smoke else 200, args.seed, 1e-3 if args.smoke else 1e-4)
+    t2 = time.perf_counter()
+    print(f"{reps} data sets per study; a case is a (data set, k) or a data set")
+    print(f"{'study':<52s} {'cases':>6s} {'≤1.96·SE':>9s} {'≤1·SE':>8s} {'sd(z)':>8s}")
+    for (combiner, scorer), z in curve_z.items():
+        print(_row(f"power curve, rater subsets, {combiner}/{scorer}", z))
+    print(_row("BEST F1 (macro), Monte Carlo correction", best_z))
+    print(f"bit-identical for the same seed: power curve {'yes' if curve_same else 'NO'}, "
+          f"BEST {'yes' if best_same else 'NO'}")
+    print(f"time: power curves {t1 - t0:.1f} s, BEST {t2 - t1:.1f} s")
+    return 0 if (curve_same and best_same) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
