@@ -135,6 +135,46 @@ def test_classes_that_cannot_win_get_exactly_zero():
     np.testing.assert_allclose(probs[0, :2], 0.5, atol=1e-12)
 
 
+def _rows_with_clear_winners():
+    """Rows where some classes cannot win: one large count beside small ones, with small
+    and large α, a few counts near the cut."""
+    rows = []
+    for alpha in ([0.02, 0.03, 0.025, 0.5], [0.5, 1.5, 0.2, 0.3], [3.0, 2.0, 1.0, 4.0]):
+        for top in (20, 45, 60, 200, 3000):
+            for second in (0, 1, 5, top // 3, top - 2):
+                for third in (0, 1, 3):
+                    rows.append(np.add(alpha, (top, second, third, 0)))
+    return np.array(rows)
+
+
+def test_beaten_classes_cannot_win():
+    # Every class marked as beaten has P(G_j > G_top) < ε (an upper bound of its
+    # argmax probability), and the quadrature gives it at most 2ε.
+    beta = _rows_with_clear_winners()
+    dead = quadrature_module._beaten(beta)
+    assert dead.any() and not dead.all(axis=1).any()
+    top = beta.max(axis=1, keepdims=True)
+    exact = special.betainc(np.broadcast_to(top, beta.shape), beta, 0.5)  # P(G_j > G_top)
+    assert np.all(exact[dead] < quadrature_module._TAIL)
+    # The bound is not loose by much: pairs far below the cut are all marked.
+    assert np.all(dead[(exact < 1e-3 * quadrature_module._TAIL) & (beta < top)])
+
+
+def test_rows_left_with_one_or_two_classes_equal_the_quadrature(monkeypatch):
+    # The shortcut (one class left: probability 1; two: the beta function) against the
+    # quadrature of the whole row.
+    beta = _rows_with_clear_winners()
+    n_live = (beta > 0).sum(axis=1) - quadrature_module._beaten(beta).sum(axis=1)
+    assert np.any(n_live == 1) and np.any(n_live == 2) and np.any(n_live > 2)
+    shortcut = quadrature_module._argmax_probabilities(beta)
+    monkeypatch.setattr(quadrature_module, "_beaten", lambda b: np.zeros(b.shape, dtype=bool))
+    full = quadrature_module._argmax_probabilities(beta)
+    np.testing.assert_allclose(shortcut, full, rtol=0, atol=1e-12)
+    assert np.all(shortcut[n_live == 1].max(axis=1) == 1.0)
+    reference = np.stack([_reference_argmax(row) for row in beta[n_live <= 2][::4]])
+    _assert_close(shortcut[n_live <= 2][::4], reference)
+
+
 def test_many_classes_need_no_adaptive_quadrature(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("adaptive quadrature used")
@@ -197,4 +237,25 @@ def test_f1_parts_equal_direct_convolution(seed):
         joint = np.convolve(np.arange(len(tp)) * tp, fp)
         expected = np.sum(2.0 * joint / (m[c] + np.arange(len(joint))))
         # (the reference's own 60-trial binomials are good to about 1e-12)
+        assert parts[int(c)] == pytest.approx(expected, rel=1e-11, abs=1e-14)
+
+
+def test_f1_parts_with_certain_and_impossible_predictions():
+    # Expanded trials whose argmax probability is exactly 0 or 1 (left out, or counted
+    # in their sum's offset) beside uncertain ones and count vectors of many items.
+    rng = np.random.default_rng(7)
+    n_rows, k = 200, 5
+    probs = rng.dirichlet(np.full(k, 0.4), size=n_rows)
+    certain = rng.random(n_rows) < 0.4
+    probs[certain] = np.eye(k)[rng.integers(0, k, int(certain.sum()))]
+    probs[(rng.random(n_rows) < 0.2) & ~certain, 1] = 0.0
+    probs /= probs.sum(axis=1, keepdims=True)
+    gold = rng.integers(0, k, n_rows)
+    weights = rng.choice([1, 1, 1, 2, 50], size=n_rows).astype(float)
+    m, parts = f1_module._f1_parts(weights, gold, probs, k)
+    for c in np.flatnonzero(m):
+        tp = _direct(weights[gold == c], probs[gold == c, c])
+        fp = _direct(weights[gold != c], probs[gold != c, c])
+        joint = np.convolve(np.arange(len(tp)) * tp, fp)
+        expected = np.sum(2.0 * joint / (m[c] + np.arange(len(joint))))
         assert parts[int(c)] == pytest.approx(expected, rel=1e-11, abs=1e-14)

@@ -324,37 +324,40 @@ def _f1_parts(weights, gold, probs, n_classes):
     column[gold_classes] = np.arange(g)
     # Sum k: TP of the k-th gold class c, from each gold-c item; sum g + k: its FP, from
     # every other item. Count vectors shared by a few items are expanded into one trial
-    # per item: the FP terms of these trials are the columns of a dense matrix, convolved
-    # in blocks of consecutive trials; the other terms are listed.
+    # per item, whose terms are single trials: those with p = 1 only shift their sum
+    # (counted in its offset), those with p = 0 are left out, the others are convolved
+    # in blocks of consecutive trials; the other terms are binomials.
     # (A few count vectors: each a binomial term, no expansion.)
     few = len(weights) * (g + 1) <= _FEW_PIECES
     expand = (weights <= _EXPAND_MAX_WEIGHT) & (not few)
     trial = np.repeat(np.flatnonzero(expand), weights[expand].astype(np.int64))
     tp_sum = column[gold[trial]]
     by_sum = np.argsort(tp_sum, kind="stable")
-    parts = [_bernoulli_blocks(probs[trial, gold[trial]][by_sum], tp_sum[by_sum])]
-    size_b = _BERNOULLI_BLOCK
-    n_blocks = -(-len(trial) // size_b)
-    step = max(1, _DENSE_FP_CELLS // max(1, n_blocks * size_b))
+    offset = np.zeros(2 * g, dtype=np.int64)
+    p_tp, s_tp = probs[trial, gold[trial]][by_sum], tp_sum[by_sum]
+    offset += np.bincount(s_tp[p_tp >= 1.0], minlength=2 * g)
+    mid = (p_tp > 0.0) & (p_tp < 1.0)
+    parts = [_bernoulli_blocks(p_tp[mid], s_tp[mid])]
+    step = max(1, _DENSE_FP_CELLS // max(1, len(trial)))
     for k0 in range(0, g, step):
         cls = gold_classes[k0:k0 + step]
-        dense = np.zeros((len(cls), n_blocks * size_b))
-        for i, c in enumerate(cls):
-            dense[i, :len(trial)] = probs[trial, c]
-        own = np.flatnonzero((gold[trial] >= cls[0]) & (gold[trial] <= cls[-1]))
-        keep = column[gold[trial[own]]] - k0 < len(cls)
-        dense[column[gold[trial[own[keep]]]] - k0, own[keep]] = 0.0   # their TP terms
-        sums = g + k0 + np.repeat(np.arange(len(cls)), n_blocks)
-        parts.append(_bernoulli_recursion(dense.reshape(-1, size_b), sums))
-        del dense
-    offset = np.zeros(2 * g, dtype=np.int64)
+        # (class, trial) in class order: each class's FP terms, its own items' left out.
+        p_fp = probs[trial][:, cls].T
+        p_fp[column[gold[trial]][None, :] == k0 + np.arange(len(cls))[:, None]] = 0.0
+        sums = g + k0 + np.repeat(np.arange(len(cls)), len(trial))
+        p_fp = p_fp.ravel()
+        offset += np.bincount(sums[p_fp >= 1.0], minlength=2 * g)
+        mid = (p_fp > 0.0) & (p_fp < 1.0)
+        parts.append(_bernoulli_blocks(p_fp[mid], sums[mid]))
+        del p_fp
     several = np.flatnonzero(~expand)
     if several.size:
         cls, idx = np.nonzero(probs[several][:, gold_classes].T > 0)
         idx = several[idx]
         is_fp = gold[idx] != gold_classes[cls]
-        offset, pieces = _pieces(weights[idx], probs[idx, gold_classes[cls]],
-                                 cls + g * is_fp, 2 * g)
+        offset_several, pieces = _pieces(weights[idx], probs[idx, gold_classes[cls]],
+                                         cls + g * is_fp, 2 * g)
+        offset += offset_several
         parts.append(pieces)
     dists = _convolve_sums(offset, parts)
     parts_f1 = {}

@@ -34,6 +34,8 @@ _DENSE_BLOCK = 1 << 20
 _TABLE_BLOCK = 1 << 15
 # Matrix products are done by blocks of rows of at most this many multiplications.
 _BLAS_MAX_PRODUCT = 1 << 16
+# Rows whose largest β is below this are not searched for classes that cannot win.
+_BEATEN_MIN_TOP = 8.0
 # Inputs of at most this many rows start with the first refinement.
 _FEW_ROWS = 64
 # Windows shared by at most this many (rows × classes) are integrated row by row.
@@ -81,18 +83,38 @@ def _argmax_probabilities(beta: np.ndarray) -> np.ndarray:
 
     Only the classes that can win count: a class whose gamma variable exceeds
     ``F_{β_max}^{-1}(ε)`` with probability at most ε is the argmax with probability
-    below ``2ε`` and gets probability 0. Rows are normalised to sum to 1.
+    below ``2ε`` and gets probability 0, and so does a class with ``P(G_j > G_max) < ε``
+    (:func:`_beaten`, checked before any quadrature): rows left with one class that can
+    win get probability 1 for it, rows left with two the beta function above (the other
+    classes change them by less than ``Kε``), without quadrature. Rows are normalised
+    to sum to 1.
     """
     beta = np.asarray(beta, dtype=float)
     n_classes = beta.shape[1]
     pos = beta > 0
     k_pos = pos.sum(axis=1)
     many = np.flatnonzero(k_pos > 2)
-    if many.size == len(beta):
-        out = _gamma_quadrature(beta)
-        out /= out.sum(axis=1, keepdims=True)
-        return out
     out = np.zeros_like(beta, dtype=float)
+    if many.size:
+        # Classes that cannot win (P(G_j > G_top) < ε): the rows left with one or two
+        # classes are exact without quadrature, the others get 0 for those classes.
+        dead = _beaten(beta[many])
+        n_live = k_pos[many] - dead.sum(axis=1)
+        if n_live.min() > 2:
+            quad = _gamma_quadrature(beta[many])
+            quad[dead] = 0.0
+            if many.size == len(beta):
+                quad /= quad.sum(axis=1, keepdims=True)
+                return quad
+            out[many] = quad
+        else:
+            pos[many] &= ~dead
+            k_pos[many] = n_live
+            rest = many[n_live > 2]
+            if rest.size:
+                quad = _gamma_quadrature(beta[rest])
+                quad[dead[n_live > 2]] = 0.0
+                out[rest] = quad
     one = k_pos == 1
     out[one] = pos[one]
     two = np.flatnonzero(k_pos == 2)
@@ -102,10 +124,48 @@ def _argmax_probabilities(beta: np.ndarray) -> np.ndarray:
         cols = np.flatnonzero(pos[two].ravel()).reshape(-1, 2) % n_classes
         out[two, cols[:, 0]] = p_first
         out[two, cols[:, 1]] = 1.0 - p_first
-    if many.size:
-        out[many] = _gamma_quadrature(beta[many])
     out /= out.sum(axis=1, keepdims=True)
     return out
+
+
+def _beaten(beta: np.ndarray) -> np.ndarray:
+    """``dead[r, j]``: ``β_rj > 0`` and class ``j`` is the argmax with probability below
+    ``_TAIL``, by the bound ``P(argmax = j) ≤ P(G_j > G_t)`` (``t`` the row's largest
+    ``β``, ``j ≠ t``). ``G_j / (G_j + G_t) ~ Beta(a, b)`` (``a = β_j ≤ b = β_t``) has
+    density ``g(x) / B(a, b)``, ``g(x) = x^{a−1} (1−x)^{b−1}``. On ``[1/2, 1]``,
+    ``x^{a−1} ≤ max(1, 2^{1−a})``; and for ``1 ≤ a < b``, ``ln g`` is concave with slope
+    ``2(a − b)`` at ``1/2``, so ``g(x) ≤ g(1/2) e^{2(a−b)(x−1/2)}``. Hence
+
+    .. math:: P(G_j > G_t) ≤ \\frac{1}{B(a, b)} \\min\\Big(
+        \\frac{\\max(1, 2^{1−a})}{b\\, 2^{b}},\\;
+        \\frac{2^{2−a−b}}{2(b − a)} \\text{ if } 1 ≤ a < b\\Big).
+
+    Marking fewer classes is always safe (the quadrature takes them); rows whose largest
+    ``β`` is below ``_BEATEN_MIN_TOP`` are not searched.
+    """
+    n_rows = beta.shape[0]
+    top = beta.argmax(axis=1)
+    b_all = beta[np.arange(n_rows), top]
+    # Below this largest β the bound reaches ε only for β_j < 1e-13: rows left as they are.
+    tall = np.flatnonzero(b_all >= _BEATEN_MIN_TOP)
+    dead = np.zeros(beta.shape, dtype=bool)
+    if tall.size < n_rows:
+        if tall.size:
+            dead[tall] = _beaten(beta[tall])
+        return dead
+    b = b_all[:, None]
+    pos = beta > 0
+    a = np.where(pos, beta, 1.0)
+    ln2 = np.log(2.0)
+    log_beta_fn = special.gammaln(a) + special.gammaln(b) - special.gammaln(a + b)
+    log_bound = (np.maximum(1.0 - a, 0.0) - b) * ln2 - np.log(b)
+    concave = (a >= 1.0) & (b > a)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_concave = (1.0 - a - b) * ln2 - np.log(b - a)
+    log_bound = np.where(concave, np.minimum(log_bound, log_concave), log_bound) - log_beta_fn
+    dead = pos & (log_bound < np.log(_TAIL))
+    dead[np.arange(n_rows), top] = False
+    return dead
 
 
 class _Rows:
