@@ -1567,10 +1567,13 @@ def plan_equivalence(ratings, predictions, *, width: float, combiner: str = "plu
     ks = np.asarray(problem.ks)
     notes: list[str] = []
 
+    # ``uniq`` is sorted by key first: each key's groups are a run.
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+
     def width_at(n: int, sub: np.random.Generator) -> float:
         counts = sub.multinomial(n, p_group, size=n_bootstrap).astype(float)
         w_key = np.zeros((n_bootstrap, t.keys.shape[0]))
-        np.add.at(w_key.T, key, counts.T)
+        w_key[:, key[starts]] = np.add.reduceat(counts, starts, axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             curve = (w_key @ t.expected) / (w_key @ t.eligible)
             clf = (counts @ (g_score * g_ok)) / (counts @ g_ok)
