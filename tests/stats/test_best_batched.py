@@ -230,13 +230,17 @@ def test_f1_parts_equal_direct_convolution(seed):
     probs = rng.dirichlet(np.full(k, 0.4), size=n_rows)
     gold = rng.integers(0, k - (seed == 2), n_rows)  # seed 2: a class never gold
     weights = rng.choice([1, 1, 1, 3, 60], size=n_rows).astype(float)
+    # (the reference's own 60-trial binomials are good to about 1e-12)
+    _assert_f1_parts_are_direct_convolutions(weights, gold, probs, k)
+
+
+def _assert_f1_parts_are_direct_convolutions(weights, gold, probs, k):
     m, parts = f1_module._f1_parts(weights, gold, probs, k)
     for c in np.flatnonzero(m):
         tp = _direct(weights[gold == c], probs[gold == c, c])
         fp = _direct(weights[gold != c], probs[gold != c, c])
         joint = np.convolve(np.arange(len(tp)) * tp, fp)
         expected = np.sum(2.0 * joint / (m[c] + np.arange(len(joint))))
-        # (the reference's own 60-trial binomials are good to about 1e-12)
         assert parts[int(c)] == pytest.approx(expected, rel=1e-11, abs=1e-14)
 
 
@@ -252,10 +256,4 @@ def test_f1_parts_with_certain_and_impossible_predictions():
     probs /= probs.sum(axis=1, keepdims=True)
     gold = rng.integers(0, k, n_rows)
     weights = rng.choice([1, 1, 1, 2, 50], size=n_rows).astype(float)
-    m, parts = f1_module._f1_parts(weights, gold, probs, k)
-    for c in np.flatnonzero(m):
-        tp = _direct(weights[gold == c], probs[gold == c, c])
-        fp = _direct(weights[gold != c], probs[gold != c, c])
-        joint = np.convolve(np.arange(len(tp)) * tp, fp)
-        expected = np.sum(2.0 * joint / (m[c] + np.arange(len(joint))))
-        assert parts[int(c)] == pytest.approx(expected, rel=1e-11, abs=1e-14)
+    _assert_f1_parts_are_direct_convolutions(weights, gold, probs, k)
