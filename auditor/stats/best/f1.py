@@ -22,6 +22,9 @@ __all__ = []
 _MAX_EXACT_NEVER_GOLD = 6
 # At most this many (draw, distinct count vector, class) cells for that correction.
 _MC_CELL_BUDGET = 5e8
+# Draws of the Monte Carlo correction: this many times what the pilot's spread says the
+# target standard error needs, so that the estimate's own error rarely exceeds the target.
+_PILOT_MARGIN = 1.3
 # Tails of an intermediate convolution holding less mass than this are cut (summed over
 # all cuts, far below ε).
 _TRIM = 1e-22
@@ -386,7 +389,8 @@ def _f1_macro(weights, gold, probs, rng, target_se, max_draws):
     exact, with ``2^{|D|}`` convolutions. Beyond ``_MAX_EXACT_NEVER_GOLD`` such
     classes, ``E[S]/g`` is kept exact and the remainder ``E[S/(g+J) − S/g]`` (zero
     whenever ``J = 0``) is estimated by seeded Monte Carlo over per-item argmax
-    draws, batch after batch until its standard error is at most ``target_se``.
+    draws: a pilot batch sets how many draws a standard error of ``target_se`` needs,
+    and the estimate and its standard error come from that many fresh draws.
     Returns ``(score, standard_error, method)``.
     """
     n_classes = probs.shape[1]
@@ -424,26 +428,39 @@ def _f1_macro(weights, gold, probs, rng, target_se, max_draws):
     onehot[np.arange(len(gold)), gold] = 1.0
     n_rows = probs.shape[0]
     batch = int(max(64, min(20_000, 4_000_000 // max(1, n_rows * n_classes))))
-    total, total_sq, drawn = 0.0, 0.0, 0
     w_int = weights.astype(np.int64)
-    se = math.inf
-    # The work per draw grows with the distinct count vectors: bound the total too.
-    max_draws = min(max_draws, max(1000, int(_MC_CELL_BUDGET // (n_rows * n_classes))))
-    while drawn < max_draws:
-        size = min(batch, max_draws - drawn)
+
+    def differences(size):
         draws = rng.multinomial(w_int, probs, size=(size, n_rows))    # (B, R, K)
         k = draws.sum(axis=1)
         tp = np.einsum("brk,rk->bk", draws, onehot)
         s = np.sum(2.0 * tp[:, gold_classes] / (m[gold_classes] + k[:, gold_classes]), axis=1)
         j = np.sum(k[:, never_gold] > 0, axis=1)
-        diff = -s * j / (g * (g + j))
+        return -s * j / (g * (g + j))
+
+    # The work per draw grows with the distinct count vectors: bound the total too.
+    max_draws = min(max_draws, max(1000, int(_MC_CELL_BUDGET // (n_rows * n_classes))))
+    # Two stages: a pilot batch measures the spread of the differences and so fixes how
+    # many draws the estimate needs (with a margin); the estimate and its standard error
+    # come from those draws alone. (Stopping as soon as the running standard error looks
+    # small enough would understate it: the stop would favour draws that happen to vary
+    # little, and the error would cover the exact value less often than it says.)
+    pilot = differences(min(batch, max_draws))
+    need = _PILOT_MARGIN * float(np.var(pilot, ddof=1)) / target_se**2 if pilot.size > 1 else math.inf
+    n_draws = int(min(max_draws, max(1000, math.ceil(need))))
+    total, total_sq, drawn = 0.0, 0.0, 0
+    while drawn < n_draws:
+        diff = differences(min(batch, n_draws - drawn))
         total += diff.sum()
         total_sq += np.sum(diff**2)
-        drawn += size
-        mean = total / drawn
-        var = max(total_sq / drawn - mean**2, 0.0)
-        se = math.sqrt(var / drawn) if drawn > 1 else math.inf
-        if drawn >= 1000 and se <= target_se:
-            break
+        drawn += diff.shape[0]
+    mean = total / drawn
+    var = max(total_sq - drawn * mean**2, 0.0) / (drawn - 1)
+    se = math.sqrt(var / drawn)
+    if var == 0.0:
+        # No draw predicted a never-gold class: the correction is 0 here, and at 95% such an
+        # event has probability at most 3 / n (the rule of three), each costing at most
+        # |S / (g + J) − S / g| ≤ J / (g + J).
+        se = 3.0 / drawn * n_never / (g + n_never) / 1.96
     method = f"exact + Monte Carlo correction ({drawn} draws)"
-    return exact + total / drawn, se, method
+    return exact + mean, se, method
