@@ -38,3 +38,22 @@ def test_the_f1_correction_error_covers_the_exact_value(monkeypatch):
     z = np.array(z)
     assert np.mean(np.abs(z) <= 1.96) >= 0.85   # 30 cases: 95% less noise
     assert 0.5 < np.std(z) < 1.5
+
+
+def test_no_draw_predicting_a_never_gold_class_still_reports_an_error(monkeypatch):
+    """A never-gold class that no draw predicts leaves a zero correction; its standard
+    error is then the rule of three's bound, not 0, and still covers the exact value."""
+    rng = np.random.default_rng(0)
+    n = 40
+    gold = rng.integers(0, 2, n)
+    probs = np.zeros((n, 3))
+    probs[np.arange(n), gold] = 0.7
+    probs[np.arange(n), 1 - gold] = 0.3 - 1e-9
+    probs[:, 2] = 1e-9                      # predicted with probability 4e-8 per data set
+    weights = np.ones(n)
+    exact, exact_se, how = f1_module._f1_macro(weights, gold, probs, np.random.default_rng(1), 1e-3, 10**6)
+    assert exact_se == 0.0 and "inclusion-exclusion" in how
+    monkeypatch.setattr(f1_module, "_MAX_EXACT_NEVER_GOLD", 0)
+    value, se, how = f1_module._f1_macro(weights, gold, probs, np.random.default_rng(1), 1e-3, 10**6)
+    assert "Monte Carlo" in how
+    assert se > 0 and abs(value - exact) <= 1.96 * se
