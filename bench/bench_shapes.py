@@ -24,9 +24,9 @@ own; ``--smoke`` runs the tiny rows in one process) and prints:
   vectors (what any statistic of the counts must at least do; the best of two runs),
   with the records' items already numbered 0..N−1 (``limit``, the strict one);
 * the same from records whose items carry database ids (``ids``): the ids are numbered
-  first (``np.unique``, as an audit does with the rows it reads), which is how the
+  first (by hashing, ``pandas.factorize``, the fastest way here), which is how the
   issue that asked for this table measured its reference (0.07 s for 1M records at
-  100k items);
+  100k items, 0.48 s for 10M at 1M);
 * the ratio of the time to each.
 """
 
@@ -329,10 +329,11 @@ def histogram_limit(data: Data) -> float:
 def histogram_limit_from_ids(data: Data, ids) -> float:
     """The histogram limit from records whose items are database ids (numbered first)."""
     import numpy as np
+    import pandas as pd
 
     t0 = time.perf_counter()
-    _, item = np.unique(ids, return_inverse=True)
-    histogram_limit(Data(item.reshape(-1), data.label, data.n_items, data.n_labels))
+    item, _ = pd.factorize(ids)   # hashing: faster than a sort-based np.unique
+    histogram_limit(Data(item.astype(np.int64, copy=False), data.label, data.n_items, data.n_labels))
     return time.perf_counter() - t0
 
 
