@@ -8,6 +8,8 @@ role, vendor and grants, and the same URL. Authentication always runs first.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from functools import wraps
 
 from flask import Flask, Response, current_app, g, request, session
@@ -15,7 +17,7 @@ from sqlalchemy import ColumnElement, String, literal_column
 
 from auditor.lru import LRU
 
-__all__ = ["cached", "init_app", "lookup", "remember"]
+__all__ = ["answer", "cached", "init_app", "lookup", "remember"]
 
 # Every component moves when something a dashboard or a results endpoint shows changes:
 # datasets (count, versions, updates), audit runs (new ones and every state change),
@@ -50,11 +52,24 @@ def fingerprint_column(workspace_id: ColumnElement) -> ColumnElement:
 
 class _Lru(LRU):
     """Rendered answers: entries also age out (so a cached page never carries a CSRF token
-    near its expiry), and an answer larger than ``max_bytes`` is not kept."""
+    near its expiry), and an answer larger than ``max_bytes`` is not kept. ``flights``
+    holds the keys being computed right now (see :func:`answer`)."""
 
     def __init__(self, entries: int, max_bytes: int, ttl: float = 300.0):
         super().__init__(entries, ttl=ttl)
         self.max_bytes = max_bytes
+        self.flights: dict[tuple, threading.Event] = {}
+        self.flights_lock = threading.Lock()
+
+
+# How long a request waits for another thread's answer to the same key before it computes
+# its own (a slow answer must not hold the others for longer than computing it would).
+_WAIT_SECONDS = 10.0
+
+
+def _response(hit) -> Response:
+    body, headers = hit
+    return Response(body, status=200, headers=headers)
 
 
 def lookup(principal) -> tuple[_Lru, tuple, Response | None] | None:
@@ -78,10 +93,7 @@ def lookup(principal) -> tuple[_Lru, tuple, Response | None] | None:
     key = (principal.workspace_id, principal.user_id, principal.role.value, principal.vendor, grants, token,
            request.full_path, version)
     hit = store.get(key)
-    if hit is None:
-        return store, key, None
-    body, headers = hit
-    return store, key, Response(body, status=200, headers=headers)
+    return store, key, None if hit is None else _response(hit)
 
 
 def remember(store: _Lru, key: tuple, response: Response) -> Response:
@@ -91,6 +103,34 @@ def remember(store: _Lru, key: tuple, response: Response) -> Response:
             store.put(key, (body, [(k, v) for k, v in response.headers.items()
                                    if k.lower() not in ("set-cookie", "content-length")]))
     return response
+
+
+def answer(store: _Lru, key: tuple, compute: Callable[[], Response]) -> Response:
+    """A missed answer, computed once per process however many ask for it at once.
+
+    Every change (an audit queued, started or finished; new labels) moves the fingerprint,
+    so every open dashboard misses at the same moment; without this each of the process's
+    threads would render the same page side by side, each slower for the others. The
+    first request computes; the others wait for its answer (up to ``_WAIT_SECONDS``) and
+    compute their own only if it could not be kept.
+    """
+    with store.flights_lock:
+        event = store.flights.get(key)
+        leader = event is None
+        if leader:
+            event = store.flights[key] = threading.Event()
+    if not leader:
+        if event.wait(_WAIT_SECONDS):
+            hit = store.get(key)
+            if hit is not None:
+                return _response(hit)
+        return remember(store, key, compute())
+    try:
+        return remember(store, key, compute())
+    finally:
+        with store.flights_lock:
+            store.flights.pop(key, None)
+        event.set()
 
 
 def cached(view):
@@ -104,7 +144,7 @@ def cached(view):
         store, key, hit = found
         if hit is not None:
             return hit
-        return remember(store, key, current_app.make_response(view(*args, **kwargs)))
+        return answer(store, key, lambda: current_app.make_response(view(*args, **kwargs)))
 
     return wrapper
 

@@ -206,8 +206,8 @@ def _view(op: Operation):
             store, key, hit = found
             if hit is not None:
                 return hit
-            return cache.remember(store, key, _answer(op, db, op.view(principal, db, **path, **args), fmt,
-                                                      page, per_page))
+            return cache.answer(store, key, lambda: _answer(op, db, op.view(principal, db, **path, **args), fmt,
+                                                            page, per_page))
         return _answer(op, db, op.view(principal, db, **path, **args), fmt, page, per_page)
 
     view.__name__ = op.view.__name__
