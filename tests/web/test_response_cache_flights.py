@@ -27,15 +27,20 @@ def _race(store, key, compute, n=8):
     return out
 
 
-def test_concurrent_misses_of_one_key_render_it_once():
-    store = _Lru(16, 1 << 20)
-    calls = []
+def _counted(calls, seconds, make):
+    """A renderer that records each call and takes ``seconds``."""
 
     def render():
         calls.append(1)
-        time.sleep(0.3)
-        return Response("page", status=200, headers={"X-Rendered": str(len(calls))})
+        time.sleep(seconds)
+        return make()
 
+    return render
+
+
+def test_concurrent_misses_of_one_key_render_it_once():
+    store, calls = _Lru(16, 1 << 20), []
+    render = _counted(calls, 0.3, lambda: Response("page", status=200, headers={"X-Rendered": str(len(calls))}))
     out = _race(store, ("w", "/vendor/1", "v1"), render)
     assert len(calls) == 1
     assert {r.get_data(as_text=True) for r in out} == {"page"}
@@ -47,15 +52,8 @@ def test_concurrent_misses_of_one_key_render_it_once():
 
 
 def test_an_answer_that_cannot_be_kept_is_rendered_by_each_request():
-    store = _Lru(16, 1 << 20)
-    calls = []
-
-    def failing():
-        calls.append(1)
-        time.sleep(0.1)
-        return Response("busy", status=503)
-
-    out = _race(store, ("w", "/x", "v1"), failing, n=4)
+    store, calls = _Lru(16, 1 << 20), []
+    out = _race(store, ("w", "/x", "v1"), _counted(calls, 0.1, lambda: Response("busy", status=503)), n=4)
     assert len(calls) == 4 and {r.status_code for r in out} == {503}
     assert not store.flights
 
