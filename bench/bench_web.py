@@ -391,6 +391,8 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true",
                     help="tiny: 3 releases, 2 clients, 1 s per endpoint (and 2,000 audit items): seconds")
     ap.add_argument("--keep", action="store_true", help="keep the bench database")
+    ap.add_argument("--only", action="append", default=[], metavar="TEXT",
+                    help="measure only the endpoints whose label contains TEXT (repeatable)")
     args = ap.parse_args()
     if args.smoke:
         args.releases, args.connections, args.duration, args.audit_items = 3, 2, 1, 2000
@@ -448,6 +450,10 @@ def serve_and_measure(url: str, args: argparse.Namespace, wrk: str | None) -> No
             ("api: alerts", "/api/v1/alerts"),
             ("csv: every certification", f"/api/v1/datasets/{ds}/certifications?format=csv"),
         ]
+        if args.only:
+            endpoints = [(label, path) for label, path in endpoints if any(t in label for t in args.only)]
+            if not endpoints:
+                raise SystemExit(f"no endpoint label contains any of {args.only}")
         with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as fh:
             fh.write(LUA)
             script = fh.name

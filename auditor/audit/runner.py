@@ -35,7 +35,7 @@ from auditor.db.queries_audit import (
     finish_audit,
     heartbeat_audit,
 )
-from auditor.db.session import session_scope
+from auditor.db.session import refresh_statistics, session_scope
 from auditor.db.snapshot import SnapshotCache, load_audit_snapshot
 from auditor.jsonable import plain
 
@@ -147,7 +147,10 @@ def finish(factory: sessionmaker[Session], run_id: int, *, task_id: str, data_ve
                             quality_alpha=options.quality_alpha)
         if done.written:
             done = replace(done, delivery_ids=_store_deliveries(session, run_id, done.alert_ids))
-        return done
+    if done.written:
+        # Committed: the tables it filled get fresh planner statistics now, not a minute later.
+        refresh_statistics(factory, done.written_rows)
+    return done
 
 
 def _store_deliveries(session: Session, run_id: int, alert_ids: tuple[int, ...]) -> tuple[int, ...]:

@@ -663,7 +663,9 @@ class QualityChange(Base):
     """A change in a vendor's or annotator's quality, found by the sequential detector."""
 
     __tablename__ = "quality_change"
-    __table_args__ = (Index("ix_quality_change_series", "dataset_id", "grouping", "detected_at"),)
+    __table_args__ = (Index("ix_quality_change_series", "dataset_id", "grouping", "detected_at"),
+                      # the newest change of one group (a vendor's, an annotator's)
+                      Index("ix_quality_change_group", "dataset_id", "grouping", "group_name", "detected_at"))
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     dataset_id: Mapped[int] = mapped_column(ForeignKey("dataset.id", ondelete="CASCADE"))

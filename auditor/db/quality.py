@@ -163,10 +163,12 @@ def _load(row: QualityState | None, alpha: float) -> dict[str, QualityMonitor]:
 
 
 def update_quality(session: Session, dataset: Dataset, *, up_to: int, run_id: int | None,
-                   alpha: float = 0.05) -> list[dict[str, Any]]:
+                   alpha: float = 0.05, written: dict[str, int] | None = None) -> list[dict[str, Any]]:
     """Feed the annotations of versions up to ``up_to`` not seen yet, store the windows they
     touched and the changes found; return the alerts (in the caller's transaction, with
-    the dataset row locked by the caller)."""
+    the dataset row locked by the caller). ``written``: the rows written, replaced or deleted
+    are added to it by table name."""
+    written = {} if written is None else written
     row = session.get(QualityState, dataset.id)
     since = 0 if row is None else int(row.data_version)
     if up_to <= since:
@@ -201,7 +203,9 @@ def update_quality(session: Session, dataset: Dataset, *, up_to: int, run_id: in
                 touched[grouping].add(int(w))
                 for change in found:
                     alerts.append(_record_change(session, dataset, grouping, change, run_id, bounds))
-            _store_windows(session, dataset.id, grouping, mon, sorted(touched[grouping]), run_id, bounds)
+                written["quality_change"] = written.get("quality_change", 0) + len(found)
+            n = _store_windows(session, dataset.id, grouping, mon, sorted(touched[grouping]), run_id, bounds)
+            written["quality_window"] = written.get("quality_window", 0) + n
     state = {g: m.to_state() for g, m in monitors.items()}
     if row is None:
         session.add(QualityState(dataset_id=dataset.id, data_version=up_to, state=state))
@@ -230,11 +234,12 @@ class _Bounds:
 
 
 def _store_windows(session: Session, dataset_id: int, grouping: str, mon: QualityMonitor, weeks: list[int],
-                   run_id: int | None, bounds: _Bounds) -> None:
-    """Replace the rows of the windows this audit added to (their sums only grew)."""
+                   run_id: int | None, bounds: _Bounds) -> int:
+    """Replace the rows of the windows this audit added to (their sums only grew); return the
+    number of rows deleted and inserted."""
     if not weeks:
-        return
-    session.execute(delete(QualityWindow).where(
+        return 0
+    gone = session.execute(delete(QualityWindow).where(
         QualityWindow.dataset_id == dataset_id, QualityWindow.grouping == grouping,
         QualityWindow.window_key.in_([int(w) for w in weeks])))
     now = datetime.now(UTC)
@@ -245,6 +250,7 @@ def _store_windows(session: Session, dataset_id: int, grouping: str, mon: Qualit
              "audit_run_id": run_id, "updated_at": now} for r in mon.window_rows(weeks)]
     for start in range(0, len(rows), 2000):
         session.execute(insert(QualityWindow), rows[start:start + 2000])
+    return max(int(gone.rowcount or 0), 0) + len(rows)
 
 
 def _finite(x: float) -> float | None:

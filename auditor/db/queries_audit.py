@@ -11,7 +11,7 @@ repository's (:mod:`auditor.db.snapshot`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -255,6 +255,8 @@ class Finished:
     alert_ids: tuple[int, ...] = ()
     #: Webhook deliveries stored with the results (set by the audit runner).
     delivery_ids: tuple[int, ...] = ()
+    #: Rows written, replaced or deleted, by table name (for :func:`~auditor.db.session.refresh_statistics`).
+    written_rows: Mapping[str, int] = field(default_factory=dict)
 
 
 def finish_audit(session: Session, run_id: int, *, task_id: str, data_version: int,
@@ -277,10 +279,13 @@ def finish_audit(session: Session, run_id: int, *, task_id: str, data_version: i
         return Finished(False, int(dataset.data_version))
     now = utcnow()
     alerts = list(alerts)
+    written: dict[str, int] = {}
     if quality_alpha is not None:
-        alerts += update_quality(session, dataset, up_to=data_version, run_id=run_id, alpha=quality_alpha)
+        alerts += update_quality(session, dataset, up_to=data_version, run_id=run_id, alpha=quality_alpha,
+                                 written=written)
     for key, model in _RESULT_TABLES.items():
         rows = [dict(r) for r in results.get(key, ())]
+        written[model.__tablename__] = written.get(model.__tablename__, 0) + len(rows)
         if key != "certifications":
             for r in rows:
                 r.pop("data_version", None)
@@ -296,7 +301,8 @@ def finish_audit(session: Session, run_id: int, *, task_id: str, data_version: i
     run.error = None
     _mark_outbox(session, dataset.id, data_version, now)
     session.flush()
-    return Finished(True, int(dataset.data_version), tuple(a.id for a in new_alerts))
+    written[Alert.__tablename__] = written.get(Alert.__tablename__, 0) + len(new_alerts)
+    return Finished(True, int(dataset.data_version), tuple(a.id for a in new_alerts), written_rows=written)
 
 
 def latest_runs(session: Session, dataset_ids: Iterable[int], *, status: AuditStatus = AuditStatus.SUCCEEDED

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import logging
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from auditor.config import Settings, load_settings
 
-__all__ = ["WRITE_OPTIONS", "make_engine", "make_session_factory", "normalize_url", "session_scope"]
+__all__ = ["WRITE_OPTIONS", "make_engine", "make_session_factory", "normalize_url", "refresh_statistics",
+           "session_scope"]
+
+log = logging.getLogger(__name__)
 
 
 def normalize_url(url: str | URL) -> URL:
@@ -89,3 +93,44 @@ def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+# PostgreSQL's autovacuum analyses a table once 50 + 10% of its rows have changed since its
+# last analysis (autovacuum_analyze_threshold, autovacuum_analyze_scale_factor), but only
+# on its next round, a minute or more later, and never where autovacuum is off.
+_ANALYZE_THRESHOLD = 50
+_ANALYZE_SCALE = 0.1
+
+
+def refresh_statistics(factory: sessionmaker[Session], written: Mapping[str, int]) -> list[str]:
+    """``ANALYZE`` (PostgreSQL) each table of ``written`` (table name → rows just written,
+    replaced or deleted) whose rows written exceed autovacuum's own rule, ``50 + 10%`` of
+    the rows its statistics know of, at once rather than on autovacuum's next round.
+
+    A writer that fills a table from nothing (an audit's first quality windows) would
+    otherwise leave the planner costing it as empty until then, and a lookup meant to be one
+    index probe per key can become a scan of every key's rows (a dashboard's 5 ms query took
+    200 ms). Best effort: waits at most a second for a table's lock, and any error is logged
+    only. Returns the tables analysed."""
+    wanted = {name: int(n) for name, n in written.items() if n > 0}
+    if not wanted:
+        return []
+    done: list[str] = []
+    try:
+        with session_scope(factory) as session:
+            if session.get_bind().dialect.name != "postgresql":
+                return []
+            session.execute(text("SET LOCAL lock_timeout = '1s'"))
+            known = dict(session.execute(
+                text("SELECT t.name, c.reltuples FROM unnest(CAST(:names AS text[])) AS t(name) "
+                     "JOIN pg_class c ON c.oid = to_regclass(t.name)"), {"names": list(wanted)}).all())
+            for name, n in sorted(wanted.items()):
+                if name in known and n > _ANALYZE_THRESHOLD + _ANALYZE_SCALE * max(float(known[name]), 0.0):
+                    # the name is a table the statistics know (to_regclass found it), quoted
+                    session.execute(text(f'ANALYZE "{name}"'))
+                    done.append(name)
+    except Exception as exc:  # never fails the writer: autovacuum will still come round
+        log.warning("could not refresh the planner statistics of %s (%s: %s)", sorted(wanted),
+                    exc.__class__.__name__, exc)
+        return []
+    return done

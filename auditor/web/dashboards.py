@@ -104,37 +104,36 @@ def _recent(db: Session, keys: Select, grouping: str, *, depth: int = 1
 
     Windows are keyed (dataset id, group, metric), newest first; changes (dataset id, group).
     Bounded whatever the length of the history: per key, one index lookup per metric and
-    window and one for the newest change, in three statements."""
+    window and one for the newest change (each giving a row's id), then the rows read by
+    primary key, in three statements."""
     k = keys.subquery()
     w, c = aliased(QualityWindow), aliased(QualityChange)
     cols = [k.c.dataset_id, k.c.group_name]
     for metric in QUALITY_METRICS:
-        cols += [select(w.window_key).where(w.dataset_id == k.c.dataset_id, w.grouping == grouping,
-                                        w.group_name == k.c.group_name, w.metric == metric)
+        cols += [select(w.id).where(w.dataset_id == k.c.dataset_id, w.grouping == grouping,
+                                    w.group_name == k.c.group_name, w.metric == metric)
                  .order_by(w.window_key.desc()).limit(1).offset(i).scalar_subquery() for i in range(depth)]
     cols.append(select(c.id).where(c.dataset_id == k.c.dataset_id, c.grouping == grouping,
                                    c.group_name == k.c.group_name)
                 .order_by(c.detected_at.desc(), c.id.desc()).limit(1).scalar_subquery())
-    wanted: list[tuple] = []
+    window_ids: list[int] = []
     change_ids: list[int] = []
-    for dataset_id, name, *found in db.execute(select(*cols)):
-        for i, metric in enumerate(QUALITY_METRICS):
-            wanted += [(dataset_id, name, metric, start) for start in found[i * depth:(i + 1) * depth]
-                       if start is not None]
+    for _dataset_id, _name, *found in db.execute(select(*cols)):
+        window_ids += [i for i in found[:-1] if i is not None]
         if found[-1] is not None:
             change_ids.append(found[-1])
     # The same statements whether or not there is anything to read (one each up to _KEYS_PER_QUERY keys).
     q = QualityWindow
     windows: dict[tuple, list[QualityWindow]] = defaultdict(list)
-    for at in range(0, max(len(wanted), 1), _KEYS_PER_QUERY):
-        for row in db.scalars(select(q).where(q.grouping == grouping, tuple_(
-                q.dataset_id, q.group_name, q.metric, q.window_key).in_(wanted[at:at + _KEYS_PER_QUERY]))):
+    for at in range(0, max(len(window_ids), 1), _KEYS_PER_QUERY):
+        for row in db.scalars(select(q).where(q.id.in_(window_ids[at:at + _KEYS_PER_QUERY] or [-1]))):
             windows[(row.dataset_id, row.group_name, row.metric)].append(row)
     for rows in windows.values():
         rows.sort(key=lambda r: r.window_key, reverse=True)
     changes: dict[tuple, QualityChange] = {}
     for at in range(0, max(len(change_ids), 1), _KEYS_PER_QUERY):
-        for ch in db.scalars(select(QualityChange).where(QualityChange.id.in_(change_ids[at:at + _KEYS_PER_QUERY]))):
+        for ch in db.scalars(select(QualityChange).where(QualityChange.id.in_(change_ids[at:at + _KEYS_PER_QUERY]
+                                                                              or [-1]))):
             changes[(ch.dataset_id, ch.group_name)] = ch
     return windows, changes
 
@@ -888,37 +887,58 @@ def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None
                          .order_by(QualityChange.detected_at.desc(), QualityChange.id.desc())):
         changes[ch.dataset_id].append(ch)
 
-    # Its annotators' newest window of each metric and newest change, on each dataset.
+    # One dataset in detail (the first by name unless the query names another): its charts and
+    # its annotator table, sorted, filtered and paged; worst first by default.
+    entries = sorted(by_dataset.values(), key=lambda e: e["dataset"].name)
+    wanted = args.get("dataset_id")
+    selected = next((e for e in entries if str(e["dataset"].id) == wanted), entries[0] if entries else None)
+    sel_id = selected["dataset"].id if selected is not None else -1
+    # Its annotators' newest window of each metric and newest change (on that dataset only: the
+    # other datasets' rows show the vendor's own figures).
     keys = (select(Dataset.id.label("dataset_id"), _group_key(db, Annotator.external_id).label("group_name"))
             .join(Annotator, Annotator.workspace_id == Dataset.workspace_id)
-            .where(Dataset.id.in_(ids or [-1]), Annotator.vendor == vendor))
+            .where(Dataset.id == sel_id, Annotator.vendor == vendor))
     latest_windows, latest_changes = _recent(db, keys, "annotator")
     # Only the latest report's per-annotator bounds are read (not every run's).
-    latest_ids = [entry["reports"][-1][0].id for entry in by_dataset.values() if entry["reports"]]
-    bounds = dict(db.execute(select(VendorReport.id, VendorReport.annotators)
-                             .where(VendorReport.id.in_(latest_ids or [-1]))).all())
+    latest_id = selected["reports"][-1][0].id if selected is not None and selected["reports"] else -1
+    bounds = db.scalar(select(VendorReport.annotators).where(VendorReport.id == latest_id)) or []
+    # Datasets with windows but no report yet: their number of annotators with a window.
+    unreported = [e["dataset"].id for e in entries if not e["reports"] and e is not selected]
+    w = QualityWindow
+    counted = dict(db.execute(
+        select(w.dataset_id, func.count(func.distinct(w.group_name)))
+        .where(w.dataset_id.in_(unreported or [-1]), w.grouping == "annotator",
+               w.group_name.in_(select(Annotator.external_id).where(Annotator.workspace_id == workspace_id,
+                                                                    Annotator.vendor == vendor)))
+        .group_by(w.dataset_id)).all()) if unreported else {}
 
     charts = []
-    for entry in sorted(by_dataset.values(), key=lambda e: e["dataset"].name):
+    for entry in entries:
         ds_id = entry["dataset"].id
         reps = entry["reports"]
         entry["latest"] = reps[-1][0] if reps else None
         entry["latest_run"] = reps[-1][1] if reps else None
         entry["cost"] = _with_price({}, price, entry["latest"])
         windows = series.get(ds_id, [])
-        entry["quality_chart"] = _quality_chart(windows, changes.get(ds_id, []),
-                                                batch=entry["dataset"].quality_window == "batch")
         entry["changes"] = changes.get(ds_id, [])
         entry["gold_pooled"], entry["gold_items"] = _pooled(windows, "gold_accuracy")
         newest = {m: max((w for w in windows if w.metric == m), key=lambda w: w.window_key, default=None)
                   for m in QUALITY_METRICS}
         entry["week"], entry["gold_week"] = newest["agreement"], newest["gold_accuracy"]
-        audit = {a.get("annotator"): a for a in (bounds.get(reps[-1][0].id) or [] if reps else [])}
+        entry["n_annotators"] = entry["latest"].n_annotators if reps else counted.get(ds_id, 0)
+        charts.append(entry)
+        if entry is not selected:
+            continue
+        entry["quality_chart"] = _quality_chart(windows, changes.get(ds_id, []),
+                                                batch=entry["dataset"].quality_window == "batch")
+        audit = {a.get("annotator"): a for a in bounds}
         people = sorted({name for (d, name, _m) in latest_windows if d == ds_id} | set(audit))
         entry["annotators"] = [
             {"annotator": name, "agreement": (latest_windows.get((ds_id, name, "agreement")) or [None])[0],
              "gold": (latest_windows.get((ds_id, name, "gold_accuracy")) or [None])[0],
              "change": latest_changes.get((ds_id, name)), "audit": audit.get(name)} for name in people]
+        if not reps:
+            entry["n_annotators"] = len(people)
         entry["chart"] = None
         if reps:
             entry["chart"] = {
@@ -931,11 +951,6 @@ def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None
                 "x_label": "data version", "y_label": "expert equivalence of k vendor raters", "y_digits": 2,
                 "series": [{"name": "expert equivalence",
                             "points": [[run.data_version, rep.expert_equivalence] for rep, run in reps]}]}
-        charts.append(entry)
-    # One dataset in detail (the first by name unless the query names another): its annotator
-    # table sorted, filtered and paged; worst first by default.
-    wanted = args.get("dataset_id")
-    selected = next((e for e in charts if str(e["dataset"].id) == wanted), charts[0] if charts else None)
     table = table_state("annotators-1", ANNOTATOR_COLUMNS, default_sort="agreement", per_page=50, args=args,
                         filters={"changed": ("1",)}, query_label="annotator id contains")
     if selected is not None:

@@ -163,3 +163,46 @@ def test_snow_rte_low_agreement_workers_in_a_second_import_raise_an_alert(factor
     assert all(c.audit_run_id == outcomes[1].run_id for c in changes)
     assert {a.kind for a in alerts} >= {"vendor_quality_changed"} and windows == 4  # 2 imports × 2 metrics
     assert any("since the import of" in a.message for a in alerts)
+
+
+def test_an_audit_leaves_fresh_planner_statistics_on_the_tables_it_filled(pg_database):
+    """The first audit fills the quality windows from nothing: the planner must not go on
+    costing the table as empty (a dashboard's one-probe-per-annotator lookup then scanned
+    every annotator's windows per probe). Autovacuum is not waited for: the audit analyses
+    the tables whose rows it changed by more than autovacuum's own rule."""
+    from sqlalchemy import text
+
+    from auditor.db import make_engine, make_session_factory, migrate
+    from auditor.db.session import refresh_statistics
+
+    engine = make_engine(pg_database())
+    try:
+        migrate.upgrade(engine)
+        factory = make_session_factory(engine)
+        crowd = {"acme-labeling": (0.85,) * 30, "bolt-annotations": (0.8,) * 30}  # 60 annotators
+        _run_history(factory, "fresh-stats", HistoryScenario(weeks=1, items_per_week=200, vendors=crowd, seed=11))
+        with session_scope(factory) as s:
+            stats = dict(s.execute(text(
+                "SELECT c.relname, c.reltuples FROM pg_class c WHERE c.relname IN "
+                "('quality_window', 'power_curve', 'quality_state')")).all())
+            n_windows = s.scalar(select(func.count()).select_from(QualityWindow))
+            n_curves = s.scalar(text("SELECT count(*) FROM power_curve"))
+        # ANALYZE of a table this small reads every row: its estimate is the count itself.
+        assert n_windows > 50 and stats["quality_window"] == n_windows
+        # A table that got at most 50 rows is left to autovacuum, as autovacuum's rule says.
+        assert stats["power_curve"] == (n_curves if n_curves > 50 else -1)
+        # A table the audit did not list keeps its statistics (never analysed: -1).
+        assert stats["quality_state"] == -1
+        # Below the rule (50 + 10% of the rows known), nothing is analysed; unknown tables are skipped.
+        assert refresh_statistics(factory, {"quality_window": 50 + n_windows // 10}) == []
+        assert refresh_statistics(factory, {"no_such_table": 10_000}) == []
+        assert refresh_statistics(factory, {"quality_window": 51 + n_windows // 10 + 1}) == ["quality_window"]
+    finally:
+        engine.dispose()
+
+
+def test_statistics_refresh_is_a_no_op_on_sqlite(sqlite_engine):
+    from auditor.db import make_session_factory
+    from auditor.db.session import refresh_statistics
+
+    assert refresh_statistics(make_session_factory(sqlite_engine), {"quality_window": 10_000}) == []
