@@ -703,3 +703,30 @@ def test_plurality_table_equals_the_sum_over_every_sub_count_vector(seed, n_labe
                     win = y == y.max()
                     want += h * (m - y)[win].sum() / ((n - k) * win.sum())
             assert row[j] == pytest.approx(want, rel=1e-12, abs=1e-15)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), n_labels=st.integers(2, 5), per_item=st.integers(41, 120),
+       capacity=st.sampled_from([50, 400, 3_000]))
+def test_exact_blocks_hold_the_sub_count_vectors_they_are_sized_for(seed, n_labels, per_item, capacity):
+    """On the k grid of long curves, the exact path's blocks of keys are sized by the number of
+    sub-count vectors it will really enumerate (not a bound several times larger): each block
+    holds at most the capacity (or one key), and could not take the next key."""
+    from auditor.stats.equivalence import exact
+
+    rng = np.random.default_rng(seed)
+    u = rng.multinomial(per_item, rng.dirichlet(np.ones(n_labels)), size=30)
+    top = u.sum(axis=1) - 1
+    sizes = exact.k_grid(int(top.max()))
+    lf = np.cumsum(np.log(np.maximum(np.arange(per_item + 2), 1)))
+    pairs = exact._enumerate(u, top, sizes, lf, np.int64)
+    per_key = np.bincount(pairs.owner, minlength=len(u))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(exact, "_PAIRS_PER_BLOCK", capacity)
+        blocks = exact._key_blocks(u, top, sizes)
+    assert np.array_equal(np.concatenate(blocks), np.arange(len(u)))
+    for block, after in zip(blocks, [*blocks[1:], None], strict=True):
+        held = per_key[block].sum()
+        assert held <= capacity or len(block) == 1
+        if after is not None:
+            assert held + per_key[after[0]] > capacity
