@@ -236,9 +236,13 @@ def dataset_part(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:
 
     if (counts.counts.sum(axis=1) >= 2).any():
         combiner, scorer = _hard_pair(len(snap.labels))
-        curve = power_curve(counts, combiner=combiner, scorer=scorer, n_bootstrap=options.n_bootstrap,
-                            confidence=options.confidence, rng=_rng(options, 5))
-        out["power_curves"].append(_curve_row(curve, options=options, seed_key=(5,)))
+        try:
+            curve = power_curve(counts, combiner=combiner, scorer=scorer, n_bootstrap=options.n_bootstrap,
+                                confidence=options.confidence, rng=_rng(options, 5))
+        except StatsInputError as exc:  # e.g. too costly to compute exactly: the rest of the audit stands
+            notes.append(f"power curve not computed: {exc}")
+        else:
+            out["power_curves"].append(_curve_row(curve, options=options, seed_key=(5,)))
     else:
         notes.append("power curve: no item has two labels")
 
@@ -557,8 +561,12 @@ def release_arrays(info: Mapping[str, Any], counts: np.ndarray, hard: np.ndarray
         if probs is not None:
             pairs.append((SOFT_PAIR, probs[labeled], 7))
         for (combiner, scorer), pred, key in pairs:
-            eq = survey_equivalence(lc, pred, combiner=combiner, scorer=scorer, n_bootstrap=options.n_bootstrap,
-                                    confidence=options.confidence, rng=_rng(options, key, rid))
+            try:
+                eq = survey_equivalence(lc, pred, combiner=combiner, scorer=scorer, n_bootstrap=options.n_bootstrap,
+                                        confidence=options.confidence, rng=_rng(options, key, rid))
+            except StatsInputError as exc:  # e.g. too costly to compute exactly: the certification stands
+                notes.append(f"release {rid}: survey equivalence ({combiner}, {scorer}) not computed: {exc}")
+                continue
             row = _curve_row(eq.curve, options=options, seed_key=(key, rid), release_id=rid)
             value, note = _equivalence_value(eq.value)
             low, low_note = _equivalence_value(eq.ci_low)

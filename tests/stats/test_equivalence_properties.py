@@ -730,3 +730,34 @@ def test_exact_blocks_hold_the_sub_count_vectors_they_are_sized_for(seed, n_labe
         assert held <= capacity or len(block) == 1
         if after is not None:
             assert held + per_key[after[0]] > capacity
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), n_labels=st.integers(2, 5), per_item=st.integers(3, 60),
+       self_ref=st.booleans())
+def test_exact_cost_counts_the_sub_count_vectors_enumerated(seed, n_labels, per_item, self_ref):
+    from auditor.stats.equivalence import exact
+
+    rng = np.random.default_rng(seed)
+    u = rng.multinomial(per_item, rng.dirichlet(np.ones(n_labels)), size=12)
+    u = u[u.sum(axis=1) > 1]
+    k_max = int(u.sum(axis=1).max()) - (1 if self_ref else 0)
+    top = np.minimum(u.sum(axis=1) - (1 if self_ref else 0), k_max)
+    ks = exact.k_grid(k_max)
+    sizes = None if len(ks) == k_max + 1 else ks
+    lf = np.cumsum(np.log(np.maximum(np.arange(per_item + 2), 1)))
+    enumerated = exact._enumerate(u, top, sizes, lf, np.int64).owner.shape[0]
+    assert exact.exact_cost(u, self_ref, k_max=k_max, ks=ks) == enumerated
+
+
+def test_a_power_curve_that_would_take_hours_is_refused_at_once():
+    """2,000 items × 100 labels over 10 classes (Dirichlet(0.5)): 9.5·10¹⁰ sub-count vectors on
+    the exact path. It says so (in milliseconds) instead of running for hours."""
+    rng = np.random.default_rng(0)
+    counts = rng.multinomial(100, rng.dirichlet(np.full(10, 0.5), size=2000))
+    lc = LabelCounts(counts, tuple(str(i) for i in range(10)), tuple(range(2000)))
+    with pytest.raises(StatsInputError, match=r"would sum over 9\.55e\+10 sub-count vectors"):
+        power_curve(lc, combiner="plurality", scorer="agreement", n_bootstrap=20, rng=0)
+    # A smaller max_k brings it within reach, as the message says.
+    curve = power_curve(lc, combiner="plurality", scorer="agreement", n_bootstrap=20, rng=0, max_k=5)
+    assert curve.k_max == 5 and np.all(np.isfinite(curve.mean))

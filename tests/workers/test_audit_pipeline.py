@@ -351,3 +351,25 @@ def test_a_dataset_with_100000_annotators_is_audited(pg_engine):
     with pg_engine.connect() as conn:
         public = load_public(conn, ds, annotations=True)
     assert public.annotations.n_annotators == 100_000
+
+
+def test_a_curve_too_costly_to_compute_exactly_is_left_out_with_a_note(factory, monkeypatch):
+    """Items with very many labels over many classes would need 10¹¹ sub-count vectors and
+    hours: the exact path refuses at once, and the audit stands without those curves and
+    says why (its certification, bounds and agreement are written as always)."""
+    from auditor.stats.equivalence import exact
+
+    ds, _, truth, _ = _dataset(factory, "costly", n_items=40, raters=4)
+    import_predictions(factory, ds, "m", "1", labels={f"i{n}": int(t) for n, t in enumerate(truth)})
+    snap = runner.snapshot(factory, ds)
+    full = runner.compute_inline(snap, OPTIONS)
+    assert full["results"]["power_curves"]
+    monkeypatch.setattr(exact, "MAX_SUB_COUNTS", 10)  # these 40 items × 4 labels need more
+    exact.clear_table_cache()
+    cut = runner.compute_inline(snap, OPTIONS)
+    assert cut["results"]["power_curves"] == []
+    notes = cut["summary"]["notes"]
+    assert any(n.startswith("power curve not computed: the exact majority curve would sum over") for n in notes)
+    assert any("survey equivalence (majority, agreement) not computed" in n for n in notes)
+    assert cut["results"]["certifications"] == full["results"]["certifications"]
+    assert cut["results"]["agreements"] == full["results"]["agreements"]

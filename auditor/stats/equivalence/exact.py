@@ -29,6 +29,7 @@ import pandas as pd
 from scipy.special import gammaln
 
 from auditor.lru import LRU
+from auditor.stats._validation import StatsInputError
 from auditor.stats.equivalence._inputs import row_histogram
 from auditor.stats.equivalence.combiners import (
     ABCModel,
@@ -145,6 +146,12 @@ def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: st
     found = _TABLES.get(digest)
     if found is not None:
         return ExactTables(keys, mult.astype(np.int64), inverse, *found)
+    cost = exact_cost(keys[:, :n_labels], reference is None, k_max=k_max, slots=slots, ks=ks)
+    if cost > MAX_SUB_COUNTS:
+        raise StatsInputError(
+            f"the exact {combiner} curve would sum over {cost:.3g} sub-count vectors (items with many labels "
+            f"spread over many classes), above the limit of {MAX_SUB_COUNTS:.0e}: hours of work. Use "
+            "method='sampling' (rater subsets) on a rating matrix, a smaller `max_k`, or fewer labels per item.")
     tables = _exact_tables(keys, mult, inverse, n_labels, reference is None, combiner=combiner, scorer=scorer,
                            k_max=k_max, prior=prior, model=model, clip=clip, slots=slots, ks=ks)
     if tables.expected.nbytes * (1 + (tables.per_label is not None) * n_labels) <= _CACHE_BYTES:
@@ -154,6 +161,34 @@ def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: st
                 a.flags.writeable = False  # handed to every later caller: nobody may change them
         _TABLES.put(digest, shared)
     return tables
+
+
+#: The most sub-count vectors (pairs of a key and a y ≤ it) the exact path sums over: about
+#: 10 s for plurality, a minute for the ABC. Beyond it (items with ~100 labels spread over
+#: 10 or more classes: 10¹¹ and more), :func:`exact_tables` refuses with a clear error
+#: rather than run for hours.
+MAX_SUB_COUNTS = 200_000_000
+
+
+def exact_cost(pool_keys: np.ndarray, self_ref: bool, *, k_max: int, slots: int | None = None,
+               ks: np.ndarray | None = None) -> float:
+    """How many sub-count vectors the exact path would enumerate for these distinct pool
+    count vectors (as :func:`exact_tables` with the same arguments): Σ over keys of the
+    y ≤ u with |y| among the k computed, by :func:`_pairs_per_size` (a few passes over
+    the keys, no enumeration)."""
+    if pool_keys.shape[0] == 0:
+        return 0.0
+    n_u = pool_keys.sum(axis=1)
+    k_lab = k_max if slots is None else int(n_u.max()) - 1
+    top = np.minimum(n_u - 1 if self_ref else n_u, k_lab)
+    k_hi = int(max(top.max(initial=0), 0))
+    wanted = np.arange(k_hi + 1) if ks is None or slots is not None else np.asarray(ks, dtype=np.int64)
+    wanted = wanted[wanted <= k_hi]
+    total = 0.0
+    step = max(1, _SIZE_CELLS // (k_hi + 1))
+    for lo in range(0, pool_keys.shape[0], step):
+        total += float(_pairs_per_size(pool_keys[lo:lo + step], top[lo:lo + step], k_hi)[:, wanted].sum())
+    return total
 
 
 def clear_table_cache() -> None:
