@@ -6,14 +6,18 @@ Run by hand:
     python bench/bench_mc_error.py --repetitions 300
     python bench/bench_mc_error.py --smoke          # a few repetitions (seconds)
 
-Two statistics use Monte Carlo where an exact sum would cost too much, and report its
+Three statistics use Monte Carlo where an exact sum would cost too much, and report its
 standard error:
 
 * the survey power curve's rater-subset path (``method="sampling"``, the paper's
   Algorithm 2): where C(K, k) > 200 it averages 200 random k-subsets of the raters and
   reports ``PowerCurve.mc_error``;
 * BEST's F1 (macro) with many never-gold classes: a seeded Monte Carlo correction,
-  reported in ``BestPerformance.standard_errors``.
+  reported in ``BestPerformance.standard_errors``;
+* the power curve's exact path beyond ``MAX_SUB_COUNTS`` sub-count vectors
+  (``method="monte_carlo"``): each key's sums over its sub-counts drawn from random
+  orderings of its labels, with ``PowerCurve.mc_error``. Here the limit is set to 0 so
+  that data the exact path can still sum are drawn too.
 
 On shapes where the exact value is also computable (the exact histogram path of the
 power curve, which for agreement and cross-entropy equals the mean over all subsets;
@@ -36,8 +40,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from auditor.stats import best_performance
+from auditor.stats import LabelCounts, best_performance
 from auditor.stats.best import f1 as f1_module
+from auditor.stats.equivalence import exact as exact_module
 from auditor.stats.equivalence import power_curve
 
 F1 = "f1 (macro)"
@@ -69,6 +74,45 @@ def curve_study(repetitions: int, n_items: int, n_raters: int, n_classes: int, s
     identical = (np.array_equal(a.mean, b.mean) and np.array_equal(a.mc_error, b.mc_error)
                  and np.array_equal(a.replicates, b.replicates))
     return {key: np.array(v) for key, v in zs.items()}, identical
+
+
+def tables_study(repetitions: int, n_items: int, n_labels_per_item: int, n_classes: int, seed: int):
+    """z = (Monte Carlo tables − exact tables) / mc_error over every drawn k of every repetition,
+    for each anonymous combiner the path serves, on the item's own labels and against reference
+    raters."""
+    pairs = [("plurality", "agreement", False), ("frequency", "cross_entropy", False),
+             ("plurality", "agreement", True), ("frequency", "cross_entropy", True)]
+    zs = {p: [] for p in pairs}
+    rng = np.random.default_rng(seed)
+    names = tuple(str(c) for c in range(n_classes))
+    limit = exact_module.MAX_SUB_COUNTS
+
+    def curve(lc, ref, combiner, scorer, s, forced):
+        exact_module.MAX_SUB_COUNTS = 0 if forced else limit
+        exact_module.clear_table_cache()
+        try:
+            return power_curve(lc, combiner=combiner, scorer=scorer, reference=ref, n_bootstrap=0, rng=s)
+        finally:
+            exact_module.MAX_SUB_COUNTS = limit
+
+    for rep in range(repetitions):
+        conc = 0.7 if rep % 2 == 0 else 0.2
+        pool = rng.multinomial(n_labels_per_item, rng.dirichlet(np.full(n_classes, conc)), size=n_items)
+        ref = rng.multinomial(3, rng.dirichlet(np.full(n_classes, conc)), size=n_items)
+        lc = LabelCounts(pool, names, tuple(range(n_items)))
+        ref_lc = LabelCounts(ref, names, tuple(range(n_items)))
+        for (combiner, scorer, with_ref), out in zs.items():
+            r = ref_lc if with_ref else None
+            s = int(rng.integers(2**31))
+            ex, mc = curve(lc, r, combiner, scorer, s, False), curve(lc, r, combiner, scorer, s, True)
+            assert ex.method == "exact" and mc.method == "monte_carlo"
+            drawn = mc.mc_error > 0
+            out.extend(((mc.mean - ex.mean)[drawn] / mc.mc_error[drawn]).tolist())
+    lc = LabelCounts(rng.multinomial(n_labels_per_item, np.full(n_classes, 1 / n_classes), size=n_items),
+                     names, tuple(range(n_items)))
+    a, b = (curve(lc, None, "plurality", "agreement", 7, True) for _ in range(2))
+    identical = np.array_equal(a.mean, b.mean) and np.array_equal(a.mc_error, b.mc_error)
+    return {p: np.array(v) for p, v in zs.items()}, identical
 
 
 def _never_gold_counts(rng, n_items: int, n_never: int, labels: int) -> np.ndarray:
@@ -114,7 +158,7 @@ def _row(name: str, z: np.ndarray) -> str:
     # Monte Carlo error of the coverage itself (cases within a repetition are correlated,
     # so this is a floor).
     se = math.sqrt(0.95 * 0.05 / max(1, z.size))
-    return (f"{name:<52s} {z.size:>6d} {inside:>9.3f} {np.mean(np.abs(z) <= 1):>8.3f} {np.std(z):>8.2f}"
+    return (f"{name:<66s} {z.size:>6d} {inside:>9.3f} {np.mean(np.abs(z) <= 1):>8.3f} {np.std(z):>8.2f}"
             f"   (±{1.96 * se:.3f})")
 
 
@@ -134,15 +178,19 @@ def main(argv=None) -> int:
     t1 = time.perf_counter()
     best_z, best_same = best_study(reps, 30 if args.smoke else 120, args.seed, args.f1_standard_error)
     t2 = time.perf_counter()
+    tables_z, tables_same = tables_study(reps, 40 if args.smoke else 150, 24, 4, args.seed)
+    t3 = time.perf_counter()
     print(f"{reps} data sets per study; a case is a (data set, k) or a data set")
-    print(f"{'study':<52s} {'cases':>6s} {'≤1.96·SE':>9s} {'≤1·SE':>8s} {'sd(z)':>8s}")
+    print(f"{'study':<66s} {'cases':>6s} {'≤1.96·SE':>9s} {'≤1·SE':>8s} {'sd(z)':>8s}")
     for (combiner, scorer), z in curve_z.items():
         print(_row(f"power curve, rater subsets, {combiner}/{scorer}", z))
     print(_row("BEST F1 (macro), Monte Carlo correction", best_z))
+    for (combiner, scorer, with_ref), z in tables_z.items():
+        print(_row(f"power curve, drawn sub-counts, {combiner}/{scorer}{', reference' if with_ref else ''}", z))
     print(f"bit-identical for the same seed: power curve {'yes' if curve_same else 'NO'}, "
-          f"BEST {'yes' if best_same else 'NO'}")
-    print(f"time: power curves {t1 - t0:.1f} s, BEST {t2 - t1:.1f} s")
-    return 0 if (curve_same and best_same) else 1
+          f"BEST {'yes' if best_same else 'NO'}, drawn sub-counts {'yes' if tables_same else 'NO'}")
+    print(f"time: power curves {t1 - t0:.1f} s, BEST {t2 - t1:.1f} s, drawn sub-counts {t3 - t2:.1f} s")
+    return 0 if (curve_same and best_same and tables_same) else 1
 
 
 if __name__ == "__main__":

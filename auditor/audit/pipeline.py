@@ -125,9 +125,23 @@ def _annotations(snap: AuditSnapshot) -> Annotations | None:
 
 
 def _curve_points(curve) -> list[dict[str, Any]]:
-    return [{"k": int(k), "mean": finite(m), "ci_low": finite(lo), "ci_high": finite(hi), "n_items": int(n)}
-            for k, m, lo, hi, n in zip(curve.k, curve.mean, curve.ci_low, curve.ci_high, curve.n_items,
-                                       strict=True)]
+    """The curve's points; where the mean is a Monte Carlo estimate (exact sums out of reach),
+    with its standard error ``mc_error``."""
+    points = [{"k": int(k), "mean": finite(m), "ci_low": finite(lo), "ci_high": finite(hi), "n_items": int(n)}
+              for k, m, lo, hi, n in zip(curve.k, curve.mean, curve.ci_low, curve.ci_high, curve.n_items,
+                                         strict=True)]
+    for point, err in zip(points, curve.mc_error, strict=True):
+        if err > 0:
+            point["mc_error"] = finite(err)
+    return points
+
+
+def _monte_carlo_note(curve, what: str) -> list[str]:
+    if curve.method != "monte_carlo":
+        return []
+    return [f"{what} ({curve.combiner}, {curve.scorer}): its exact sums are out of reach (many labels per item "
+            f"over many classes), so they were drawn by Monte Carlo; each point's mc_error is its standard "
+            f"error (at most {float(np.max(curve.mc_error)):.2g})"]
 
 
 def _equivalence_value(v) -> tuple[float | None, str | None]:
@@ -243,6 +257,7 @@ def dataset_part(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:
             notes.append(f"power curve not computed: {exc}")
         else:
             out["power_curves"].append(_curve_row(curve, options=options, seed_key=(5,)))
+            notes += _monte_carlo_note(curve, "power curve")
     else:
         notes.append("power curve: no item has two labels")
 
@@ -567,6 +582,7 @@ def release_arrays(info: Mapping[str, Any], counts: np.ndarray, hard: np.ndarray
             except StatsInputError as exc:  # e.g. too costly to compute exactly: the certification stands
                 notes.append(f"release {rid}: survey equivalence ({combiner}, {scorer}) not computed: {exc}")
                 continue
+            notes += _monte_carlo_note(eq.curve, f"release {rid}: survey equivalence")
             row = _curve_row(eq.curve, options=options, seed_key=(key, rid), release_id=rid)
             value, note = _equivalence_value(eq.value)
             low, low_note = _equivalence_value(eq.ci_low)

@@ -750,14 +750,61 @@ def test_exact_cost_counts_the_sub_count_vectors_enumerated(seed, n_labels, per_
     assert exact.exact_cost(u, self_ref, k_max=k_max, ks=ks) == enumerated
 
 
-def test_a_power_curve_that_would_take_hours_is_refused_at_once():
-    """2,000 items × 100 labels over 10 classes (Dirichlet(0.5)): 9.5·10¹⁰ sub-count vectors on
-    the exact path. It says so (in milliseconds) instead of running for hours."""
+def test_a_power_curve_out_of_exact_reach_is_drawn_by_monte_carlo_and_the_abc_refused():
+    """600 items × 100 labels over 10 classes (Dirichlet(0.5)): about 3·10¹⁰ sub-count
+    vectors on the exact path. Plurality is drawn by Monte Carlo, with its standard error;
+    the ABC (its model is those sums) says so at once instead of running for hours."""
     rng = np.random.default_rng(0)
-    counts = rng.multinomial(100, rng.dirichlet(np.full(10, 0.5), size=2000))
-    lc = LabelCounts(counts, tuple(str(i) for i in range(10)), tuple(range(2000)))
-    with pytest.raises(StatsInputError, match=r"would sum over 9\.55e\+10 sub-count vectors"):
-        power_curve(lc, combiner="plurality", scorer="agreement", n_bootstrap=20, rng=0)
-    # A smaller max_k brings it within reach, as the message says.
-    curve = power_curve(lc, combiner="plurality", scorer="agreement", n_bootstrap=20, rng=0, max_k=5)
-    assert curve.k_max == 5 and np.all(np.isfinite(curve.mean))
+    counts = rng.multinomial(100, rng.dirichlet(np.full(10, 0.5), size=600))
+    lc = LabelCounts(counts, tuple(str(i) for i in range(10)), tuple(range(600)))
+    curve = power_curve(lc, combiner="plurality", scorer="agreement", n_bootstrap=20, rng=0)
+    assert curve.method == "monte_carlo" and curve.k_max == 99
+    assert np.all(curve.mc_error[1:] > 0) and curve.mc_error.max() < 5e-3
+    assert np.all(np.diff(curve.mean[1:]) > -4 * curve.mc_error[1:].max())  # agreement grows with k
+    with pytest.raises(StatsInputError, match=r"would sum over .* sub-count vectors.*no Monte Carlo path"):
+        power_curve(lc, combiner="abc", scorer="cross_entropy", n_bootstrap=20, rng=0)
+    # A smaller max_k brings the ABC within reach, as the message says.
+    small = power_curve(lc, combiner="abc", scorer="cross_entropy", n_bootstrap=20, rng=0, max_k=3)
+    assert small.method == "exact" and small.k_max == 3
+
+
+@pytest.mark.parametrize(("combiner", "scorer", "reference"), [
+    ("plurality", "agreement", False), ("frequency", "cross_entropy", False), ("majority", "agreement", True),
+    ("frequency", "cross_entropy", True)])
+def test_monte_carlo_tables_cover_the_exact_curve_and_repeat_with_the_seed(combiner, scorer, reference,
+                                                                            monkeypatch):
+    """Forced onto the Monte Carlo path (the limit set to 0) on data where the exact sums run:
+    its mean ± 1.96·mc_error covers the exact c_k in about 95% of the (data set, k) cases, and
+    the same seed gives the same numbers."""
+    from auditor.stats.equivalence import exact
+
+    rng = np.random.default_rng(7)
+    n_labels = 2 if combiner == "majority" else 4
+    z = []
+    for rep in range(8):
+        pool = rng.multinomial(24, rng.dirichlet(np.full(n_labels, 0.7)), size=150)
+        ref = rng.multinomial(3, rng.dirichlet(np.full(n_labels, 0.7)), size=150) if reference else None
+        names = tuple("abcd"[:n_labels])
+        lc = LabelCounts(pool, names, tuple(range(150)))
+        ref_lc = None if ref is None else LabelCounts(ref, names, tuple(range(150)))
+        exact.clear_table_cache()
+        ex = power_curve(lc, combiner=combiner, scorer=scorer, reference=ref_lc, n_bootstrap=0, rng=rep)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(exact, "MAX_SUB_COUNTS", 0)
+            mp.setattr(exact, "_MC_CELLS_TOTAL", 1_000_000)  # fewer draws: seconds, the same law
+            exact.clear_table_cache()  # (the exact tables just computed are kept for reuse)
+            mc = power_curve(lc, combiner=combiner, scorer=scorer, reference=ref_lc, n_bootstrap=0, rng=rep)
+            again = power_curve(lc, combiner=combiner, scorer=scorer, reference=ref_lc, n_bootstrap=0, rng=rep)
+        assert ex.method == "exact" and mc.method == "monte_carlo"
+        np.testing.assert_array_equal(mc.mean, again.mean)
+        np.testing.assert_array_equal(mc.mc_error, again.mc_error)
+        drawn = mc.mc_error > 0
+        assert drawn[1:].any()
+        # An error of 0 (k = 0; every draw the same, as where only one subset or outcome exists)
+        # is honest: the value is then the exact one.
+        np.testing.assert_allclose(mc.mean[~drawn], ex.mean[~drawn], rtol=0, atol=1e-12)
+        z.append((mc.mean[drawn] - ex.mean[drawn]) / mc.mc_error[drawn])
+    z = np.concatenate(z)
+    assert len(z) >= 100
+    assert np.mean(np.abs(z) < 1.96) >= 0.88, np.mean(np.abs(z) < 1.96)
+    assert np.std(z) < 1.3  # not understated (k of one data set share their draws: the spread varies)

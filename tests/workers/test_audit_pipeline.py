@@ -353,23 +353,32 @@ def test_a_dataset_with_100000_annotators_is_audited(pg_engine):
     assert public.annotations.n_annotators == 100_000
 
 
-def test_a_curve_too_costly_to_compute_exactly_is_left_out_with_a_note(factory, monkeypatch):
+def test_curves_too_costly_to_compute_exactly_are_drawn_or_left_out_with_a_note(factory, monkeypatch):
     """Items with very many labels over many classes would need 10¹¹ sub-count vectors and
-    hours: the exact path refuses at once, and the audit stands without those curves and
-    says why (its certification, bounds and agreement are written as always)."""
+    hours. Majority and plurality curves are then drawn by Monte Carlo (each point with its
+    standard error, and a note); the ABC, whose model is those sums, is left out with a note.
+    The rest of the audit stands as it is."""
     from auditor.stats.equivalence import exact
 
     ds, _, truth, _ = _dataset(factory, "costly", n_items=40, raters=4)
     import_predictions(factory, ds, "m", "1", labels={f"i{n}": int(t) for n, t in enumerate(truth)})
+    import_predictions(factory, ds, "p", "1",
+                       probabilities={f"i{n}": (0.8, 0.2) if t == 0 else (0.3, 0.7) for n, t in enumerate(truth)})
     snap = runner.snapshot(factory, ds)
     full = runner.compute_inline(snap, OPTIONS)
-    assert full["results"]["power_curves"]
+    assert {(c["combiner"], c["release_id"] is None) for c in full["results"]["power_curves"]} == {
+        ("majority", True), ("majority", False), ("abc", False)}
     monkeypatch.setattr(exact, "MAX_SUB_COUNTS", 10)  # these 40 items × 4 labels need more
     exact.clear_table_cache()
     cut = runner.compute_inline(snap, OPTIONS)
-    assert cut["results"]["power_curves"] == []
+    curves = cut["results"]["power_curves"]
+    assert sorted(c["combiner"] for c in curves) == ["majority"] * 3  # the dataset's and each release's
+    for c in curves:
+        errors = [p["mc_error"] for p in c["points"] if "mc_error" in p]
+        assert len(errors) >= 2 and min(errors) > 0
     notes = cut["summary"]["notes"]
-    assert any(n.startswith("power curve not computed: the exact majority curve would sum over") for n in notes)
-    assert any("survey equivalence (majority, agreement) not computed" in n for n in notes)
+    assert any(n.startswith("power curve (majority, agreement): its exact sums are out of reach") for n in notes)
+    assert any("survey equivalence (abc, cross_entropy) not computed: the exact abc curve would sum over" in n
+               and "no Monte Carlo path" in n for n in notes)
     assert cut["results"]["certifications"] == full["results"]["certifications"]
     assert cut["results"]["agreements"] == full["results"]["agreements"]

@@ -69,13 +69,17 @@ class PowerCurve:
     replicates : ndarray, shape (n_bootstrap, n_k)
         c_k on each bootstrap sample of items.
     combiner, scorer, method : str
-        ``method`` is ``"exact"`` (histogram of count vectors) or ``"sampling"``
-        (rater subsets, Algorithms 2–3).
+        ``method`` is ``"exact"`` (histogram of count vectors), ``"sampling"``
+        (rater subsets, Algorithms 2–3) or ``"monte_carlo"``: the exact path's sums drawn
+        at random where they are out of reach (more than ``MAX_SUB_COUNTS`` sub-count
+        vectors, e.g. 100 labels per item spread over 10 classes; plurality, majority and
+        frequency combiners).
     mc_error : ndarray, shape (n_k,)
         Monte Carlo standard error of ``mean``: 0 where c_k is exact (the exact path,
         and k whose rater subsets are all enumerated); where the sampling path draws
         200 of the C(K, k) subsets, the standard error of that draw, so that
-        ``mean ± 1.96 · mc_error`` covers the all-subsets value in 95% of draws.
+        ``mean ± 1.96 · mc_error`` covers the all-subsets value in 95% of draws; on the
+        ``"monte_carlo"`` path, the standard error of the drawn sums against the exact ones.
     """
 
     k: np.ndarray
@@ -543,7 +547,7 @@ def _exact_run(problem: _Problem, *, combiner: str, clip: float, n_bootstrap: in
     prior, model = _fitted(problem, combiner)
     t = exact_tables(problem.pool_counts, problem.reference_counts, combiner=problem.combiner or combiner,
                      scorer=problem.scorer, k_max=problem.k_max, prior=prior, model=model, clip=clip,
-                     ks=problem.ks)
+                     ks=problem.ks, rng=rng)
     if item_scores is None:
         group_of_key = np.arange(t.keys.shape[0])
         item_group, gmult = t.inverse, t.multiplicity
@@ -575,10 +579,18 @@ def _exact_run(problem: _Problem, *, combiner: str, clip: float, n_bootstrap: in
                                                     keys=[(group_of_key, n_keys)],
                                                     columns=np.column_stack([g_score * g_ok, g_ok])):
             reps[rows], clf[rows] = evaluate(w_key, sums)
-    return point[0], reps, n_items, float(clf_point[0]), clf
+        # Monte Carlo tables (beyond the exact path's reach): c_k's standard error from the
+        # variance of each key's mean, the keys' draws independent.
+        mc_error = None
+        if t.variance is not None:
+            mc_error = np.sqrt(w_point ** 2 @ t.variance) / (w_point @ t.eligible)
+            mc_error[~np.isfinite(mc_error)] = 0.0
+    return point[0], reps, n_items, float(clf_point[0]), clf, mc_error
 
 
 def _curve(problem: _Problem, point, reps, n_items, confidence, mc_error=None) -> PowerCurve:
+    # Exact tables out of reach were drawn by Monte Carlo (they come with an error).
+    method = "monte_carlo" if problem.method == "exact" and mc_error is not None else problem.method
     lo, hi = _bounds(confidence)
     ci_low = np.full_like(point, np.nan)
     ci_high = np.full_like(point, np.nan)
@@ -589,7 +601,7 @@ def _curve(problem: _Problem, point, reps, n_items, confidence, mc_error=None) -
         ci_low[cols] = np.nanquantile(reps[:, cols], lo, axis=0)
         ci_high[cols] = np.nanquantile(reps[:, cols], hi, axis=0)
     return PowerCurve(np.asarray(problem.ks), point, ci_low, ci_high, np.asarray(n_items, dtype=np.int64),
-                      reps, problem.combiner, problem.scorer, problem.method, float(confidence), mc_error)
+                      reps, problem.combiner, problem.scorer, method, float(confidence), mc_error)
 
 
 def _sampling_n_items(problem: _Problem) -> np.ndarray:
@@ -716,9 +728,9 @@ def power_curve(ratings, *, combiner: str, scorer: str, n_bootstrap: int = 500,
                                                   n_bootstrap=n_bootstrap, rng=gen, pred=None)
         return _curve(problem, point, reps, n_items, confidence)
     if problem.method == "exact":
-        point, reps, n_items, _, _ = _exact_run(problem, combiner=combiner, clip=clip,
-                                                n_bootstrap=n_bootstrap, rng=gen)
-        return _curve(problem, point, reps, n_items, confidence)
+        point, reps, n_items, _, _, mc_error = _exact_run(problem, combiner=combiner, clip=clip,
+                                                          n_bootstrap=n_bootstrap, rng=gen)
+        return _curve(problem, point, reps, n_items, confidence, mc_error)
     prior, model = _fitted(problem, combiner)
     weights = _item_weights(problem.pool.shape[0], n_bootstrap, gen)
     all_rows, mc_error = sampling_curve(problem.pool, problem.reference, combiner=combiner, scorer=scorer,
@@ -865,7 +877,7 @@ def survey_equivalence(ratings, predictions, *, combiner: str, scorer: str, n_bo
                               scorer, int((problem.pool >= 0).any(axis=1).sum()), clf_reps)
     elif problem.method == "exact":
         terms, ok = _classifier_terms(problem, pred)
-        point, reps, n_items, clf_value, clf_reps = _exact_run(
+        point, reps, n_items, clf_value, clf_reps, mc_error = _exact_run(
             problem, combiner=combiner, clip=clip, n_bootstrap=n_bootstrap, rng=gen,
             item_scores=terms, item_ok=ok)
         clf = ClassifierScore(clf_value, _quantile(clf_reps, lo), _quantile(clf_reps, hi),

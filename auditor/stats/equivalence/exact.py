@@ -50,6 +50,9 @@ class ExactTables:
     expected: np.ndarray      # (U, n_k)
     eligible: np.ndarray      # (U, n_k) float 0/1
     per_label: np.ndarray | None = None  # (U, n_k, L): columns mode, score given reference label l
+    #: (U, n_k): the variance of each ``expected`` entry where it is a Monte Carlo mean
+    #: (:func:`sampled_tables`); None where the tables are exact.
+    variance: np.ndarray | None = None
 
 
 #: Curves up to this many raters are computed at every k; longer ones (items with very
@@ -123,7 +126,8 @@ def _log_comb(n: np.ndarray, k: np.ndarray) -> np.ndarray:
 
 def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: str, scorer: str,
                  k_max: int, prior: np.ndarray, model: ABCModel | None, clip: float,
-                 slots: int | None = None, ks: np.ndarray | None = None) -> ExactTables:
+                 slots: int | None = None, ks: np.ndarray | None = None,
+                 rng: np.random.Generator | None = None) -> ExactTables:
     """Expected per-item scores e_k(key) for k = 0..k_max (or the k in ``ks``) on the histogram of keys.
 
     With ``slots`` = K rater columns (``raters="columns"``), k counts columns of the
@@ -147,11 +151,15 @@ def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: st
     if found is not None:
         return ExactTables(keys, mult.astype(np.int64), inverse, *found)
     cost = exact_cost(keys[:, :n_labels], reference is None, k_max=k_max, slots=slots, ks=ks)
+    if cost > MAX_SUB_COUNTS and rng is not None and combiner in MC_COMBINERS and slots is None:
+        return sampled_tables(pool, reference, combiner=combiner, scorer=scorer, k_max=k_max, prior=prior,
+                              clip=clip, ks=ks, rng=rng)
     if cost > MAX_SUB_COUNTS:
         raise StatsInputError(
             f"the exact {combiner} curve would sum over {cost:.3g} sub-count vectors (items with many labels "
-            f"spread over many classes), above the limit of {MAX_SUB_COUNTS:.0e}: hours of work. Use "
-            "method='sampling' (rater subsets) on a rating matrix, a smaller `max_k`, or fewer labels per item.")
+            f"spread over many classes), above the limit of {MAX_SUB_COUNTS:.0e}: hours of work"
+            f"{'' if combiner in MC_COMBINERS else ' (the ABC has no Monte Carlo path: its model is these sums)'}. "
+            "Use method='sampling' (rater subsets) on a rating matrix, a smaller `max_k`, or fewer labels per item.")
     tables = _exact_tables(keys, mult, inverse, n_labels, reference is None, combiner=combiner, scorer=scorer,
                            k_max=k_max, prior=prior, model=model, clip=clip, slots=slots, ks=ks)
     if tables.expected.nbytes * (1 + (tables.per_label is not None) * n_labels) <= _CACHE_BYTES:
@@ -189,6 +197,92 @@ def exact_cost(pool_keys: np.ndarray, self_ref: bool, *, k_max: int, slots: int 
     for lo in range(0, pool_keys.shape[0], step):
         total += float(_pairs_per_size(pool_keys[lo:lo + step], top[lo:lo + step], k_hi)[:, wanted].sum())
     return total
+
+
+#: Combiners whose tables have a Monte Carlo path beyond MAX_SUB_COUNTS (the ABC's model is
+#: itself a sum over every sub-count vector of the data: it has none).
+MC_COMBINERS = ("plurality", "majority", "frequency")
+# Sampled (key, draw, k) cells of the Monte Carlo path, and its draws per key (at least
+# _MC_MIN_DRAWS: the variance of each key's mean is estimated from its own draws).
+_MC_CELLS_TOTAL = 20_000_000
+_MC_MIN_DRAWS, _MC_MAX_DRAWS = 64, 4096
+# (draw, position) cells of the label sequences shuffled at once.
+_MC_BLOCK = 1 << 21
+
+
+def sampled_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: str, scorer: str, k_max: int,
+                   prior: np.ndarray, clip: float, ks: np.ndarray | None, rng: np.random.Generator) -> ExactTables:
+    """:func:`exact_tables` by Monte Carlo, for data whose exact sums are out of reach.
+
+    Each distinct key (count vector m, n labels) gets D random orderings of its labels
+    (seeded by ``rng``, vectorised: one argsort of random keys per ordering); the first k
+    labels of an ordering are a uniform k-subset, so one ordering gives a draw y(k) ~
+    H(·; m, k) for every k at once. Each draw's term is the exact path's term for that
+    y (the held-out or reference label's expectation given y, no further sampling), and
+    ``expected[u, k]`` is their mean over the D orderings: unbiased, with ``variance``
+    the variance of that mean (the draws' sample variance / D). D = 20,000,000 cells /
+    (keys × k), between 64 and 4,096.
+    """
+    n_labels = pool.shape[1]
+    self_ref = reference is None
+    keys, inverse, mult = row_histogram(pool if self_ref else np.hstack([pool, reference]))
+    u = keys[:, :n_labels]
+    n_u = u.sum(axis=1)
+    top = np.minimum(n_u - 1 if self_ref else n_u, k_max)
+    ks = np.arange(k_max + 1) if ks is None else np.asarray(ks, dtype=np.int64)
+    n_keys, n_j = keys.shape[0], ks.shape[0]
+    draws = int(np.clip(_MC_CELLS_TOTAL // max(1, n_keys * n_j), _MC_MIN_DRAWS, _MC_MAX_DRAWS))
+    ref_counts = None if self_ref else keys[:, n_labels:]
+    hard = combiner in ("majority", "plurality") and scorer == "agreement"
+    n_max = max(int(n_u.max(initial=0)), 1)
+    total = np.zeros(n_keys * n_j)
+    total_sq = np.zeros(n_keys * n_j)
+    cols = np.maximum(ks - 1, 0)
+    pos = np.arange(n_max)
+    per_chunk = max(1, _MC_BLOCK // (draws * n_max))
+    for lo in range(0, n_keys, per_chunk):
+        kk = np.arange(lo, min(lo + per_chunk, n_keys))
+        # Each key's labels in class order (padding: class n_labels), then D shuffles of them.
+        base = (pos[None, :, None] >= np.cumsum(u[kk], axis=1)[:, None, :]).sum(axis=2)
+        row_key = np.repeat(np.arange(kk.shape[0]), draws)
+        noise = rng.random((row_key.shape[0], n_max))
+        noise[pos[None, :] >= n_u[kk][row_key][:, None]] = 2.0     # padding stays last
+        seq = np.take_along_axis(base[row_key], np.argsort(noise, axis=1), axis=1)
+        valid = (ks[None, :] <= top[kk][row_key][:, None])
+        r_idx, j_idx = np.nonzero(valid)
+        y = np.empty((n_labels, r_idx.shape[0]), dtype=np.int64)
+        for lab in range(n_labels):
+            prefix = np.cumsum(seq == lab, axis=1)[:, cols]          # labels of class lab among the first k
+            prefix[:, ks == 0] = 0
+            y[lab] = prefix[r_idx, j_idx]
+        owner = kk[row_key[r_idx]]
+        k = ks[j_idx]
+        rest = u[owner].T - y
+        ref = rest if self_ref else ref_counts[owner].T
+        norm = (n_u[owner] - k) if self_ref else ref_counts[owner].sum(axis=1)
+        if hard:
+            win = y == y.max(axis=0)
+            value = np.where(win, ref, 0).sum(axis=0) / win.sum(axis=0)
+        else:
+            pred = predict_columns(combiner, y, None, prior=prior, model=None, clip=clip, rest=rest)
+            terms = label_scores_columns(scorer, pred, inplace=True)
+            terms *= ref
+            if scorer == "cross_entropy" and clip <= 0:
+                np.copyto(terms, 0.0, where=ref == 0)
+            value = terms.sum(axis=0)
+        value /= np.maximum(norm, 1)
+        index = owner * n_j + j_idx
+        total += np.bincount(index, weights=value, minlength=n_keys * n_j)
+        total_sq += np.bincount(index, weights=value * value, minlength=n_keys * n_j)
+    mean = total / draws
+    variance = np.maximum(total_sq / draws - mean * mean, 0.0) / (draws - 1)
+    js = ks[None, :]
+    if self_ref:
+        eligible = n_u[:, None] >= js + 1
+    else:
+        eligible = (n_u[:, None] >= js) & (ref_counts.sum(axis=1)[:, None] >= 1)
+    return ExactTables(keys, mult.astype(np.int64), inverse, mean.reshape(n_keys, n_j), eligible.astype(float),
+                       variance=variance.reshape(n_keys, n_j))
 
 
 def clear_table_cache() -> None:
