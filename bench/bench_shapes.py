@@ -195,7 +195,8 @@ def _power_curve(combiner, scorer):
 
         curve = power_curve(_label_counts(data), combiner=combiner, scorer=scorer, n_bootstrap=args.bootstrap,
                             rng=args.seed)
-        return f"k_max {curve.k_max}, {len(curve.k)} points"
+        drawn = f", drawn: MC error ≤ {curve.mc_error.max():.1e}" if curve.method == "monte_carlo" else ""
+        return f"k_max {curve.k_max}, {len(curve.k)} points{drawn}"
     return run
 
 
@@ -247,6 +248,8 @@ ROWS = {
                                   _syn((20_000, 100, 3), (300, 20, 3)), _power_curve("plurality", "agreement")),
     "power-plurality-100kx10x10": ("power curve, plurality", "100k × 10 × 10",
                                    _syn((100_000, 10, 10), (500, 10, 10)), _power_curve("plurality", "agreement")),
+    "power-plurality-2kx100x10": ("power curve, plurality (drawn: beyond exact reach)", "2k × 100 × 10",
+                                  _syn((2_000, 100, 10), (100, 30, 10)), _power_curve("plurality", "agreement")),
     "power-abc-equivalence-20kx100x3": ("power curve + equivalence, ABC", "20k × 100 × 3",
                                         _syn((20_000, 100, 3), (100, 8, 3), predictions="soft"),
                                         _equivalence("abc", "cross_entropy", with_curve=True)),

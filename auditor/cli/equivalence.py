@@ -108,7 +108,10 @@ def equivalence_command(ratings, predictions, combiner, scorer, labels, referenc
     for i, k in enumerate(curve.k):
         click.echo(f"{k:>3}{curve.mean[i]:>11.4f}{curve.ci_low[i]:>11.4f}{curve.ci_high[i]:>11.4f}"
                    f"{curve.n_items[i]:>8}" + (f"{curve.mc_error[i]:>10.1e}" if sampled else ""))
-    if sampled:
+    if sampled and curve.method == "monte_carlo":
+        click.echo("MC s.e.: Monte Carlo standard error of c_k, whose exact sums over sub-count vectors are out "
+                   "of reach and were drawn at random (0: nothing to draw)")
+    elif sampled:
         click.echo("MC s.e.: Monte Carlo standard error of c_k where 200 random rater subsets stand for all "
                    "C(K, k) (0: every subset used)")
     if eq is not None:

@@ -239,7 +239,8 @@ def sampled_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: 
     total_sq = np.zeros(n_keys * n_j)
     cols = np.maximum(ks - 1, 0)
     pos = np.arange(n_max)
-    per_chunk = max(1, _MC_BLOCK // (draws * n_max))
+    # Cells per draw: its shuffled labels, and its sub-counts (every label at every k).
+    per_chunk = max(1, _MC_BLOCK // (draws * max(n_max, n_j * n_labels)))
     for lo in range(0, n_keys, per_chunk):
         kk = np.arange(lo, min(lo + per_chunk, n_keys))
         # Each key's labels in class order (padding: class n_labels), then D shuffles of them.
