@@ -331,3 +331,41 @@ def test_annotator_page_lists_its_disagreements_with_the_others_plurality(app, h
         top = max(others.values())
         assert mine[item] == label and label not in {k for k, n in others.items() if n == top}
         assert set(plurality.split(", ")) == {k for k, n in others.items() if n == top}
+
+
+def test_a_dataset_with_weekly_windows_but_no_vendor_report_counts_its_annotators(app):
+    """The vendor page's table of datasets: where the latest audit has no report of the vendor
+    (here: removed), the number of its annotators with a weekly window stands in, for the
+    dataset shown in detail and for the others."""
+    from sqlalchemy import delete, select
+
+    from auditor.db.models import AuditRun, VendorReport
+
+    scenario = HistoryScenario(weeks=1, items_per_week=20, seed=5, labels_per_vendor=2,
+                               vendors={"lone-vendor": (0.9, 0.8, 0.7)})
+    tenant = make_tenant(app, vendor="lone-vendor", extra_vendors=())
+    client = app.test_client()
+    records = [{k: r[k] for k in ("item_id", "annotator_id", "label", "vendor", "timestamp")}
+               for r in simulate_history(scenario)]
+    ids = {}
+    for name in ("unreported-a", "unreported-b"):
+        ids[name] = client.post("/api/v1/datasets", json={"name": name, "labels": list(scenario.labels)},
+                                headers=tenant.auth()).get_json()["id"]
+        with eager_audits(app):
+            assert client.post(f"/api/v1/datasets/{ids[name]}/annotations", json={"records": records},
+                               headers=tenant.auth()).status_code == 202
+
+    def rows():
+        page = _page(_session(app, tenant), "/vendors/lone-vendor")
+        return {name: re.search(rf'<tr data-dataset="{name}">.*?</tr>', page, re.S).group(0) for name in ids}
+
+    before = rows()
+    with app.extensions["auditor.engine"].begin() as conn:
+        runs = select(AuditRun.id).where(AuditRun.dataset_id.in_(list(ids.values())))
+        conn.execute(delete(VendorReport).where(VendorReport.audit_run_id.in_(runs)))
+    after = rows()
+    for name in ids:  # "unreported-a" is shown in detail (first by name), "-b" only in the table
+        assert '<td class="n" data-label="annotators">3</td>' in before[name]
+        assert 'data-label="U_t"><span class="na">' not in before[name]
+        assert '<td class="n" data-label="annotators">3</td>' in after[name]
+        assert 'data-label="U_t"><span class="na">' in after[name]
