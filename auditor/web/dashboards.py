@@ -904,13 +904,13 @@ def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None
     bounds = db.scalar(select(VendorReport.annotators).where(VendorReport.id == latest_id)) or []
     # Datasets with windows but no report yet: their number of annotators with a window.
     unreported = [e["dataset"].id for e in entries if not e["reports"] and e is not selected]
-    w = QualityWindow
+    qw = QualityWindow
     counted = dict(db.execute(
-        select(w.dataset_id, func.count(func.distinct(w.group_name)))
-        .where(w.dataset_id.in_(unreported or [-1]), w.grouping == "annotator",
-               w.group_name.in_(select(Annotator.external_id).where(Annotator.workspace_id == workspace_id,
-                                                                    Annotator.vendor == vendor)))
-        .group_by(w.dataset_id)).all()) if unreported else {}
+        select(qw.dataset_id, func.count(func.distinct(qw.group_name)))
+        .where(qw.dataset_id.in_(unreported), qw.grouping == "annotator",
+               qw.group_name.in_(select(Annotator.external_id).where(Annotator.workspace_id == workspace_id,
+                                                                     Annotator.vendor == vendor)))
+        .group_by(qw.dataset_id)).all()) if unreported else {}
 
     charts = []
     for entry in entries:

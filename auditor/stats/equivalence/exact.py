@@ -171,6 +171,32 @@ def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: st
     return tables
 
 
+def _winners_share(y: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """Plurality scored by agreement: per pair (columns of ``y``, (L, P)), the reference
+    counts ``ref`` of the tied winners argmax_l y_l, shared among them."""
+    win = y == y.max(axis=0)
+    return np.where(win, ref, 0).sum(axis=0) / win.sum(axis=0)
+
+
+def _reference_terms(scorer: str, pred: np.ndarray, ref: np.ndarray, clip: float) -> np.ndarray:
+    """(L, P): each label's score of the predictions ``pred`` (overwritten) times its
+    reference count ``ref`` (0 · log 0 = 0 for a label no reference rater gave)."""
+    terms = label_scores_columns(scorer, pred, inplace=True)
+    terms *= ref
+    if scorer == "cross_entropy" and clip <= 0:
+        np.copyto(terms, 0.0, where=ref == 0)
+    return terms
+
+
+def _eligible(n_u: np.ndarray, ks: np.ndarray, ref_counts: np.ndarray | None) -> np.ndarray:
+    """(U, n_k) 0/1: items with k + 1 labels (k and one held out), or with k pool labels and
+    a reference label (``ref_counts``)."""
+    js = ks[None, :]
+    if ref_counts is None:
+        return (n_u[:, None] >= js + 1).astype(float)
+    return ((n_u[:, None] >= js) & (ref_counts.sum(axis=1)[:, None] >= 1)).astype(float)
+
+
 #: The most sub-count vectors (pairs of a key and a y ≤ it) the exact path sums over: about
 #: 10 s for plurality, a minute for the ABC. Beyond it (items with ~100 labels spread over
 #: 10 or more classes: 10¹¹ and more), :func:`exact_tables` refuses with a clear error
@@ -262,28 +288,18 @@ def sampled_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: 
         ref = rest if self_ref else ref_counts[owner].T
         norm = (n_u[owner] - k) if self_ref else ref_counts[owner].sum(axis=1)
         if hard:
-            win = y == y.max(axis=0)
-            value = np.where(win, ref, 0).sum(axis=0) / win.sum(axis=0)
+            value = _winners_share(y, ref)
         else:
             pred = predict_columns(combiner, y, None, prior=prior, model=None, clip=clip, rest=rest)
-            terms = label_scores_columns(scorer, pred, inplace=True)
-            terms *= ref
-            if scorer == "cross_entropy" and clip <= 0:
-                np.copyto(terms, 0.0, where=ref == 0)
-            value = terms.sum(axis=0)
+            value = _reference_terms(scorer, pred, ref, clip).sum(axis=0)
         value /= np.maximum(norm, 1)
         index = owner * n_j + j_idx
         total += np.bincount(index, weights=value, minlength=n_keys * n_j)
         total_sq += np.bincount(index, weights=value * value, minlength=n_keys * n_j)
     mean = total / draws
     variance = np.maximum(total_sq / draws - mean * mean, 0.0) / (draws - 1)
-    js = ks[None, :]
-    if self_ref:
-        eligible = n_u[:, None] >= js + 1
-    else:
-        eligible = (n_u[:, None] >= js) & (ref_counts.sum(axis=1)[:, None] >= 1)
-    return ExactTables(keys, mult.astype(np.int64), inverse, mean.reshape(n_keys, n_j), eligible.astype(float),
-                       variance=variance.reshape(n_keys, n_j))
+    return ExactTables(keys, mult.astype(np.int64), inverse, mean.reshape(n_keys, n_j),
+                       _eligible(n_u, ks, ref_counts), variance=variance.reshape(n_keys, n_j))
 
 
 def clear_table_cache() -> None:
@@ -733,9 +749,7 @@ def _exact_tables(keys, mult, inverse, n_labels: int, self_ref: bool, *, combine
         ref = b.rest if self_ref else u_cols_ref[:, owner]
         if hard and per_label is None:
             # Plurality scored by agreement: the reference label's share of the tied winners.
-            y = b.y
-            win = y == y.max(axis=0)
-            total = np.where(win, ref, 0).sum(axis=0) / win.sum(axis=0)
+            total = _winners_share(b.y, ref)
             expected += np.bincount(index, weights=total * w, minlength=n_keys * n_j).reshape(-1, n_j)
             continue
         if b.sums is not None and per_label is None:
@@ -746,11 +760,7 @@ def _exact_tables(keys, mult, inverse, n_labels: int, self_ref: bool, *, combine
                 total = b.sums.take(b.slot[lo:hi], axis=1)
                 pred = clip_probabilities(abc_from_totals(total, b.rest[:, lo:hi], b.step[lo:hi]),
                                           clip, axis=0, inplace=True)
-                terms = label_scores_columns(scorer, pred, inplace=True)
-                part = ref[:, lo:hi]
-                terms *= part
-                if scorer == "cross_entropy" and clip <= 0:
-                    np.copyto(terms, 0.0, where=part == 0)
+                terms = _reference_terms(scorer, pred, ref[:, lo:hi], clip)
                 np.multiply(terms.sum(axis=0), w[lo:hi], out=weight[lo:hi])
             expected += np.bincount(index, weights=weight, minlength=n_keys * n_j).reshape(-1, n_j)
             continue
@@ -760,10 +770,7 @@ def _exact_tables(keys, mult, inverse, n_labels: int, self_ref: bool, *, combine
         else:
             pred = predict_columns(combiner, b.y, None, prior=prior, model=model, clip=clip,   # (L, P)
                                    rest=b.rest, log_own=b.log_seq, n_own=n_u[owner])
-        terms = label_scores_columns(scorer, pred, inplace=True)
-        terms *= ref
-        if scorer == "cross_entropy" and clip <= 0:
-            np.copyto(terms, 0.0, where=ref == 0)                 # 0 · log 0 (no such reference label)
+        terms = _reference_terms(scorer, pred, ref, clip)
         if per_label is None:
             expected += np.bincount(index, weights=terms.sum(axis=0) * w,
                                     minlength=n_keys * n_j).reshape(-1, n_j)
@@ -773,12 +780,7 @@ def _exact_tables(keys, mult, inverse, n_labels: int, self_ref: bool, *, combine
         for lab in range(n_labels):
             per_label[:, :, lab] += np.bincount(index, weights=terms[lab],
                                                 minlength=n_keys * n_j).reshape(-1, n_j)
-    js = ks[None, :]
-    if self_ref:
-        eligible = n_u[:, None] >= js + 1
-    else:
-        eligible = (n_u[:, None] >= js) & (keys[:, n_labels:].sum(axis=1)[:, None] >= 1)
-    eligible = eligible.astype(float)
+    eligible = _eligible(n_u, ks, None if self_ref else keys[:, n_labels:])
     if slots is None:
         return ExactTables(keys, mult.astype(np.int64), inverse, expected, eligible)
     with np.errstate(invalid="ignore", divide="ignore"):
