@@ -7,7 +7,7 @@ Run by hand:
     python bench/bench_mc_error.py --smoke          # a few repetitions (seconds)
 
 Three statistics use Monte Carlo where an exact sum would cost too much, and report its
-standard error:
+standard error (and a fourth carries it on):
 
 * the survey power curve's rater-subset path (``method="sampling"``, the paper's
   Algorithm 2): where C(K, k) > 200 it averages 200 random k-subsets of the raters and
@@ -17,7 +17,11 @@ standard error:
 * the power curve's exact path beyond ``MAX_SUB_COUNTS`` sub-count vectors
   (``method="monte_carlo"``): each key's sums over its sub-counts drawn from random
   orderings of its labels, with ``PowerCurve.mc_error``. Here the limit is set to 0 so
-  that data the exact path can still sum are drawn too.
+  that data the exact path can still sum are drawn too;
+* the survey equivalence read off either Monte Carlo curve, with
+  ``SurveyEquivalence.mc_error`` (the bracketing points' errors carried through the
+  interpolation), against the equivalence read off the exact curve, for classifiers of
+  random quality (a case per data set whose equivalence is a number).
 
 On shapes where the exact value is also computable (the exact histogram path of the
 power curve, which for agreement and cross-entropy equals the mean over all subsets;
@@ -43,7 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from auditor.stats import LabelCounts, best_performance
 from auditor.stats.best import f1 as f1_module
 from auditor.stats.equivalence import exact as exact_module
-from auditor.stats.equivalence import power_curve
+from auditor.stats.equivalence import power_curve, survey_equivalence
+from auditor.stats.equivalence.curve import equivalence_mc_error, equivalence_values
 
 F1 = "f1 (macro)"
 
@@ -115,6 +120,84 @@ def tables_study(repetitions: int, n_items: int, n_labels_per_item: int, n_class
     return {p: np.array(v) for p, v in zs.items()}, identical
 
 
+def _classifier(rng, p: np.ndarray, scorer: str) -> np.ndarray:
+    """Predictions of a classifier between the curve's ends: the true label distribution's
+    argmax (agreement) or the distribution itself (cross-entropy), mixed with noise of a
+    random strength."""
+    n_items, n_classes = p.shape
+    q = rng.uniform(0.0, 0.6)
+    if scorer == "agreement":
+        return np.where(rng.random(n_items) < q, rng.integers(0, n_classes, n_items), p.argmax(axis=1))
+    return (1.0 - q) * p + q / n_classes
+
+
+def equivalence_study(repetitions: int, n_items: int, n_labels_per_item: int, n_classes: int, seed: int):
+    """z = (Monte Carlo equivalence − exact equivalence) / its mc_error.
+
+    * Drawn sub-counts (the exact path's limit set to 0): :func:`survey_equivalence` end to
+      end, for a classifier of random quality, one case per data set whose equivalence is a
+      number on either path.
+    * Rater subsets (12 raters): the curve's points are exact where every subset is
+      enumerated (k ≤ 2 and k ≥ 10), so three scores per data set are drawn uniformly
+      between c_2 and the curve's top, and the equivalences read off the exact and the
+      sampled curves (:func:`equivalence_values`, :func:`equivalence_mc_error`, as
+      :func:`survey_equivalence` does).
+
+    A case where one path gives a number and the other not counts as outside (z = ∞), and
+    so does one with a zero error whose two equivalences differ."""
+    keys = [(path, combiner, scorer) for path in ("drawn sub-counts", "rater subsets")
+            for combiner, scorer in (("plurality", "agreement"), ("frequency", "cross_entropy"))]
+    zs = {key: [] for key in keys}
+    rng = np.random.default_rng(seed)
+    names = tuple(str(c) for c in range(n_classes))
+    limit = exact_module.MAX_SUB_COUNTS
+
+    def drawn(lc, pred, combiner, scorer, s, forced):
+        exact_module.MAX_SUB_COUNTS = 0 if forced else limit
+        exact_module.clear_table_cache()
+        try:
+            return survey_equivalence(lc, pred, combiner=combiner, scorer=scorer, n_bootstrap=0, rng=s)
+        finally:
+            exact_module.MAX_SUB_COUNTS = limit
+
+    def z_of(ex_value, mc_value, error):
+        if np.isfinite(ex_value) != np.isfinite(mc_value):
+            return math.inf
+        if not np.isfinite(ex_value):
+            return None
+        if error > 0:
+            return (mc_value - ex_value) / error
+        return 0.0 if abs(mc_value - ex_value) <= 1e-9 * max(1.0, abs(ex_value)) else math.inf
+
+    def number(v):
+        return -math.inf if isinstance(v, str) else float(v)
+
+    for rep in range(repetitions):
+        p = rng.dirichlet(np.full(n_classes, 0.7 if rep % 2 == 0 else 0.2), size=n_items)
+        lc = LabelCounts(rng.multinomial(n_labels_per_item, p), names, tuple(range(n_items)))
+        u = rng.random((n_items, 12, 1))
+        ratings = (u > np.cumsum(p, axis=1)[:, None, :]).sum(axis=2)
+        for (path, combiner, scorer), out in zs.items():
+            s = int(rng.integers(2**31))
+            if path == "drawn sub-counts":
+                pred = _classifier(rng, p, scorer)
+                ex, mc = drawn(lc, pred, combiner, scorer, s, False), drawn(lc, pred, combiner, scorer, s, True)
+                z = z_of(number(ex.value), number(mc.value), mc.mc_error)
+                if z is not None:
+                    out.append(z)
+                continue
+            kw = dict(combiner=combiner, scorer=scorer, n_bootstrap=0, n_labels=n_classes)
+            ex = power_curve(ratings, method="exact", k_values="all", **kw)
+            mc = power_curve(ratings, method="sampling", rng=s, **kw)
+            for score in rng.uniform(ex.mean[2], ex.mean.max(), size=3):
+                e = equivalence_values(ex.mean[None, :], np.array([score]))[0]
+                m = equivalence_values(mc.mean[None, :], np.array([score]))[0]
+                z = z_of(e, m, equivalence_mc_error(mc.mean, score, mc.mc_error))
+                if z is not None:
+                    out.append(z)
+    return {key: np.array(v) for key, v in zs.items()}
+
+
 def _never_gold_counts(rng, n_items: int, n_never: int, labels: int) -> np.ndarray:
     """Two gold classes (each item's plurality among them) and ``n_never`` classes that
     receive at most one label per item, so they are never anybody's plurality."""
@@ -154,6 +237,8 @@ def best_study(repetitions: int, n_items: int, seed: int, target_se: float):
 
 
 def _row(name: str, z: np.ndarray) -> str:
+    if z.size == 0:
+        return f"{name:<66s} {0:>6d}   (no case)"
     inside = np.mean(np.abs(z) <= 1.96)
     # Monte Carlo error of the coverage itself (cases within a repetition are correlated,
     # so this is a floor).
@@ -180,6 +265,8 @@ def main(argv=None) -> int:
     t2 = time.perf_counter()
     tables_z, tables_same = tables_study(reps, 40 if args.smoke else 150, 24, 4, args.seed)
     t3 = time.perf_counter()
+    eq_z = equivalence_study(reps, 40 if args.smoke else 150, 24, 4, args.seed)
+    t4 = time.perf_counter()
     print(f"{reps} data sets per study; a case is a (data set, k) or a data set")
     print(f"{'study':<66s} {'cases':>6s} {'≤1.96·SE':>9s} {'≤1·SE':>8s} {'sd(z)':>8s}")
     for (combiner, scorer), z in curve_z.items():
@@ -187,9 +274,12 @@ def main(argv=None) -> int:
     print(_row("BEST F1 (macro), Monte Carlo correction", best_z))
     for (combiner, scorer, with_ref), z in tables_z.items():
         print(_row(f"power curve, drawn sub-counts, {combiner}/{scorer}{', reference' if with_ref else ''}", z))
+    for (path, combiner, scorer), z in eq_z.items():
+        print(_row(f"survey equivalence, {path}, {combiner}/{scorer}", z))
     print(f"bit-identical for the same seed: power curve {'yes' if curve_same else 'NO'}, "
           f"BEST {'yes' if best_same else 'NO'}, drawn sub-counts {'yes' if tables_same else 'NO'}")
-    print(f"time: power curves {t1 - t0:.1f} s, BEST {t2 - t1:.1f} s, drawn sub-counts {t3 - t2:.1f} s")
+    print(f"time: power curves {t1 - t0:.1f} s, BEST {t2 - t1:.1f} s, drawn sub-counts {t3 - t2:.1f} s, "
+          f"equivalences {t4 - t3:.1f} s")
     return 0 if (curve_same and best_same and tables_same) else 1
 
 

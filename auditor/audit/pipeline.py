@@ -144,6 +144,10 @@ def _monte_carlo_note(curve, what: str) -> list[str]:
             f"error (at most {float(np.max(curve.mc_error)):.2g})"]
 
 
+def _fmt_raters(v) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
 def _equivalence_value(v) -> tuple[float | None, str | None]:
     if isinstance(v, str):
         return None, v
@@ -583,6 +587,10 @@ def release_arrays(info: Mapping[str, Any], counts: np.ndarray, hard: np.ndarray
                 notes.append(f"release {rid}: survey equivalence ({combiner}, {scorer}) not computed: {exc}")
                 continue
             notes += _monte_carlo_note(eq.curve, f"release {rid}: survey equivalence")
+            if eq.mc_error > 0:
+                notes.append(f"release {rid}: survey equivalence ({combiner}, {scorer}) {_fmt_raters(eq.value)} "
+                             f"read off that drawn curve has a Monte Carlo standard error of "
+                             f"{eq.mc_error:.2g} raters")
             row = _curve_row(eq.curve, options=options, seed_key=(key, rid), release_id=rid)
             value, note = _equivalence_value(eq.value)
             low, low_note = _equivalence_value(eq.ci_low)
@@ -596,6 +604,8 @@ def release_arrays(info: Mapping[str, Any], counts: np.ndarray, hard: np.ndarray
             })
             if low_note or high_note:
                 row["points"] = [*row["points"], {"interval_notes": {"low": low_note, "high": high_note}}]
+            if eq.mc_error > 0:
+                row["points"] = [*row["points"], {"equivalence_mc_error": finite(eq.mc_error)}]
             curves.append(row)
     else:
         notes.append(f"release {rid}: survey equivalence needs items with two labels")

@@ -136,3 +136,25 @@ def test_cli_table_shows_the_monte_carlo_error_of_sampled_rater_subsets(tmp_path
     assert [k for k, se in rows.items() if se > 0] == list(range(3, 10))
     payload = json.loads(CliRunner().invoke(main, [*args, "--json"]).output)
     assert np.count_nonzero(payload["curve"]["mc_error"]) == 7
+
+
+def test_cli_shows_the_monte_carlo_error_of_an_equivalence_read_off_sampled_points(tmp_path):
+    """A classifier crossing the curve between an exact point (k = 2) and a sampled one (k = 3):
+    the equivalence line gives its Monte Carlo error, and the JSON carries the same number."""
+    rng = np.random.default_rng(5)
+    n = 60
+    state = rng.random(n) < 0.5
+    ratings = np.where(rng.random((n, 12)) < np.where(state, 0.8, 0.2)[:, None], "yes", "no")
+    wide = pd.DataFrame(ratings, columns=[f"r{j}" for j in range(12)])
+    wide.insert(0, "item_id", [f"i{i}" for i in range(n)])
+    wide.to_csv(tmp_path / "ratings.csv", index=False)
+    weak = state.copy()
+    weak[::5] = ~weak[::5]
+    pd.DataFrame({"item_id": wide["item_id"], "label": np.where(weak, "yes", "no")}).to_csv(
+        tmp_path / "weak.csv", index=False)
+    args = ["equivalence", str(tmp_path / "ratings.csv"), str(tmp_path / "weak.csv"), "--combiner", "majority",
+            "--scorer", "f1", "--bootstrap", "0", "--seed", "1"]
+    payload = json.loads(CliRunner().invoke(main, [*args, "--json"]).output)
+    assert 2 < payload["value"] < 3 and payload["mc_error"] > 0
+    line = next(x for x in CliRunner().invoke(main, args).output.splitlines() if x.startswith("survey equivalence"))
+    assert line.endswith(f"(MC s.e. {payload['mc_error']:.2g} raters)")

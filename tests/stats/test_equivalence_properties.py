@@ -808,3 +808,91 @@ def test_monte_carlo_tables_cover_the_exact_curve_and_repeat_with_the_seed(combi
     assert len(z) >= 100
     assert np.mean(np.abs(z) < 1.96) >= 0.88, np.mean(np.abs(z) < 1.96)
     assert np.std(z) < 1.3  # not understated (k of one data set share their draws: the spread varies)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), n_k=st.integers(3, 30), grid=st.booleans(), frac=st.floats(0.02, 0.98),
+       flat=st.booleans())
+def test_the_equivalence_error_spans_the_curves_within_the_points_errors(seed, n_k, grid, frac, flat):
+    """equivalence_mc_error: ± 1.96 of it spans the equivalences of curves whose points move
+    within 1.96 of their errors (checked on random such curves); for small errors it is the
+    first-order bound |∂v/∂c_{i−1}| σ_{i−1} + |∂v/∂c_i| σ_i (derivatives by finite
+    differences); 0 outside the curve or where the points it depends on are exact."""
+    from auditor.stats.equivalence.curve import equivalence_mc_error
+
+    rng = np.random.default_rng(seed)
+    steps = rng.uniform(0.01, 1.0, n_k)
+    if flat:  # a stretch of nearly equal points, as plurality's c_1 = c_2
+        steps[n_k // 3: n_k // 3 + 3] = 1e-4
+    curve = np.cumsum(steps)
+    k = np.cumsum(rng.integers(1, 5, n_k)) if grid else None
+    score = curve[0] + frac * (curve[-1] - curve[0])
+    v = equivalence_values(curve[None, :], np.array([score]), k)[0]
+    errors = rng.uniform(0.0, 0.01, n_k)
+    err = equivalence_mc_error(curve, score, errors, k)
+    moved = curve + 1.959963984540054 * errors * rng.uniform(-1.0, 1.0, (200, n_k))
+    others = equivalence_values(moved, np.full(200, score), k)
+    assert np.all(np.abs(others - v) <= 1.959963984540054 * err * (1 + 1e-9) + 1e-12)
+    # Small errors: the first-order bound on the interpolated crossing.
+    i = int(np.argmax(curve[1:] > score)) + 1
+    gap = curve[i] - curve[i - 1]
+    tiny = errors * 1e-3 * gap   # moves of at most 2e-5 of the bracketing gap
+    h = 1e-6 * gap
+    bound = 0.0
+    for j in (i - 1, i):
+        bumped = curve.copy()
+        bumped[j] += h
+        derivative = (equivalence_values(bumped[None, :], np.array([score]), k)[0] - v) / h
+        bound += abs(derivative) * tiny[j]
+    assert equivalence_mc_error(curve, score, tiny, k) == pytest.approx(bound, rel=1e-3, abs=1e-15)
+    assert equivalence_mc_error(curve, score, np.zeros(n_k), k) == 0.0
+    assert equivalence_mc_error(curve, curve[0] - 1.0, errors, k) == 0.0   # "< 0"
+    assert equivalence_mc_error(curve, curve[-1] + 1.0, errors, k) == 0.0  # "> K"
+
+
+def test_equivalences_read_off_monte_carlo_curves_are_covered_by_their_error(monkeypatch):
+    """Forced onto the Monte Carlo path on data where the exact sums run: the equivalence read
+    off the drawn curve, ± 1.96 of its mc_error, covers the one read off the exact curve for
+    about 95% of scores spread over the curve; survey_equivalence reports that error (and
+    to_dict carries it), and the exact path reports 0."""
+    from auditor.stats.equivalence import exact
+    from auditor.stats.equivalence.curve import equivalence_mc_error
+
+    rng = np.random.default_rng(11)
+    z = []
+    for rep in range(8):
+        p = rng.dirichlet(np.full(4, 0.7 if rep % 2 else 0.2), size=150)
+        lc = LabelCounts(rng.multinomial(24, p), tuple("abcd"), tuple(range(150)))
+        for combiner, scorer in (("plurality", "agreement"), ("frequency", "cross_entropy")):
+            exact.clear_table_cache()
+            ex = power_curve(lc, combiner=combiner, scorer=scorer, n_bootstrap=0)
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(exact, "MAX_SUB_COUNTS", 0)
+                mp.setattr(exact, "_MC_CELLS_TOTAL", 1_000_000)  # fewer draws: seconds, the same law
+                exact.clear_table_cache()
+                mc = power_curve(lc, combiner=combiner, scorer=scorer, n_bootstrap=0, rng=rep)
+                if rep == 0:
+                    pred = p.argmax(axis=1) if scorer == "agreement" else 0.5 * p + 0.125
+                    eq = survey_equivalence(lc, pred, combiner=combiner, scorer=scorer, n_bootstrap=0, rng=rep)
+                    assert eq.curve.method == "monte_carlo"
+                    assert eq.mc_error == equivalence_mc_error(eq.curve.mean, eq.classifier_score.value,
+                                                               eq.curve.mc_error, eq.curve.k)
+                    assert eq.to_dict()["mc_error"] == eq.mc_error
+                    assert isinstance(eq.value, str) or eq.mc_error > 0
+            for score in rng.uniform(ex.mean[1], ex.mean.max(), size=6):
+                e = equivalence_values(ex.mean[None, :], np.array([score]), ex.k)[0]
+                m = equivalence_values(mc.mean[None, :], np.array([score]), mc.k)[0]
+                if not (np.isfinite(e) or np.isfinite(m)):
+                    continue
+                assert np.isfinite(e) and np.isfinite(m)
+                err = equivalence_mc_error(mc.mean, score, mc.mc_error, mc.k)
+                z.append((m - e) / err if err > 0 else (0.0 if abs(m - e) < 1e-12 else np.inf))
+    exact.clear_table_cache()
+    p = rng.dirichlet(np.full(4, 0.7), size=60)
+    lc = LabelCounts(rng.multinomial(8, p), tuple("abcd"), tuple(range(60)))
+    assert survey_equivalence(lc, p.argmax(axis=1), combiner="plurality", scorer="agreement",
+                              n_bootstrap=0).mc_error == 0.0
+    z = np.array(z)
+    assert len(z) >= 60
+    assert np.mean(np.abs(z) < 1.96) >= 0.88, np.mean(np.abs(z) < 1.96)
+    assert np.std(z) < 1.3

@@ -364,19 +364,31 @@ def test_curves_too_costly_to_compute_exactly_are_drawn_or_left_out_with_a_note(
     import_predictions(factory, ds, "m", "1", labels={f"i{n}": int(t) for n, t in enumerate(truth)})
     import_predictions(factory, ds, "p", "1",
                        probabilities={f"i{n}": (0.8, 0.2) if t == 0 else (0.3, 0.7) for n, t in enumerate(truth)})
+    # A weak classifier (every third label flipped): its equivalence falls within the curve.
+    import_predictions(factory, ds, "w", "1",
+                       labels={f"i{n}": int(t) ^ (n % 3 == 0) for n, t in enumerate(truth)})
     snap = runner.snapshot(factory, ds)
     full = runner.compute_inline(snap, OPTIONS)
     assert {(c["combiner"], c["release_id"] is None) for c in full["results"]["power_curves"]} == {
         ("majority", True), ("majority", False), ("abc", False)}
+    assert not any("equivalence_mc_error" in p for c in full["results"]["power_curves"] for p in c["points"])
     monkeypatch.setattr(exact, "MAX_SUB_COUNTS", 10)  # these 40 items × 4 labels need more
     exact.clear_table_cache()
     cut = runner.compute_inline(snap, OPTIONS)
     curves = cut["results"]["power_curves"]
-    assert sorted(c["combiner"] for c in curves) == ["majority"] * 3  # the dataset's and each release's
+    assert sorted(c["combiner"] for c in curves) == ["majority"] * 4  # the dataset's and each release's
     for c in curves:
         errors = [p["mc_error"] for p in c["points"] if "mc_error" in p]
         assert len(errors) >= 2 and min(errors) > 0
     notes = cut["summary"]["notes"]
+    # The weak classifier's equivalence is a number read off a drawn curve: its own error is stored.
+    weak = [c for c in curves if c["release_id"] is not None and c["equivalence"] is not None]
+    assert weak
+    for c in weak:
+        eq_errors = [p["equivalence_mc_error"] for p in c["points"] if "equivalence_mc_error" in p]
+        assert len(eq_errors) == 1 and eq_errors[0] > 0
+        assert any(f"release {c['release_id']}: survey equivalence (majority, agreement)" in n
+                   and "Monte Carlo standard error of" in n for n in notes)
     assert any(n.startswith("power curve (majority, agreement): its exact sums are out of reach") for n in notes)
     assert any("survey equivalence (abc, cross_entropy) not computed: the exact abc curve would sum over" in n
                and "no Monte Carlo path" in n for n in notes)

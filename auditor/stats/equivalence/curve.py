@@ -149,6 +149,13 @@ class SurveyEquivalence:
     curve : PowerCurve
     replicates : ndarray, shape (n_bootstrap,)
         Equivalence on each bootstrap sample; ``-inf`` for "< 0", ``+inf`` for "> K".
+    mc_error : float
+        Monte Carlo standard error of ``value`` where the curve's points are Monte Carlo
+        estimates (``curve.method`` ``"sampling"`` or ``"monte_carlo"``): ``value ±
+        1.96·mc_error`` spans the equivalences of every curve whose points lie within 1.96
+        of their errors (:func:`equivalence_mc_error`); ``inf`` where such a curve would put
+        the crossing outside it. 0 where the points are exact or the value is not a
+        number.
     """
 
     value: Equivalence
@@ -157,6 +164,7 @@ class SurveyEquivalence:
     classifier_score: ClassifierScore
     curve: PowerCurve
     replicates: np.ndarray = field(repr=False)
+    mc_error: float = 0.0
 
     @property
     def position(self) -> str:
@@ -167,8 +175,8 @@ class SurveyEquivalence:
 
     def to_dict(self) -> dict:
         return {"value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high,
-                "position": self.position, "classifier_score": self.classifier_score.to_dict(),
-                "curve": self.curve.to_dict()}
+                "position": self.position, "mc_error": self.mc_error,
+                "classifier_score": self.classifier_score.to_dict(), "curve": self.curve.to_dict()}
 
 
 # ------------------------------------------------------------------------ helpers
@@ -197,6 +205,39 @@ def equivalence_values(curves: np.ndarray, scores: np.ndarray, k: np.ndarray | N
         out[scores <= curves[:, 0]] = -np.inf
     out[np.isnan(scores)] = np.nan
     return out
+
+
+#: Moves of the curve's points, in their standard errors, that bound the equivalence's Monte
+#: Carlo error (:func:`equivalence_mc_error`).
+_MC_Z = 1.959963984540054
+
+
+def equivalence_mc_error(curve: np.ndarray, score: float, mc_error: np.ndarray, k: np.ndarray | None = None) -> float:
+    """Monte Carlo standard error of the equivalence read off ``curve`` (:func:`equivalence_values`)
+    when the curve's points carry standard errors ``mc_error`` and the score is exact.
+
+    The equivalence never increases when a point of the curve is raised (a raised point
+    can only become the leftmost crossing or move it left, and the interpolation between
+    the bracketing points decreases in both), so over every curve whose points lie within
+    ``z = 1.96`` of their errors it is smallest with all points raised by ``z σ`` and
+    largest with all lowered. The error reported is the larger distance from the
+    equivalence to those two, divided by ``z``: ``±1.96·mc_error`` spans them, whatever
+    the correlation of the points' errors (the points of one curve share their draws).
+    Where the bracketing points stay the same this is, to first order, ``Δk [(c_i − s)
+    σ_{i−1} + (s − c_{i−1}) σ_i] / (c_i − c_{i−1})²``; where the curve is flat near the
+    score the crossing may jump to other points, and the error says so (``inf`` where the
+    crossing could leave the curve). 0 where the equivalence is not a number (the score
+    is outside the curve) or no point it depends on carries an error.
+    """
+    curve = np.asarray(curve, dtype=float)
+    errors = np.asarray(mc_error, dtype=float)
+    score = np.array([float(score)])
+    value = equivalence_values(curve[None, :], score, k)[0]
+    if not np.isfinite(value) or not errors.any():
+        return 0.0
+    low = equivalence_values((curve + _MC_Z * errors)[None, :], score, k)[0]
+    high = equivalence_values((curve - _MC_Z * errors)[None, :], score, k)[0]
+    return float(max(high - value, value - low) / _MC_Z)
 
 
 def _quantile(values: np.ndarray, q: float) -> float:
@@ -902,7 +943,8 @@ def survey_equivalence(ratings, predictions, *, combiner: str, scorer: str, n_bo
         low, high = _report(_quantile(eq_reps, lo), k_last), _report(_quantile(eq_reps, hi), k_last)
     else:
         low = high = float("nan")
-    return SurveyEquivalence(_report(value, k_last), low, high, clf, curve, eq_reps)
+    return SurveyEquivalence(_report(value, k_last), low, high, clf, curve, eq_reps,
+                             equivalence_mc_error(point, clf.value, curve.mc_error, curve.k))
 
 
 @dataclass(frozen=True, eq=False)
