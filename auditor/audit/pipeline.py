@@ -588,9 +588,11 @@ def release_arrays(info: Mapping[str, Any], counts: np.ndarray, hard: np.ndarray
                 continue
             notes += _monte_carlo_note(eq.curve, f"release {rid}: survey equivalence")
             if eq.mc_error > 0:
+                error = (f"a Monte Carlo standard error of {eq.mc_error:.2g} raters" if np.isfinite(eq.mc_error)
+                         else "no determined Monte Carlo error: within the points' errors the crossing "
+                              "could leave the curve")
                 notes.append(f"release {rid}: survey equivalence ({combiner}, {scorer}) {_fmt_raters(eq.value)} "
-                             f"read off that drawn curve has a Monte Carlo standard error of "
-                             f"{eq.mc_error:.2g} raters")
+                             f"read off that drawn curve has {error}")
             row = _curve_row(eq.curve, options=options, seed_key=(key, rid), release_id=rid)
             value, note = _equivalence_value(eq.value)
             low, low_note = _equivalence_value(eq.ci_low)
@@ -604,7 +606,7 @@ def release_arrays(info: Mapping[str, Any], counts: np.ndarray, hard: np.ndarray
             })
             if low_note or high_note:
                 row["points"] = [*row["points"], {"interval_notes": {"low": low_note, "high": high_note}}]
-            if eq.mc_error > 0:
+            if eq.mc_error > 0:  # None: undetermined (see the note)
                 row["points"] = [*row["points"], {"equivalence_mc_error": finite(eq.mc_error)}]
             curves.append(row)
     else:

@@ -117,7 +117,8 @@ def equivalence_command(ratings, predictions, combiner, scorer, labels, referenc
     if eq is not None:
         s = eq.classifier_score
         click.echo(f"classifier score: {s.value:.4f} [{s.ci_low:.4f}, {s.ci_high:.4f}]")
-        mc = f" (MC s.e. {eq.mc_error:.2g} raters)" if eq.mc_error > 0 else ""
+        mc = ("" if eq.mc_error == 0 else f" (MC s.e. {eq.mc_error:.2g} raters)" if np.isfinite(eq.mc_error)
+              else " (MC s.e. undetermined: within the points' errors the crossing could leave the curve)")
         click.echo(f"survey equivalence: {_fmt(eq.value)} [{_fmt(eq.ci_low)}, {_fmt(eq.ci_high)}]{mc}")
 
 

@@ -896,3 +896,26 @@ def test_equivalences_read_off_monte_carlo_curves_are_covered_by_their_error(mon
     assert len(z) >= 60
     assert np.mean(np.abs(z) < 1.96) >= 0.88, np.mean(np.abs(z) < 1.96)
     assert np.std(z) < 1.3
+
+
+def test_an_equivalence_whose_crossing_could_leave_the_curve_has_an_undetermined_error():
+    """Scores just under the curve's last point, with errors larger than the gap: lowered by
+    1.96 of their errors no point exceeds the score, so the error is inf (None in JSON)."""
+    from auditor.stats.equivalence.curve import SurveyEquivalence, equivalence_mc_error
+
+    curve = np.array([0.5, 0.6, 0.62, 0.63])
+    errors = np.array([0.0, 0.01, 0.01, 0.01])
+    assert equivalence_mc_error(curve, 0.625, errors) == np.inf
+    assert np.isfinite(equivalence_mc_error(curve, 0.55, errors))
+    import dataclasses
+    import json
+
+    rng = np.random.default_rng(3)
+    p = rng.dirichlet(np.ones(3), size=40)
+    lc = LabelCounts(rng.multinomial(6, p), tuple("abc"), tuple(range(40)))
+    eq = survey_equivalence(lc, p.argmax(axis=1), combiner="plurality", scorer="agreement", n_bootstrap=0)
+    undetermined = dataclasses.replace(eq, mc_error=np.inf)
+    assert isinstance(undetermined, SurveyEquivalence)
+    assert undetermined.to_dict()["mc_error"] is None
+    json.dumps(undetermined.to_dict()["mc_error"], allow_nan=False)
+    assert eq.to_dict()["mc_error"] == 0.0

@@ -154,8 +154,8 @@ class SurveyEquivalence:
         estimates (``curve.method`` ``"sampling"`` or ``"monte_carlo"``): ``value ±
         1.96·mc_error`` spans the equivalences of every curve whose points lie within 1.96
         of their errors (:func:`equivalence_mc_error`); ``inf`` where such a curve would put
-        the crossing outside it. 0 where the points are exact or the value is not a
-        number.
+        the crossing outside it (None in :meth:`to_dict`). 0 where the points are exact or
+        the value is not a number.
     """
 
     value: Equivalence
@@ -175,7 +175,9 @@ class SurveyEquivalence:
 
     def to_dict(self) -> dict:
         return {"value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high,
-                "position": self.position, "mc_error": self.mc_error,
+                "position": self.position,
+                # JSON has no infinity: an undetermined crossing's error is None.
+                "mc_error": self.mc_error if np.isfinite(self.mc_error) else None,
                 "classifier_score": self.classifier_score.to_dict(), "curve": self.curve.to_dict()}
 
 
