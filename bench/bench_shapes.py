@@ -6,6 +6,7 @@ Run by hand:
     python bench/bench_shapes.py --rows alpha fleiss  # rows whose id contains a word
     python bench/bench_shapes.py --list               # the row ids
     python bench/bench_shapes.py --smoke              # every row at tiny sizes (seconds)
+    python bench/bench_shapes.py --repeat 3           # each row 3 times: the median
 
 Each row is one public statistic (power curve, survey equivalence, Krippendorff's
 alpha, Fleiss' kappa, BEST, pairwise Cohen's kappa) at one shape: items × labels per
@@ -399,6 +400,9 @@ def main(argv=None) -> int:
                         help="Resamples of pairwise kappa (default 0, as an audit runs it).")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=300.0, help="Seconds before a row is stopped.")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="Runs of each row, each in its own process: the median time is printed, "
+                             "with the fastest and slowest (shared machines drift by tens of percent).")
     parser.add_argument("--run-row", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.bootstrap is None:
@@ -420,31 +424,59 @@ def main(argv=None) -> int:
     print(f"{'row':<40s} {'time':>9s} {'limit':>8s} {'ratio':>7s} {'ids':>8s} {'ratio':>7s} {'peak':>9s}  result")
     failed = 0
     for r in rows:
-        if args.smoke:
-            # Tiny rows run in this process: starting one interpreter per row would
-            # take longer than the rows (peak memory is then the whole run's).
-            res = run_row(r, args)
-        else:
-            cmd = [sys.executable, __file__, "--run-row", r, *passthrough]
-            try:
-                out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
-            except subprocess.TimeoutExpired:
-                print(f"{r:<40s} did not finish in {args.timeout:.0f} s")
-                continue
-            if out.returncode != 0:
-                failed += 1
-                print(f"{r:<40s} FAILED\n{out.stderr.strip()}")
-                continue
-            res = json.loads(out.stdout.strip().splitlines()[-1])
+        runs = []
+        for _ in range(max(1, args.repeat)):
+            if args.smoke:
+                # Tiny rows run in this process: starting one interpreter per row would
+                # take longer than the rows (peak memory is then the whole run's).
+                res = run_row(r, args)
+            else:
+                cmd = [sys.executable, __file__, "--run-row", r, *passthrough]
+                try:
+                    out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
+                except subprocess.TimeoutExpired:
+                    res = {"timeout": True}
+                    break
+                if out.returncode != 0:
+                    res = {"failed": out.stderr.strip()}
+                    break
+                res = json.loads(out.stdout.strip().splitlines()[-1])
+            if "skipped" in res:
+                break
+            runs.append(res)
+        if "timeout" in res:
+            print(f"{r:<40s} did not finish in {args.timeout:.0f} s")
+            continue
+        if "failed" in res:
+            failed += 1
+            print(f"{r:<40s} FAILED\n{res['failed']}")
+            continue
         if "skipped" in res:
             print(f"{r:<40s} skipped: {res['skipped']}")
             continue
+        res = _combined(runs)
         ratio = res["seconds"] / res["limit"] if res["limit"] > 0 else float("inf")
         ratio_ids = res["seconds"] / res["limit_ids"] if res["limit_ids"] > 0 else float("inf")
         note = f" ({res['note']})" if res["note"] else ""
+        spread = (f"; {len(runs)} runs, {min(x['seconds'] for x in runs):.2f}–{max(x['seconds'] for x in runs):.2f} s"
+                  if len(runs) > 1 else "")
         print(f"{r:<40s} {res['seconds']:8.2f}s {res['limit']:7.3f}s {ratio:6.0f}× {res['limit_ids']:7.3f}s "
-              f"{ratio_ids:6.0f}× {res['peak_mib']:7.0f}MiB  {res['distinct']:,} distinct; {res['summary']}{note}")
+              f"{ratio_ids:6.0f}× {res['peak_mib']:7.0f}MiB  {res['distinct']:,} distinct; {res['summary']}{note}"
+              f"{spread}")
     return 1 if failed else 0
+
+
+def _combined(runs: list[dict]) -> dict:
+    """Several runs of one row: the median time, the fastest histogram limits (the limit is a
+    floor), the largest peak memory."""
+    import statistics
+
+    out = dict(runs[0])
+    out["seconds"] = statistics.median(x["seconds"] for x in runs)
+    out["limit"] = min(x["limit"] for x in runs)
+    out["limit_ids"] = min(x["limit_ids"] for x in runs)
+    out["peak_mib"] = max(x["peak_mib"] for x in runs)
+    return out
 
 
 if __name__ == "__main__":
