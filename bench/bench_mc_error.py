@@ -81,6 +81,18 @@ def curve_study(repetitions: int, n_items: int, n_raters: int, n_classes: int, s
     return {key: np.array(v) for key, v in zs.items()}, identical
 
 
+def _on_path(forced: bool, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` on the exact path's Monte Carlo tables (``forced``: its limit set
+    to 0, so that data it can still sum are drawn) or on its exact sums, from fresh tables."""
+    limit = exact_module.MAX_SUB_COUNTS
+    exact_module.MAX_SUB_COUNTS = 0 if forced else limit
+    exact_module.clear_table_cache()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        exact_module.MAX_SUB_COUNTS = limit
+
+
 def tables_study(repetitions: int, n_items: int, n_labels_per_item: int, n_classes: int, seed: int):
     """z = (Monte Carlo tables − exact tables) / mc_error over every drawn k of every repetition,
     for each anonymous combiner the path serves, on the item's own labels and against reference
@@ -90,15 +102,10 @@ def tables_study(repetitions: int, n_items: int, n_labels_per_item: int, n_class
     zs = {p: [] for p in pairs}
     rng = np.random.default_rng(seed)
     names = tuple(str(c) for c in range(n_classes))
-    limit = exact_module.MAX_SUB_COUNTS
 
     def curve(lc, ref, combiner, scorer, s, forced):
-        exact_module.MAX_SUB_COUNTS = 0 if forced else limit
-        exact_module.clear_table_cache()
-        try:
-            return power_curve(lc, combiner=combiner, scorer=scorer, reference=ref, n_bootstrap=0, rng=s)
-        finally:
-            exact_module.MAX_SUB_COUNTS = limit
+        return _on_path(forced, power_curve, lc, combiner=combiner, scorer=scorer, reference=ref,
+                        n_bootstrap=0, rng=s)
 
     for rep in range(repetitions):
         conc = 0.7 if rep % 2 == 0 else 0.2
@@ -150,15 +157,10 @@ def equivalence_study(repetitions: int, n_items: int, n_labels_per_item: int, n_
     zs = {key: [] for key in keys}
     rng = np.random.default_rng(seed)
     names = tuple(str(c) for c in range(n_classes))
-    limit = exact_module.MAX_SUB_COUNTS
 
     def drawn(lc, pred, combiner, scorer, s, forced):
-        exact_module.MAX_SUB_COUNTS = 0 if forced else limit
-        exact_module.clear_table_cache()
-        try:
-            return survey_equivalence(lc, pred, combiner=combiner, scorer=scorer, n_bootstrap=0, rng=s)
-        finally:
-            exact_module.MAX_SUB_COUNTS = limit
+        return _on_path(forced, survey_equivalence, lc, pred, combiner=combiner, scorer=scorer,
+                        n_bootstrap=0, rng=s)
 
     def z_of(ex_value, mc_value, error):
         if np.isfinite(ex_value) != np.isfinite(mc_value):

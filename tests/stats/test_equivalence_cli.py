@@ -112,9 +112,9 @@ def test_cli_expert_equivalence(files):
     assert "expert equivalence" in table.output
 
 
-def test_cli_table_shows_the_monte_carlo_error_of_sampled_rater_subsets(tmp_path):
-    # F1 is not a mean of per-item terms: the rater-subset path; with 12 raters C(12, k)
-    # exceeds 200 for k = 3..9, where 200 random subsets stand for all of them.
+def _twelve_raters(tmp_path, flip_every: int = 0):
+    """60 yes/no items rated by 12 raters (ratings.csv) and a classifier's labels (hard.csv): the
+    items' states, every ``flip_every``-th one flipped."""
     rng = np.random.default_rng(5)
     n = 60
     state = rng.random(n) < 0.5
@@ -122,8 +122,17 @@ def test_cli_table_shows_the_monte_carlo_error_of_sampled_rater_subsets(tmp_path
     wide = pd.DataFrame(ratings, columns=[f"r{j}" for j in range(12)])
     wide.insert(0, "item_id", [f"i{i}" for i in range(n)])
     wide.to_csv(tmp_path / "ratings.csv", index=False)
-    pd.DataFrame({"item_id": wide["item_id"], "label": np.where(state, "yes", "no")}).to_csv(
+    labels = state.copy()
+    if flip_every:
+        labels[::flip_every] = ~labels[::flip_every]
+    pd.DataFrame({"item_id": wide["item_id"], "label": np.where(labels, "yes", "no")}).to_csv(
         tmp_path / "hard.csv", index=False)
+
+
+def test_cli_table_shows_the_monte_carlo_error_of_sampled_rater_subsets(tmp_path):
+    # F1 is not a mean of per-item terms: the rater-subset path; with 12 raters C(12, k)
+    # exceeds 200 for k = 3..9, where 200 random subsets stand for all of them.
+    _twelve_raters(tmp_path)
     args = ["equivalence", str(tmp_path / "ratings.csv"), str(tmp_path / "hard.csv"), "--combiner", "majority",
             "--scorer", "f1", "--bootstrap", "0", "--seed", "1"]
     result = CliRunner().invoke(main, args)
@@ -141,18 +150,8 @@ def test_cli_table_shows_the_monte_carlo_error_of_sampled_rater_subsets(tmp_path
 def test_cli_shows_the_monte_carlo_error_of_an_equivalence_read_off_sampled_points(tmp_path):
     """A classifier crossing the curve between an exact point (k = 2) and a sampled one (k = 3):
     the equivalence line gives its Monte Carlo error, and the JSON carries the same number."""
-    rng = np.random.default_rng(5)
-    n = 60
-    state = rng.random(n) < 0.5
-    ratings = np.where(rng.random((n, 12)) < np.where(state, 0.8, 0.2)[:, None], "yes", "no")
-    wide = pd.DataFrame(ratings, columns=[f"r{j}" for j in range(12)])
-    wide.insert(0, "item_id", [f"i{i}" for i in range(n)])
-    wide.to_csv(tmp_path / "ratings.csv", index=False)
-    weak = state.copy()
-    weak[::5] = ~weak[::5]
-    pd.DataFrame({"item_id": wide["item_id"], "label": np.where(weak, "yes", "no")}).to_csv(
-        tmp_path / "weak.csv", index=False)
-    args = ["equivalence", str(tmp_path / "ratings.csv"), str(tmp_path / "weak.csv"), "--combiner", "majority",
+    _twelve_raters(tmp_path, flip_every=5)
+    args = ["equivalence", str(tmp_path / "ratings.csv"), str(tmp_path / "hard.csv"), "--combiner", "majority",
             "--scorer", "f1", "--bootstrap", "0", "--seed", "1"]
     payload = json.loads(CliRunner().invoke(main, [*args, "--json"]).output)
     assert 2 < payload["value"] < 3 and payload["mc_error"] > 0
