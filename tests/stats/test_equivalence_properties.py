@@ -907,6 +907,10 @@ def test_an_equivalence_whose_crossing_could_leave_the_curve_has_an_undetermined
     errors = np.array([0.0, 0.01, 0.01, 0.01])
     assert equivalence_mc_error(curve, 0.625, errors) == np.inf
     assert np.isfinite(equivalence_mc_error(curve, 0.55, errors))
+    # Hostile inputs: no number to read, or an error that is itself unknown.
+    assert equivalence_mc_error(curve[:1], 0.55, errors[:1]) == 0.0
+    assert equivalence_mc_error(curve, float("nan"), errors) == 0.0
+    assert equivalence_mc_error(curve, 0.55, np.array([0.0, np.nan, 0.01, 0.01])) == np.inf
     import dataclasses
     import json
 

@@ -228,15 +228,20 @@ def equivalence_mc_error(curve: np.ndarray, score: float, mc_error: np.ndarray, 
     Where the bracketing points stay the same this is, to first order, ``Δk [(c_i − s)
     σ_{i−1} + (s − c_{i−1}) σ_i] / (c_i − c_{i−1})²``; where the curve is flat near the
     score the crossing may jump to other points, and the error says so (``inf`` where the
-    crossing could leave the curve). 0 where the equivalence is not a number (the score
-    is outside the curve) or no point it depends on carries an error.
+    crossing could leave the curve, or a point's error is not finite). 0 where the
+    equivalence is not a number (the score is outside the curve, or not finite, or the
+    curve has one point) or no point it depends on carries an error.
     """
     curve = np.asarray(curve, dtype=float)
     errors = np.asarray(mc_error, dtype=float)
+    if curve.shape[0] < 2:  # no interval to read a crossing off
+        return 0.0
     score = np.array([float(score)])
     value = equivalence_values(curve[None, :], score, k)[0]
     if not np.isfinite(value) or not errors.any():
         return 0.0
+    if not np.isfinite(errors).all():  # an unknown point error leaves the crossing's unknown
+        return float("inf")
     low = equivalence_values((curve + _MC_Z * errors)[None, :], score, k)[0]
     high = equivalence_values((curve - _MC_Z * errors)[None, :], score, k)[0]
     return float(max(high - value, value - low) / _MC_Z)
