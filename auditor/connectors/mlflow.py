@@ -61,6 +61,7 @@ __all__ = [
     "VersionResult",
     "dataset_with_connector",
     "http_limits",
+    "record_write_back",
     "sync",
     "verdict_tags",
     "write_back",
@@ -573,14 +574,25 @@ def _write_tags(plan: _Plan, run_id: int) -> tuple[list[str], list[str]]:
     return written, notes
 
 
-def _record(factory: sessionmaker[Session], connector_id: int, *, run_id: int | None, error: str | None) -> None:
+def record_write_back(factory: sessionmaker[Session], connector_id: int, *, run_id: int,
+                      error: str | None) -> None:
+    """Record one write-back attempt of audit run ``run_id`` on its connector.
+
+    Attempts can finish out of order: one started during an outage may time out after a
+    later one, started once the server was back, has written the tags. So the record
+    only moves forward by audit run: a success is kept unless a newer run's success is
+    already there, and an error is kept only while no success of this run or a newer
+    one is recorded (the registry already shows that audit; the stale error would say
+    the opposite)."""
     with session_scope(factory) as session:
-        row = session.get(MlflowConnector, connector_id)
+        row = session.get(MlflowConnector, connector_id, with_for_update=True)
         if row is None:
             return
+        written = row.last_written_run_id
         if error is None:
-            row.last_written_run_id, row.last_written_at, row.last_error = run_id, datetime.now(UTC), None
-        else:
+            if written is None or run_id >= written:
+                row.last_written_run_id, row.last_written_at, row.last_error = run_id, datetime.now(UTC), None
+        elif written is None or run_id > written:
             row.last_error = error[:2000]
 
 
@@ -612,12 +624,12 @@ def write_back(factory: sessionmaker[Session], dataset_id: int, *, base_url: str
                 written, notes = _write_tags(plan, run_id)
             except ConnectorError as exc:
                 log.warning("MLflow write-back of audit run %s to %s failed: %s", run_id, name, exc)
-                _record(factory, plan.connector_id, run_id=run_id, error=str(exc))
+                record_write_back(factory, plan.connector_id, run_id=run_id, error=str(exc))
                 out["errors"].append(str(exc))
                 if isinstance(exc, RegistryUnavailable):
                     unavailable = exc
                 continue
-            _record(factory, plan.connector_id, run_id=run_id, error=None)
+            record_write_back(factory, plan.connector_id, run_id=run_id, error=None)
             out["written"][name] = written
             out["notes"].extend(notes)
     if unavailable is not None:

@@ -46,6 +46,8 @@ def celery_config(settings: Settings | None = None, worker: WorkerSettings | Non
         "broker_connection_retry_on_startup": True,
         "broker_transport_options": _transport_options(s.broker_url, w),
         "worker_concurrency": w.concurrency,
+        # Celery's consumer, surviving a broker that drops while a task runs.
+        "worker_consumer": "auditor.worker.consumer:Consumer",
         "beat_schedule": {
             "auditor-sweep": {"task": "workers.tasks.sweep", "schedule": w.sweep_seconds},
             "auditor-labelstudio-sync": {"task": "workers.tasks.labelstudio_sync",

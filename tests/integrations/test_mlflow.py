@@ -277,12 +277,47 @@ def test_versions_become_releases_and_tags_follow_the_verdict(tmp_path, pg_facto
     run_e, shown_e = wait_for(lambda: written_for_current_audit(factory, ds, client, name, [v1, v2]), 240,
                               "the write-back after the outage", worker)
     assert run_e.id >= run_d.id and run_e.data_version >= version
-    with session_scope(factory) as s:
-        row = s.scalar(select(MlflowConnector).where(MlflowConnector.dataset_id == ds))
-        assert row.last_error is None and row.last_written_run_id == run_e.id
+
+    # The tags are set before the attempt is recorded on the connector: wait for the record.
+    def recorded_success():
+        with session_scope(factory) as s:
+            row = s.scalar(select(MlflowConnector).where(MlflowConnector.dataset_id == ds))
+            return row if row.last_written_run_id == run_e.id else None
+
+    row = wait_for(recorded_success, 60, "the successful write-back to be recorded", worker)
+    assert row.last_error is None
     assert shown_e[v2][P + "certified"] == "true"
     app.close()
     print(f"\nregistry round trip with a worker: {time.monotonic() - t_start:.1f}s")
+
+
+def test_write_back_records_move_forward_by_audit_run(pg_factory):  # noqa: F811
+    """Write-back attempts finish out of order (one started during an outage can time out
+    after a later one succeeded): a stale error never overwrites the record of a success
+    of the same or a newer audit run, nor does an older run's success a newer one's."""
+    _url, factory = pg_factory
+    ds = make_dataset(factory, "records", LABELS)
+    with session_scope(factory) as s:
+        target = connector.Target.of("http://127.0.0.1:1", "m")
+        conn_id = connector.upsert_connector(s, s.get(Dataset, ds), target).id
+
+    def state():
+        with session_scope(factory) as s:
+            row = s.get(MlflowConnector, conn_id)
+            return row.last_written_run_id, row.last_error
+
+    connector.record_write_back(factory, conn_id, run_id=5, error="refused")
+    assert state() == (None, "refused")
+    connector.record_write_back(factory, conn_id, run_id=5, error=None)
+    assert state() == (5, None)
+    connector.record_write_back(factory, conn_id, run_id=5, error="late refusal")  # the stale attempt
+    connector.record_write_back(factory, conn_id, run_id=4, error="older run refused")
+    connector.record_write_back(factory, conn_id, run_id=4, error=None)
+    assert state() == (5, None)
+    connector.record_write_back(factory, conn_id, run_id=6, error="refused")
+    assert state() == (5, "refused")
+    connector.record_write_back(factory, conn_id, run_id=6, error=None)
+    assert state() == (6, None)
 
 
 # --- imports: bad, missing and repeated artifacts; write-back without a worker ----------------

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from sqlalchemy import func, select, text
+from sqlalchemy import create_engine, func, select, text
+from sqlalchemy.pool import NullPool
 
 from auditor.db import session_scope
 from auditor.db.models import AuditRun, AuditStatus, Certification, PowerCurve
@@ -228,6 +229,48 @@ def test_redis_outage_import_succeeds_and_sweep_catches_up(tmp_path, pg_factory,
     finally:
         worker.stop()
         redis.stop()
+
+
+def test_redis_drop_while_an_audit_runs_does_not_stop_the_worker(tmp_path, pg_factory, start_worker):
+    """Redis goes away while an audit holds its (late-acknowledged) message. Celery 5.7
+    then closed the lost connection twice and acknowledged the finished audit on it; both
+    raised AttributeError, which stopped the worker ("Unrecoverable error"). The worker
+    must reconnect, finish the audit, and take the next one."""
+    url, factory = pg_factory
+    port = free_port()
+    redis = RedisServer(port, tmp_path)
+    redis.start()
+    broker = f"redis://127.0.0.1:{port}/0"
+    env = worker_env(tmp_path, url, broker, broker, AUDITOR_DB_LOCK_TIMEOUT_MS="60000")
+    client_app(env)
+    worker = start_worker(env)
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        ds, v1, _ = _small(factory, "drop")
+        # The audit claims its run, then waits on the annotations this transaction
+        # locks: it is running, its message unacknowledged, while Redis restarts.
+        with engine.connect() as blocker:
+            blocker.execute(text("LOCK TABLE annotation IN ACCESS EXCLUSIVE MODE"))
+            assert request_audit(ds) is not None
+            wait_for(lambda: any(r.status == AuditStatus.RUNNING for r in runs(factory, ds)), 60, worker,
+                     "the audit to start")
+            redis.stop()
+            time.sleep(1)
+            redis.start()
+            blocker.rollback()
+        wait_for(lambda: succeeded_at(factory, ds, v1), 90, worker, "the interrupted audit")
+        v2 = import_annotations(factory, ds, [("i0", "late", 1), ("i1", "late", 0)])
+        request_audit(ds)
+        run = wait_for(lambda: succeeded_at(factory, ds, v2), 90, worker, "the next audit")
+        assert run.summary["n_annotations"] == 60 * 4 + 2
+        assert worker.proc.poll() is None, worker.output()
+        log = worker.log_path.read_text(errors="replace")
+        assert "Restoring 1 unacknowledged message" in log  # the case this test is about
+        assert "Unrecoverable error" not in log
+    finally:
+        worker.stop()
+        redis.stop()
+        engine.dispose()
 
 
 def test_embedded_sqlite_and_serverless_broker(tmp_path, start_worker):
