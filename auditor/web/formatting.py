@@ -30,7 +30,24 @@ def confidence(s) -> Markup | str:
     return f"{s:.4f}"
 
 
+def _equivalence_mc_error(curve) -> tuple[bool, float | None]:
+    """Whether the stored curve carries its equivalence's Monte Carlo error (the curve was
+    drawn), and that error (None: undetermined). The audit appends it after the points.
+
+    Only points already loaded are read (a page that left them out, like the audit run's
+    list of curves, whose notes say it instead, does not load them curve by curve)."""
+    for p in reversed(getattr(curve, "__dict__", {}).get("points") or ()):
+        if not isinstance(p, dict) or "k" in p:
+            break
+        if "equivalence_mc_error" in p:
+            x = p["equivalence_mc_error"]
+            return True, float(x) if isinstance(x, int | float) and math.isfinite(x) else None
+    return False, None
+
+
 def equivalence(curve) -> Markup | str:
+    """The survey equivalence with its bootstrap 95% interval; read off a curve drawn by
+    Monte Carlo, also its Monte Carlo standard error (or that the draws could not pin it)."""
     if curve is None:
         return _NA
     if curve.equivalence_note:
@@ -40,6 +57,13 @@ def equivalence(curve) -> Markup | str:
     out = escape(f"{curve.equivalence:.2f}")
     if curve.equivalence_low is not None and curve.equivalence_high is not None:
         out += Markup(" <small>[{:.2f}, {:.2f}]</small>").format(curve.equivalence_low, curve.equivalence_high)
+    drawn, mc = _equivalence_mc_error(curve)
+    if drawn and mc is not None:
+        out += Markup(' <small class="mc" title="Monte Carlo standard error: the curve was drawn, not computed '
+                      'exactly">MC ±{:.2g}</small>').format(mc)
+    elif drawn:
+        out += Markup(' <small class="mc" title="the curve was drawn by Monte Carlo and its crossing could lie '
+                      'outside it: the draws do not pin this value">MC error undetermined</small>')
     return out
 
 

@@ -131,8 +131,11 @@ def _long_history(app, *, runs: int, releases: int, alerts: int, items: int, ann
                                      certified=ok, certified_with="U_t", method="anytime",
                                      verdict="certified" if ok else "not certified",
                                      details={"threshold": 0.95, "paper_method": "oms"}))
+                # The first release's curves were drawn by Monte Carlo: their equivalence carries its error.
+                drawn = [{"interval_notes": {"low": None, "high": None}}, {"equivalence_mc_error": 0.0314}]
                 db.add(PowerCurve(audit_run_id=run.id, release_id=rel.id, combiner="abc", scorer="cross_entropy",
-                                  max_k=5, n_bootstrap=10, points=points, classifier_score=-1.3, classifier_low=-1.35,
+                                  max_k=5, n_bootstrap=10, points=points + (drawn if r == 0 else []),
+                                  classifier_score=-1.3, classifier_low=-1.35,
                                   classifier_high=-1.25, equivalence=1.5, equivalence_low=1.2, equivalence_high=1.8))
             db.add(VendorReport(audit_run_id=run.id, vendor="v-big", n_annotators=annotators, n_items=items,
                                 n_annotations=3 * items, u_t=0.9, u_e=0.88, agreement=0.5,
@@ -314,6 +317,32 @@ def test_a_dataset_without_gold_says_how_to_get_the_checks(app, long):
         empty_id = empty.id
     page = _page(_session(app, tenant), f"/datasets/{empty_id}")
     assert "No audit yet" in page
+
+
+def test_an_equivalence_read_off_a_drawn_curve_shows_its_monte_carlo_error(app, long):
+    tenant, ds_id, _model, _releases = long
+    page = _page(_session(app, tenant), f"/datasets/{ds_id}")
+    rows = [_text(r) for r in re.findall(r"<tr>(.*?)</tr>", _table(page, "equivalences"), re.S) if "<th" not in r]
+    first = [r for r in rows if r.startswith("clf 0.0 ")]
+    assert first and all("1.50 [1.20, 1.80] MC ±0.031" in r for r in first)
+    assert all("MC" not in r for r in rows if r not in first)
+
+
+def test_the_equivalence_filter_says_when_the_draws_cannot_pin_the_value():
+    from types import SimpleNamespace
+
+    from auditor.web.formatting import equivalence
+
+    def curve(*extra):
+        return SimpleNamespace(equivalence_note=None, equivalence=2.5, equivalence_low=2.0, equivalence_high=3.0,
+                               points=[{"k": 1, "mean": 0.5}, *extra])
+
+    assert str(equivalence(curve())) == "2.50 <small>[2.00, 3.00]</small>"
+    assert "MC ±0.0048" in str(equivalence(curve({"equivalence_mc_error": 0.0048})))
+    undetermined = str(equivalence(curve({"equivalence_mc_error": None})))
+    assert "MC error undetermined" in undetermined and "±" not in undetermined
+    # Only the entries after the points count (a point's own "mc_error" is not the equivalence's).
+    assert "MC" not in str(equivalence(curve({"k": 2, "mean": 0.6, "mc_error": 0.01})))
 
 
 # --- alerts ---------------------------------------------------------------------------------------
