@@ -32,7 +32,11 @@ def _app():
 def worker_command(with_beat: bool, concurrency: int | None, pool: str, loglevel: str, hostname: str | None) -> None:
     """Run a Celery worker that executes audits (configured from AUDITOR_* variables)."""
     app = _app()
-    argv = ["worker", f"--loglevel={loglevel}", f"--pool={pool}", "-Q", app.conf.task_default_queue]
+    # No gossip or mingle: Auditor's workers share nothing but the queue and the database
+    # (no revoked tasks to sync at start, no events to follow), and Celery's gossip step
+    # raised on every reconnect after a broker outage.
+    argv = ["worker", f"--loglevel={loglevel}", f"--pool={pool}", "-Q", app.conf.task_default_queue,
+            "--without-gossip", "--without-mingle"]
     if concurrency:
         argv.append(f"--concurrency={concurrency}")
     if hostname:

@@ -46,8 +46,10 @@ def celery_config(settings: Settings | None = None, worker: WorkerSettings | Non
         "broker_connection_retry_on_startup": True,
         "broker_transport_options": _transport_options(s.broker_url, w),
         "worker_concurrency": w.concurrency,
-        # Celery's consumer, surviving a broker that drops while a task runs.
+        # Celery's consumer, surviving a broker that drops while a task runs; that audit
+        # runs to the end (its results go to the database, not the broker).
         "worker_consumer": "auditor.worker.consumer:Consumer",
+        "worker_cancel_long_running_tasks_on_connection_loss": False,
         "beat_schedule": {
             "auditor-sweep": {"task": "workers.tasks.sweep", "schedule": w.sweep_seconds},
             "auditor-labelstudio-sync": {"task": "workers.tasks.labelstudio_sync",
