@@ -147,6 +147,7 @@ class WorkerSettings:
     queue: str = "auditor"
     concurrency: int = field(default_factory=default_concurrency)
     nice: int = 10
+    blas_threads: int = 1
     sweep_seconds: float = 60.0
     soft_time_limit: float = 1500.0
     time_limit: float = 1800.0
@@ -220,6 +221,7 @@ def load_worker_settings(environ: Mapping[str, str] | None = None, **overrides) 
         "queue": env.get("AUDITOR_CELERY_QUEUE") or "auditor",
         "concurrency": _env_number(env, "AUDITOR_CELERY_CONCURRENCY", int, default_concurrency()),
         "nice": _env_number(env, "AUDITOR_WORKER_NICE", int, 10),
+        "blas_threads": _env_number(env, "AUDITOR_WORKER_BLAS_THREADS", int, 1),
         "sweep_seconds": _env_number(env, "AUDITOR_SWEEP_SECONDS", float, 60.0),
         "soft_time_limit": _env_number(env, "AUDITOR_AUDIT_SOFT_TIME_LIMIT", float, 1500.0),
         "time_limit": _env_number(env, "AUDITOR_AUDIT_TIME_LIMIT", float, 1800.0),
@@ -248,6 +250,8 @@ def load_worker_settings(environ: Mapping[str, str] | None = None, **overrides) 
         raise ValueError(f"AUDITOR_CELERY_CONCURRENCY must be at least 1; got {values['concurrency']}.")
     if not 0 <= values["nice"] <= 19:
         raise ValueError(f"AUDITOR_WORKER_NICE must be between 0 and 19; got {values['nice']}.")
+    if not 1 <= values["blas_threads"] <= 256:
+        raise ValueError(f"AUDITOR_WORKER_BLAS_THREADS must be between 1 and 256; got {values['blas_threads']}.")
     if not 1 <= values["webhook_max_attempts"] <= 20:
         raise ValueError(f"AUDITOR_WEBHOOK_MAX_ATTEMPTS must be between 1 and 20; got {values['webhook_max_attempts']}.")
     if not 0 < values["webhook_retry_backoff"] <= 3600:

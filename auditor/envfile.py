@@ -71,6 +71,7 @@ CATALOG: tuple[Section, ...] = (
         Variable('AUDITOR_CELERY_QUEUE', 'auditor', scope='worker', field='queue', sample='other'),
         Variable('AUDITOR_CELERY_CONCURRENCY', '1', help=('Audit processes (default: one per core but one) and their niceness (default 10), so', 'that dashboards on the same machine stay responsive while audits run.'), scope='worker', field='concurrency', sample='3', shows_default=False),
         Variable('AUDITOR_WORKER_NICE', '10', scope='worker', field='nice', sample='5'),
+        Variable('AUDITOR_WORKER_BLAS_THREADS', '1', help=('Threads of the linear algebra library in each audit process: one, as the processes', 'already use the cores (more threads per process only contend for them).'), scope='worker', field='blas_threads', sample='2'),
         Variable('AUDITOR_SWEEP_SECONDS', '60', help=('Period of the sweep that enqueues every dataset whose data is newer than its last audit.',), scope='worker', field='sweep_seconds', sample='30'),
         Variable('AUDITOR_AUDIT_SOFT_TIME_LIMIT', '1500', scope='worker', field='soft_time_limit', sample='100'),
         Variable('AUDITOR_AUDIT_TIME_LIMIT', '1800', scope='worker', field='time_limit', sample='3600'),

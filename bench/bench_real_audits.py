@@ -134,7 +134,14 @@ def main(argv=None) -> None:
     p.add_argument("--dataset", nargs="+", default=["chaosnli-snli", "cifar10h"], choices=["chaosnli-snli", "cifar10h"])
     p.add_argument("--bootstrap", type=int, default=500)
     p.add_argument("--smoke", action="store_true", help="the first 30 items of each, 10 resamples")
+    p.add_argument("--blas-threads", type=int, default=1,
+                   help="BLAS threads, as an audit worker process runs (AUDITOR_WORKER_BLAS_THREADS, default 1); "
+                        "0: the library's own default (one per core)")
     args = p.parse_args(argv)
+    if args.blas_threads > 0:
+        from auditor.worker import limit_blas_threads
+
+        limit_blas_threads(args.blas_threads)
     base = datasets_dir()
     if base is None:
         print("public datasets not found (shared/datasets next to the checkout, or AUDITOR_SHARED_DIR): nothing to do")

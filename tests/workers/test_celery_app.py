@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+import pytest
+
 from auditor.config import load_settings, load_worker_settings
 from auditor.worker import celery_config, celery_init_app
 
@@ -54,3 +56,38 @@ def test_finish_task_may_reschedule_itself_until_the_lease_ends():
 
     # It polls the release parts by retrying; a retry limit would strand the run as "running".
     assert finish_audit.max_retries is None
+
+
+def test_each_pool_process_limits_its_blas_threads(tmp_path):
+    """A prefork pool process (``worker_process_init``) and the worker's own process
+    (``worker_init``, where the solo and thread pools compute) run their BLAS on
+    ``AUDITOR_WORKER_BLAS_THREADS`` threads: one by default."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    probe = (
+        "import json, os\n"
+        "from threadpoolctl import threadpool_info\n"
+        "import numpy  # noqa: F401 - loads its BLAS\n"
+        "def blas(): return [p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas']\n"
+        "before = blas()\n"
+        "import auditor.worker\n"
+        "from celery.signals import worker_process_init\n"
+        "worker_process_init.send(sender=None)\n"
+        "print(json.dumps({'before': before, 'after': blas()}))\n")
+    for setting, expected in ((None, 1), ("2", 2)):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AUDITOR_", "OPENBLAS_", "OMP_", "MKL_"))}
+        env["AUDITOR_INSTANCE_PATH"] = str(tmp_path)
+        # Two threads to start from (BLAS's default is one per core, capped by the cores).
+        env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = "2"
+        if setting is not None:
+            env["AUDITOR_WORKER_BLAS_THREADS"] = setting
+        out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        seen = json.loads(out.stdout.strip().splitlines()[-1])
+        if min(seen["before"] or [0]) < 2:
+            pytest.skip(f"BLAS runs {seen['before']} thread(s) here (one core): no limit to observe")
+        assert all(n == 2 for n in seen["before"]), seen
+        assert all(n == expected for n in seen["after"]), (setting, seen)
