@@ -670,6 +670,39 @@ def test_abc_size_ordered_sums_equal_the_sub_vector_table(seed, n_labels, block,
 
 
 @settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_labels=st.integers(2, 5), grid=st.booleans(),
+       combiner=st.sampled_from(["plurality", "majority", "frequency"]),
+       scorer=st.sampled_from(["agreement", "cross_entropy"]), clip=st.sampled_from([0.0, 0.01]))
+def test_tables_computed_on_sorted_keys_equal_each_keys_own(seed, n_labels, grid, combiner, scorer, clip):
+    """Every combiner but the ABC is symmetric in the labels when scored against a held-out
+    label of the item's own, so the tables are computed once per sorted count vector and
+    read back for each key; the frequency combiner's prediction from no labels (the
+    overall label frequencies, not symmetric) is put back in column k = 0. Both must give
+    what each key's own enumeration gives, with a lopsided prior."""
+    from auditor.stats.equivalence import exact
+
+    rng = np.random.default_rng(seed)
+    n_items = int(rng.integers(5, 80))
+    per_item = rng.integers(0, 10, n_items)
+    skew = np.linspace(3.0, 0.2, n_labels)  # labels of very different frequencies
+    pool = np.stack([rng.multinomial(n, rng.dirichlet(skew)) for n in per_item])
+    pool[0] = np.sort(pool[0])[::-1]
+    pool[1] = np.sort(pool[0])  # a permutation of another key, at least once
+    k_max = max(int(pool.sum(axis=1).max()) - 1, 0)
+    ks = np.unique(np.r_[0, rng.choice(k_max + 1, size=min(3, k_max + 1), replace=False)]) if grid else None
+    prior = pool.sum(axis=0) / max(pool.sum(), 1)
+    kw = dict(combiner=combiner, scorer=scorer, k_max=k_max, prior=prior, model=None, clip=clip, slots=None, ks=ks)
+    exact.clear_table_cache()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tables = exact.exact_tables(pool, None, **kw)
+        keys, inverse, mult = row_histogram(pool)
+        own = exact._exact_tables(keys, mult, inverse, n_labels, True, **kw)
+    exact.clear_table_cache()
+    np.testing.assert_array_equal(tables.eligible, own.eligible)
+    np.testing.assert_allclose(tables.expected, own.expected, rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n_labels=st.integers(1, 5), grid=st.booleans())
 def test_plurality_table_equals_the_sum_over_every_sub_count_vector(seed, n_labels, grid):
     """The plurality-by-agreement table (computed on each key's sorted counts, its winners
