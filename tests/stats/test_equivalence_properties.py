@@ -702,6 +702,42 @@ def test_tables_computed_on_sorted_keys_equal_each_keys_own(seed, n_labels, grid
     np.testing.assert_allclose(tables.expected, own.expected, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("n_labels", [2, 3])
+def test_bootstrap_over_groups_of_permuted_keys_has_the_law_of_the_key_bootstrap(monkeypatch, n_labels):
+    """Keys that are permutations of each other have the same rows of the tables, and the
+    bootstrap draws them as one category: the point curve is the same, and the replicates
+    have the law of drawing every key on its own (their means and spreads agree within
+    the Monte Carlo error of 4,000 replicates)."""
+    import dataclasses
+
+    from auditor.stats.equivalence import exact
+
+    rng = np.random.default_rng(11)
+    counts = rng.multinomial(8, rng.dirichlet(np.full(n_labels, 0.6), size=400))
+    ratings = LabelCounts(counts, ("a", "b", "c")[:n_labels], tuple(range(400)))
+    combiner = "majority" if n_labels == 2 else "plurality"
+    exact.clear_table_cache()
+    grouped = power_curve(ratings, combiner=combiner, scorer="agreement", n_bootstrap=4000, rng=3)
+    real = exact.exact_tables
+
+    def without_groups(*a, **kw):
+        t = real(*a, **kw)
+        assert t.groups is not None and t.groups.max() + 1 < t.keys.shape[0]  # some keys were merged
+        return dataclasses.replace(t, groups=None)
+
+    exact.clear_table_cache()
+    monkeypatch.setattr("auditor.stats.equivalence.curve.exact_tables", without_groups)
+    per_key = power_curve(ratings, combiner=combiner, scorer="agreement", n_bootstrap=4000, rng=3)
+    exact.clear_table_cache()
+    np.testing.assert_allclose(grouped.mean, per_key.mean, rtol=1e-12, atol=1e-12)
+    sd = per_key.replicates.std(axis=0)
+    ok = sd > 0
+    # Means of 4,000 replicates: SE sd/√4000 each, the difference √2 times that (< 5 SE).
+    assert np.all(np.abs(grouped.replicates.mean(axis=0) - per_key.replicates.mean(axis=0))[ok]
+                  < 5 * np.sqrt(2 / 4000) * sd[ok])
+    np.testing.assert_allclose(grouped.replicates.std(axis=0)[ok], sd[ok], rtol=0.1)
+
+
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n_labels=st.integers(1, 5), grid=st.booleans())
 def test_plurality_table_equals_the_sum_over_every_sub_count_vector(seed, n_labels, grid):

@@ -596,31 +596,41 @@ def _exact_run(problem: _Problem, *, combiner: str, clip: float, n_bootstrap: in
     t = exact_tables(problem.pool_counts, problem.reference_counts, combiner=problem.combiner or combiner,
                      scorer=problem.scorer, k_max=problem.k_max, prior=prior, model=model, clip=clip,
                      ks=problem.ks, rng=rng)
+    # Keys with the same rows of the tables (permutations of each other, for the
+    # label-symmetric combiners) are one key to the bootstrap: fewer categories to draw,
+    # the same law (the curve depends on the sample only through these rows).
+    expected, eligible, inverse, multiplicity = t.expected, t.eligible, t.inverse, t.multiplicity
+    if t.groups is not None:
+        first = np.zeros(int(t.groups.max(initial=-1)) + 1, dtype=np.int64)
+        first[t.groups[::-1]] = np.arange(t.groups.shape[0] - 1, -1, -1)
+        expected, eligible = t.expected.take(first, axis=0), t.eligible.take(first, axis=0)
+        inverse = t.groups.take(t.inverse)
+        multiplicity = np.bincount(t.groups, weights=t.multiplicity, minlength=first.shape[0]).astype(np.int64)
     if item_scores is None:
-        group_of_key = np.arange(t.keys.shape[0])
-        item_group, gmult = t.inverse, t.multiplicity
-        g_score = g_ok = np.zeros(t.keys.shape[0])
+        group_of_key = np.arange(expected.shape[0])
+        item_group, gmult = inverse, multiplicity
+        g_score = g_ok = np.zeros(expected.shape[0])
     else:
         terms = np.where(item_ok, item_scores, 0.0)
         if not _group_items(terms):
             # So many distinct terms that items are drawn one by one anyway: each item
             # is its own group, and grouping them would only cost time.
-            group_of_key, item_group = t.inverse, np.arange(terms.shape[0])
+            group_of_key, item_group = inverse, np.arange(terms.shape[0])
             gmult = np.ones(terms.shape[0], dtype=np.int64)
             g_score, g_ok = terms, item_ok.astype(float)
         else:
-            stacked = np.column_stack([t.inverse.astype(float), terms, item_ok.astype(float)])
+            stacked = np.column_stack([inverse.astype(float), terms, item_ok.astype(float)])
             uniq, item_group, gmult = row_histogram(stacked)
             group_of_key = uniq[:, 0].astype(np.int64)
             g_score, g_ok = uniq[:, 1], uniq[:, 2]
-    n_keys = t.keys.shape[0]
+    n_keys = expected.shape[0]
     with np.errstate(invalid="ignore", divide="ignore"):
         def evaluate(w_key: np.ndarray, sums: np.ndarray):
-            return (w_key @ t.expected) / (w_key @ t.eligible), sums[:, 0] / sums[:, 1]
+            return (w_key @ expected) / (w_key @ eligible), sums[:, 0] / sums[:, 1]
 
         w_point = np.bincount(group_of_key, weights=gmult.astype(float), minlength=n_keys)
         point, clf_point = evaluate(w_point[None, :], np.array([[gmult @ (g_score * g_ok), gmult @ g_ok]]))
-        n_items = np.rint(w_point @ t.eligible).astype(np.int64)
+        n_items = np.rint(w_point @ eligible).astype(np.int64)
         reps = np.empty((n_bootstrap, point.shape[1]))
         clf = np.empty(n_bootstrap)
         for rows, (w_key,), sums in _resampled_sums(gmult, item_group, n_bootstrap, rng,
@@ -630,7 +640,7 @@ def _exact_run(problem: _Problem, *, combiner: str, clip: float, n_bootstrap: in
         # Monte Carlo tables (beyond the exact path's reach): c_k's standard error from the
         # variance of each key's mean, the keys' draws independent.
         mc_error = None
-        if t.variance is not None:
+        if t.variance is not None:  # (the Monte Carlo tables have no groups: w_point is per key)
             mc_error = np.sqrt(w_point ** 2 @ t.variance) / (w_point @ t.eligible)
             mc_error[~np.isfinite(mc_error)] = 0.0
     return point[0], reps, n_items, float(clf_point[0]), clf, mc_error

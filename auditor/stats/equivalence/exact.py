@@ -53,6 +53,10 @@ class ExactTables:
     #: (U, n_k): the variance of each ``expected`` entry where it is a Monte Carlo mean
     #: (:func:`sampled_tables`); None where the tables are exact.
     variance: np.ndarray | None = None
+    #: (U,): keys whose rows (expected, eligible) are the same share a number here (keys
+    #: that are permutations of each other, for the label-symmetric combiners), so that a
+    #: bootstrap may draw these groups instead of the keys; None: every key its own.
+    groups: np.ndarray | None = None
 
 
 #: Curves up to this many raters are computed at every k; longer ones (items with very
@@ -149,7 +153,8 @@ def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: st
                      None if ks is None else np.asarray(ks, dtype=np.int64))
     found = _TABLES.get(digest)
     if found is not None:
-        return ExactTables(keys, mult.astype(np.int64), inverse, *found)
+        expected, eligible, per_label, groups = found
+        return ExactTables(keys, mult.astype(np.int64), inverse, expected, eligible, per_label, groups=groups)
     # Every combiner but the ABC, scored against a label held out of the item's own, is
     # symmetric in the labels (the frequency combiner up to its prediction from no labels):
     # keys that are permutations of each other have the same expected scores, so the
@@ -176,15 +181,19 @@ def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: st
                               n_labels, True, combiner=combiner, scorer=scorer, k_max=k_max, prior=prior,
                               model=None, clip=clip, slots=None, ks=ks)
         expected = inner.expected.take(sorted_of, axis=0)
+        groups = sorted_of
         if combiner == "frequency":
-            _frequency_from_no_labels(expected, keys, ks, scorer, prior, clip)
-        tables = ExactTables(keys, mult.astype(np.int64), inverse, expected, inner.eligible.take(sorted_of, axis=0))
+            column = _frequency_from_no_labels(expected, keys, ks, scorer, prior, clip)
+            if column is not None:  # keys of one sorted key differ in their column k = 0
+                groups = row_histogram(np.column_stack([sorted_of.astype(float), expected[:, column]]))[1]
+        tables = ExactTables(keys, mult.astype(np.int64), inverse, expected, inner.eligible.take(sorted_of, axis=0),
+                             groups=groups)
     else:
         tables = _exact_tables(keys, mult, inverse, n_labels, reference is None, combiner=combiner,
                                scorer=scorer, k_max=k_max, prior=prior, model=model, clip=clip, slots=slots,
                                ks=ks)
     if tables.expected.nbytes * (1 + (tables.per_label is not None) * n_labels) <= _CACHE_BYTES:
-        shared = (tables.expected, tables.eligible, tables.per_label)
+        shared = (tables.expected, tables.eligible, tables.per_label, tables.groups)
         for a in shared:
             if a is not None:
                 a.flags.writeable = False  # handed to every later caller: nobody may change them
@@ -193,20 +202,22 @@ def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: st
 
 
 def _frequency_from_no_labels(expected: np.ndarray, u: np.ndarray, ks: np.ndarray | None, scorer: str,
-                              prior: np.ndarray, clip: float) -> None:
-    """The column k = 0 of the frequency combiner's table (self-referenced), in place: from
+                              prior: np.ndarray, clip: float) -> int | None:
+    """The column k = 0 of the frequency combiner's table (self-referenced), in place (and
+    its index returned; None without one): from
     no labels it predicts the overall label frequencies ``prior`` for every item, and the
     held-out label is label l with chance u_l / n. (The one column of its table that is
     not symmetric in the labels: the rest are computed on sorted keys.)"""
     columns = np.flatnonzero((np.arange(1) if ks is None else np.asarray(ks)) == 0)
     if columns.shape[0] == 0:
-        return
+        return None
     pred = clip_probabilities(np.asarray(prior, dtype=float).reshape(-1, 1).copy(), clip, axis=0, inplace=True)
     score = label_scores_columns(scorer, pred, inplace=True)[:, 0]            # (L,)
     n = u.sum(axis=1)
     with np.errstate(invalid="ignore"):
         terms = np.where(u > 0, u * score[None, :], 0.0)                     # 0 · log 0 = 0
     expected[:, columns[0]] = np.where(n > 0, terms.sum(axis=1) / np.maximum(n, 1), 0.0)
+    return int(columns[0])
 
 
 def _winners_share(y: np.ndarray, ref: np.ndarray) -> np.ndarray:
