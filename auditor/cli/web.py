@@ -47,7 +47,8 @@ def serve(host: str, port: int, workers: int, threads: int, dev: bool) -> None:
             # The app logs each request (with its id); the hooks share Prometheus counts.
             for key, value in {"bind": f"{host}:{port}", "workers": workers, "threads": threads,
                                "worker_class": "gthread", "on_starting": gunicorn_conf.on_starting,
-                               "child_exit": gunicorn_conf.child_exit, "on_exit": gunicorn_conf.on_exit}.items():
+                               "child_exit": gunicorn_conf.child_exit, "on_exit": gunicorn_conf.on_exit,
+                               "post_fork": gunicorn_conf.post_fork}.items():
                 self.cfg.set(key, value)
 
         def load(self):

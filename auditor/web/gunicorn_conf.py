@@ -6,6 +6,10 @@ python:auditor.web.gunicorn_conf``, as the container runs it, and ``auditor serv
 server, as it starts and before any web process does, sets that variable when unset to a
 folder of its own in the temporary directory (removed when the server exits) and empties
 the folder (left-over files would count twice); a web process that exits is marked dead.
+
+Each web process also runs its linear algebra library (BLAS) on one thread: its request
+threads are its parallelism, and BLAS's own threads (one per core by default) would only
+contend with them, with the other web processes and with the audits for the same cores.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-__all__ = ["child_exit", "on_exit", "on_starting", "prepare_multiprocess_dir"]
+__all__ = ["child_exit", "on_exit", "on_starting", "post_fork", "prepare_multiprocess_dir"]
 
 #: The folder this server made for itself (removed when it exits), if it made one.
 _made: Path | None = None
@@ -63,3 +67,9 @@ def child_exit(server, worker) -> None:
         from prometheus_client import multiprocess
 
         multiprocess.mark_process_dead(worker.pid)
+
+
+def post_fork(server, worker) -> None:
+    from auditor.worker import limit_blas_threads
+
+    limit_blas_threads(1)

@@ -92,3 +92,39 @@ def test_serve_runs_the_app_under_gunicorn(env):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_web_processes_run_their_blas_on_one_thread(tmp_path):
+    """The gunicorn hooks (the container's ``-c python:auditor.web.gunicorn_conf`` and
+    ``auditor serve``) limit each web process's BLAS to one thread once it has forked:
+    its request threads are its parallelism."""
+    import json
+
+    from gunicorn.app.base import Application
+    from gunicorn.config import Config
+
+    from auditor.web import gunicorn_conf
+
+    # The container's command reads the hooks from the module, by their setting names.
+    app = Application.__new__(Application)
+    app.cfg = Config()
+    app.load_config_from_module_name_or_filename("python:auditor.web.gunicorn_conf")
+    assert app.cfg.post_fork is gunicorn_conf.post_fork
+    probe = (
+        "import json\n"
+        "from threadpoolctl import threadpool_info\n"
+        "import numpy  # noqa: F401 - loads its BLAS\n"
+        "def blas(): return [p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas']\n"
+        "before = blas()\n"
+        "from auditor.web import gunicorn_conf\n"
+        "gunicorn_conf.post_fork(None, None)\n"
+        "print(json.dumps({'before': before, 'after': blas()}))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AUDITOR_", "OPENBLAS_", "OMP_", "MKL_"))}
+    env["AUDITOR_INSTANCE_PATH"] = str(tmp_path)
+    env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = "2"  # two threads to start from
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    if min(seen["before"] or [0]) < 2:
+        pytest.skip(f"BLAS runs {seen['before']} thread(s) here (one core): no limit to observe")
+    assert seen["after"] and all(n == 1 for n in seen["after"]), seen
