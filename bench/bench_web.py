@@ -117,6 +117,7 @@ def seed(url: str, n_releases: int, *, n_items: int = 2000, n_vendors: int = 3, 
             releases.append(rel)
         db.flush()
         k = np.arange(6)
+        streak: dict[int, int | None] = {}  # release → first run of its current certified streak
         for run_no in range(n_releases):
             when = start + timedelta(days=3 * run_no, hours=1)
             u_t, u_e = 0.90 + 0.01 * rng.standard_normal(), 0.87 + 0.01 * rng.standard_normal()
@@ -133,7 +134,9 @@ def seed(url: str, n_releases: int, *, n_items: int = 2000, n_vendors: int = 3, 
             for r, rel in enumerate(releases[: run_no + 1]):
                 ell = min(0.99, 0.70 + 0.0025 * r + 0.005 * rng.standard_normal())
                 certified = ell > u_t + 0.02
+                streak[rel.id] = (streak.get(rel.id) or run.id) if certified else None
                 db.add(Certification(audit_run_id=run.id, release_id=rel.id, data_version=run.data_version,
+                                     certified_since_run_id=streak[rel.id],
                                      n_items_upper=n_items, n_items_lower=n_items, u_t=u_t, u_e=u_e, l=ell,
                                      s_hms_t=0.97 if certified else -1.0, s_oms_t=0.98 if certified else -1.0,
                                      s_hms_e=0.5, s_oms_e=0.6, certified=certified, certified_with="U_t",

@@ -510,6 +510,11 @@ class Certification(Base):
     certified: Mapped[bool] = mapped_column(Boolean)
     certified_with: Mapped[str] = mapped_column(String(8))
     verdict: Mapped[str] = mapped_column(String(32))
+    #: When certified: the first audit run of the release's current unbroken run of certified
+    #: verdicts on this dataset (this run, when its previous verdict there was not certified
+    #: or it had none); None when not certified. Written with the audit, so that a page's
+    #: "certified since" is one lookup, however long the history.
+    certified_since_run_id: Mapped[int | None] = mapped_column(Integer)
     details: Mapped[dict[str, Any] | None] = mapped_column(JSONDoc)
     created_at: Mapped[datetime] = _created()
 

@@ -259,6 +259,23 @@ class Finished:
     written_rows: Mapping[str, int] = field(default_factory=dict)
 
 
+def _certified_since_before(session: Session, dataset_id: int, run_id: int, release_ids: list[int]) -> dict[int, int]:
+    """Per release whose latest certification on this dataset before ``run_id`` is certified:
+    the run its certified streak began with (see ``Certification.certified_since_run_id``)."""
+    if not release_ids:
+        return {}
+    latest = (select(Certification.release_id, func.max(Certification.audit_run_id).label("run_id"))
+              .join(AuditRun, AuditRun.id == Certification.audit_run_id)
+              .where(AuditRun.dataset_id == dataset_id, Certification.release_id.in_(release_ids),
+                     Certification.audit_run_id < run_id)
+              .group_by(Certification.release_id).subquery())
+    rows = session.execute(
+        select(Certification.release_id, Certification.certified_since_run_id)
+        .join(latest, (latest.c.release_id == Certification.release_id) & (latest.c.run_id == Certification.audit_run_id))
+        .where(Certification.certified.is_(True), Certification.certified_since_run_id.is_not(None)))
+    return {rid: since for rid, since in rows}
+
+
 def finish_audit(session: Session, run_id: int, *, task_id: str, data_version: int,
                  results: Mapping[str, Iterable[Mapping[str, Any]]], summary: Mapping[str, Any],
                  alerts: Iterable[Mapping[str, Any]] = (), timings: Mapping[str, float] | None = None,
@@ -290,8 +307,10 @@ def finish_audit(session: Session, run_id: int, *, task_id: str, data_version: i
             for r in rows:
                 r.pop("data_version", None)
         else:
+            since = _certified_since_before(session, dataset_id, run_id, [r["release_id"] for r in rows])
             for r in rows:
                 r["data_version"] = data_version
+                r["certified_since_run_id"] = (since.get(r["release_id"]) or run_id) if r["certified"] else None
         session.add_all(model(audit_run_id=run_id, **r) for r in rows)
     new_alerts = [Alert(workspace_id=dataset.workspace_id, dataset_id=dataset.id, audit_run_id=run_id, **a)
                   for a in alerts]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from typing import Any
@@ -288,24 +288,19 @@ def cert_view(cert: Certification | None, since: dict | None = None) -> dict | N
             "data_version": cert.data_version, "since": since}
 
 
-def certified_since(db: Session, pairs: list[tuple[int, int]]) -> dict[tuple[int, int], dict]:
-    """For each (release, dataset): the first audit of its current unbroken run of certified
-    verdicts (its id and when it finished), in one statement; absent when not certified now."""
-    c, a = aliased(Certification), aliased(AuditRun)
-    c2, a2 = aliased(Certification), aliased(AuditRun)
-    last_failed = (select(func.max(c2.audit_run_id)).join(a2, c2.audit_run_id == a2.id)
-                   .where(c2.release_id == c.release_id, a2.dataset_id == a.dataset_id, c2.certified.is_(False))
-                   .correlate(c, a).scalar_subquery())
-    first = (select(c.release_id.label("release_id"), a.dataset_id.label("dataset_id"),
-                    func.min(c.audit_run_id).label("run_id"))
-             .join(a, c.audit_run_id == a.id)
-             .where(tuple_(c.release_id, a.dataset_id).in_(pairs or [(-1, -1)]), c.certified.is_(True),
-                    c.audit_run_id > func.coalesce(last_failed, 0))
-             .group_by(c.release_id, a.dataset_id).subquery())
-    rows = db.execute(select(first.c.release_id, first.c.dataset_id, AuditRun.id, AuditRun.finished_at,
-                             AuditRun.data_version)
-                      .join(AuditRun, AuditRun.id == first.c.run_id))
-    return {(r, d): {"run_id": run, "at": at, "data_version": v} for r, d, run, at, v in rows}
+def certified_since(db: Session, latest: Iterable[tuple[Certification, int]]) -> dict[tuple[int, int], dict]:
+    """For each (latest certification of a release, its dataset) that is certified: the first
+    audit of its current unbroken run of certified verdicts (its id, when it finished and
+    its data version), keyed by (release, dataset). The certification stores that run
+    (written with the audit), so this is one lookup of those runs, however long the history."""
+    wanted = {(c.release_id, ds): c.certified_since_run_id for c, ds in latest
+              if c.certified and c.certified_since_run_id is not None}
+    if not wanted:
+        return {}
+    runs = {run: (at, v) for run, at, v in db.execute(
+        select(AuditRun.id, AuditRun.finished_at, AuditRun.data_version).where(AuditRun.id.in_(set(wanted.values()))))}
+    return {pair: {"run_id": run, "at": runs[run][0], "data_version": runs[run][1]}
+            for pair, run in wanted.items() if run in runs}
 
 
 def _power_chart(human: PowerCurve, marked: list[tuple[str, PowerCurve]], best: Mapping[str, dict]) -> dict:
@@ -407,7 +402,7 @@ def _latest_release_rows(db: Session, workspace_id: int, run_ids: list[int]) -> 
             .where(Certification.release_id.in_([r.id for r, _ in newest] or [-1]), AuditRun.id.in_(run_ids or [-1]))
             .order_by(AuditRun.id.desc())):
         certs.setdefault(cert.release_id, (cert, dataset_id))
-    since = certified_since(db, [(rid, ds) for rid, (c, ds) in certs.items() if c.certified])
+    since = certified_since(db, certs.values())
     steps = next_steps(db, [(rid, ds) for rid, (c, ds) in certs.items() if not c.certified])
     rows = []
     for rel, mod in newest:
@@ -679,7 +674,7 @@ def model_page(db: Session, model: Model, dataset_id: int | None, workspace_id: 
                                                  PowerCurve.release_id.in_(list(certs) or [-1]))
                         .order_by(PowerCurve.id)):
         curves[(c.release_id, c.audit_run_id)].append(c)
-    since = certified_since(db, [(rid, ds_id) for rid, c in certs.items() if c.certified])
+    since = certified_since(db, [(c, ds_id) for c in certs.values()])
     rows = []
     for i, r in enumerate(releases):
         c = certs.get(r.id)
@@ -716,7 +711,7 @@ def release_page(db: Session, release: Release, model: Model, dataset_id: int | 
                          .where(Certification.release_id == release.id, AuditRun.dataset_id == ds_id)
                          .order_by(AuditRun.id.desc()).limit(HISTORY_RUNS)).all()
     latest, run = history[0]
-    since = certified_since(db, [(release.id, ds_id)] if latest.certified else [])
+    since = certified_since(db, [(latest, ds_id)])
     out["view"] = cert_view(latest, since.get((release.id, ds_id)))
     out["run"] = run
     out["best"] = best_rows(db.scalars(select(BestScore).where(BestScore.audit_run_id == run.id)
@@ -781,7 +776,7 @@ def compare_page(db: Session, workspace_id: int, first: tuple[Release, Model], s
     ds_id = dataset_id if dataset_id in common else common[0]
     out["dataset_id"] = ds_id
     certs = _latest_certs(db, ids, ds_id)
-    since = certified_since(db, [(rid, ds_id) for rid, c in certs.items() if c.certified])
+    since = certified_since(db, [(c, ds_id) for c in certs.values()])
     run_ids = sorted({c.audit_run_id for c in certs.values()})
     curves = list(db.scalars(select(PowerCurve).where(PowerCurve.audit_run_id.in_(run_ids or [-1]))
                              .order_by(PowerCurve.id)))

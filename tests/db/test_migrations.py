@@ -48,3 +48,54 @@ def test_every_constraint_is_named_by_the_convention():
             assert constraint.name, f"{table.name}: unnamed {type(constraint).__name__}"
         for index in table.indexes:
             assert index.name and index.name.startswith(f"ix_{table.name}_"), index
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_certified_since_is_filled_in_from_the_history(backend, request, tmp_path):
+    """The migration that stores each certification's certified-since run fills in the rows
+    written before it: per release and dataset, the first run of each unbroken certified
+    streak (a release absent from a run keeps its streak), None where not certified."""
+    from sqlalchemy import text
+
+    pg_database = request.getfixturevalue("pg_database") if backend == "postgresql" else None
+    engine = _fresh_engine(backend, pg_database, tmp_path)
+    try:
+        migrate.upgrade(engine, "2f8c4d6a9e01")
+        verdicts = {1: [False, True, True, False, True], 2: [True, None, True, False, None], 3: [True] * 5}
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO workspace (id, slug, name) VALUES (1, 'w', 'w')"))
+            for ds in (1, 2):
+                conn.execute(text("INSERT INTO dataset (id, workspace_id, name, labels, data_version) "
+                                  "VALUES (:id, 1, :name, '[\"a\", \"b\"]', 0)"), {"id": ds, "name": f"d{ds}"})
+            conn.execute(text("INSERT INTO model (id, workspace_id, name) VALUES (1, 1, 'm')"))
+            for rid in verdicts:
+                conn.execute(text("INSERT INTO release (id, model_id, version) VALUES (:id, 1, :v)"),
+                             {"id": rid, "v": str(rid)})
+            cert_id = 0
+            # Runs of dataset 1 and 2 interleaved: dataset 2 sees release 1 certified once.
+            for n in range(5):
+                for ds in (1, 2):
+                    run = 10 * n + ds
+                    conn.execute(text("INSERT INTO audit_run (id, dataset_id, data_version, status) "
+                                      "VALUES (:id, :ds, :n, 'succeeded')"), {"id": run, "ds": ds, "n": n})
+                    for rid, v in verdicts.items():
+                        v = v[n] if ds == 1 else (rid == 1 and n == 4)
+                        if v is None or (ds == 2 and rid != 1):
+                            continue
+                        cert_id += 1
+                        conn.execute(text(
+                            "INSERT INTO certification (id, audit_run_id, release_id, data_version, n_items_upper, "
+                            "n_items_lower, u_t, l, tau, method, certified, certified_with, verdict) VALUES "
+                            "(:id, :run, :rid, :n, 1, 1, 0.5, 0.6, 0, 'oms', :c, 'U_t', 'v')"),
+                            {"id": cert_id, "run": run, "rid": rid, "n": n, "c": bool(v)})
+        migrate.upgrade(engine)
+        with engine.connect() as conn:
+            got = {(rid, run): since for rid, run, since in conn.execute(text(
+                "SELECT release_id, audit_run_id, certified_since_run_id FROM certification"))}
+        assert [got.get((1, 10 * n + 1)) for n in range(5)] == [None, 11, 11, None, 41]
+        assert [got.get((2, 10 * n + 1)) for n in range(5)] == [1, None, 1, None, None]
+        assert (2, 11) not in got and (2, 41) not in got
+        assert [got[(3, 10 * n + 1)] for n in range(5)] == [1] * 5
+        assert [got[(1, 10 * n + 2)] for n in range(5)] == [None] * 4 + [42]
+    finally:
+        engine.dispose()

@@ -220,6 +220,11 @@ def test_the_model_page_shows_l_with_its_interval_the_badges_s_and_its_threshold
 
 
 def test_certified_since_is_the_first_audit_of_the_current_run_of_certified_verdicts(db_engine):
+    """Each audit's certifications, written by ``finish_audit``, carry the first run of their
+    release's current certified streak on the dataset (a release absent from a run keeps
+    its streak; another dataset's verdicts count apart); a page reads it in one statement."""
+    from auditor.db.queries_audit import finish_audit
+
     factory = make_session_factory(db_engine)
     with factory() as db:
         ws = Workspace(slug="since-" + uuid.uuid4().hex[:10], name="since")
@@ -230,40 +235,46 @@ def test_certified_since_is_the_first_audit_of_the_current_run_of_certified_verd
         model = Model(workspace_id=ws.id, name="m")
         db.add_all([ds, other, model])
         db.flush()
-        streak, lapsed, steady = (Release(model_id=model.id, version=v) for v in ("streak", "lapsed", "steady"))
-        db.add_all([streak, lapsed, steady])
-        db.flush()
+        streak, lapsed, steady, gap = (Release(model_id=model.id, version=v)
+                                       for v in ("streak", "lapsed", "steady", "gap"))
+        db.add_all([streak, lapsed, steady, gap])
+        db.commit()
+        # None: the release is not in that audit.
         verdicts = {streak.id: [False, True, True, False, True, True, True],
                     lapsed.id: [True, True, True, True, True, True, False],
-                    steady.id: [True] * 7}
-        runs = []
-        for n in range(7):
-            run = AuditRun(dataset_id=ds.id, data_version=n, status=AuditStatus.SUCCEEDED,
-                           finished_at=datetime(2026, 2, 1 + n, tzinfo=UTC))
+                    steady.id: [True] * 7,
+                    gap.id: [False, True, None, None, True, True, True]}
+
+        def audit(dataset, n, releases):
+            run = AuditRun(dataset_id=dataset.id, data_version=n, status=AuditStatus.RUNNING, task_id="t",
+                           started_at=datetime(2026, 2, 1 + n, tzinfo=UTC))
             db.add(run)
-            db.flush()
-            runs.append(run)
-            for rid, v in verdicts.items():
-                db.add(Certification(audit_run_id=run.id, release_id=rid, data_version=n, n_items_upper=1,
-                                     n_items_lower=1, u_t=0.5, l=0.6, certified=v[n], certified_with="U_t",
-                                     verdict="certified" if v[n] else "not certified"))
+            db.commit()
+            rows = [{"release_id": rid, "n_items_upper": 1, "n_items_lower": 1, "u_t": 0.5, "l": 0.6,
+                     "certified": v, "certified_with": "U_t", "verdict": "certified" if v else "not certified"}
+                    for rid, v in releases.items() if v is not None]
+            assert finish_audit(db, run.id, task_id="t", data_version=n, results={"certifications": rows},
+                                summary={}, quality_alpha=None).written
+            db.commit()
+            return run
+
+        runs = [audit(ds, n, {rid: v[n] for rid, v in verdicts.items()}) for n in range(7)]
         # The same release on another dataset, certified there since its only audit: counted apart.
-        run_e = AuditRun(dataset_id=other.id, data_version=1, status=AuditStatus.SUCCEEDED)
-        db.add(run_e)
-        db.flush()
-        db.add(Certification(audit_run_id=run_e.id, release_id=streak.id, data_version=1, n_items_upper=1,
-                             n_items_lower=1, u_t=0.5, l=0.6, certified=True, certified_with="U_t", verdict="certified"))
-        db.commit()
+        run_e = audit(other, 1, {streak.id: True})
+        latest = [(c, d) for c, d in db.execute(
+            select(Certification, AuditRun.dataset_id).join(AuditRun, AuditRun.id == Certification.audit_run_id)
+            .where(Certification.audit_run_id.in_([runs[-1].id, run_e.id])))]
         with statements(db_engine) as seen:
-            since = dashboards.certified_since(db, [(streak.id, ds.id), (lapsed.id, ds.id), (steady.id, ds.id),
-                                                    (streak.id, other.id)])
+            since = dashboards.certified_since(db, latest)
         assert len([x for x in seen if x.lstrip().upper().startswith("SELECT")]) == 1
         assert since[(streak.id, ds.id)]["run_id"] == runs[4].id
         assert since[(steady.id, ds.id)]["run_id"] == runs[0].id
+        assert since[(gap.id, ds.id)]["run_id"] == runs[1].id  # runs 2 and 3 left it out: no break
         assert (lapsed.id, ds.id) not in since  # not certified now
         assert since[(streak.id, other.id)]["run_id"] == run_e.id
-        at = since[(streak.id, ds.id)]["at"]
-        assert (at if at.tzinfo else at.replace(tzinfo=UTC)) == datetime(2026, 2, 5, tzinfo=UTC)
+        at, want = since[(streak.id, ds.id)]["at"], runs[4].finished_at
+        assert (at if at.tzinfo else at.replace(tzinfo=UTC)) == (want if want.tzinfo else want.replace(tzinfo=UTC))
+        assert since[(streak.id, ds.id)]["data_version"] == 4
 
 
 def test_the_overview_explains_each_verdict_and_says_since_when_it_holds(app, seeded):
