@@ -285,17 +285,29 @@ def _expert_equivalence(snap, crowd, expert_counts, options, *, key, notes, vend
         return None, None
     names = tuple(snap.item_ids[both].tolist())
     try:
-        values, lows, highs, _, _ = expert_equivalence(
+        eq = expert_equivalence(
             LabelCounts(pool[both], snap.labels, names), LabelCounts(expert_counts[both], snap.labels, names),
             combiner=_hard_pair(len(snap.labels))[0], scorer=HARD_PAIR[1], n_bootstrap=options.n_bootstrap,
             confidence=options.confidence, rng=_rng(options, *key))
     except StatsInputError as exc:
         notes.append(f"expert equivalence of {vendor}: {exc}")
         return None, None
+    values = eq.value
     detail = [{"k": k, "value": v, "ci_low": lo, "ci_high": hi}
-              for k, (v, lo, hi) in enumerate(zip(values, lows, highs, strict=True))]
+              for k, (v, lo, hi) in enumerate(zip(eq.value, eq.ci_low, eq.ci_high, strict=True))]
     detail = [{key_: (finite(x) if not isinstance(x, str) and key_ != "k" else x) for key_, x in d.items()}
               for d in detail]
+    drawn = [c for c in (eq.pool_curve, eq.expert_curve) if c.method == "monte_carlo"]
+    if drawn:
+        # Its exact sums out of reach: the curves were drawn, and each value carries its error
+        # (None: the draws leave the crossing undetermined).
+        for d, err in zip(detail, eq.mc_error, strict=True):
+            if err > 0:
+                d["mc_error"] = finite(err)
+        worst = max(eq.mc_error, default=0.0)
+        notes.append(f"expert equivalence of {vendor}: its exact sums are out of reach (many labels per item over "
+                     f"many classes), so its curves were drawn by Monte Carlo; each value's mc_error is its "
+                     f"standard error ({'some undetermined' if not np.isfinite(worst) else f'at most {worst:.2g}'})")
     # The vendor's headline: how many experts its full pool of k raters per item equals.
     headline = values[-1] if values else None
     return (None if isinstance(headline, str) else finite(headline)), detail

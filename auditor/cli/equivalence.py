@@ -145,5 +145,11 @@ def _expert(matrix, reference, options, as_json, labels) -> None:
     expert_at = dict(zip(expert.k.tolist(), expert.mean.tolist(), strict=True))
     for i, k in enumerate(pool.k.tolist()):
         e = f"{expert_at[k]:>12.4f}" if k in expert_at else " " * 12
+        err = result.mc_error[i] if result.mc_error else 0.0
+        mc = "" if err == 0 else f" (MC s.e. {err:.2g} raters)" if np.isfinite(err) else " (MC error undetermined)"
         click.echo(f"{k:>3}{pool.mean[i]:>11.4f}{e}  {_fmt(result.value[i])} "
-                   f"[{_fmt(result.ci_low[i])}, {_fmt(result.ci_high[i])}]")
+                   f"[{_fmt(result.ci_low[i])}, {_fmt(result.ci_high[i])}]{mc}")
+    drawn = [c for c in (pool, expert) if c.method == "monte_carlo"]
+    if drawn:
+        click.echo("The exact sums are out of reach (many labels per item over many classes): the curves were "
+                   "drawn by Monte Carlo.")

@@ -919,6 +919,46 @@ def test_the_equivalence_error_spans_the_curves_within_the_points_errors(seed, n
     assert equivalence_mc_error(curve, curve[-1] + 1.0, errors, k) == 0.0  # "> K"
 
 
+def test_expert_equivalence_beyond_exact_reach_is_drawn_and_covered_by_its_error():
+    """Expert equivalence where the exact sums are out of reach (the limit set to 0 on data
+    where they run): both curves are drawn by Monte Carlo, each value ± 1.96 of its
+    mc_error (from both curves' point errors) covers the exact path's value in about 95% of
+    the cases, to_dict carries the errors, and the same seed gives the same numbers."""
+    from auditor.stats.equivalence import exact
+
+    rng = np.random.default_rng(5)
+    z, n_drawn = [], 0
+    for rep in range(10):
+        p = rng.dirichlet(np.full(3, 0.5), size=200)
+        # A noisy vendor and sharp experts: k vendor raters are worth fewer experts.
+        pool = LabelCounts(rng.multinomial(12, 0.4 * p + 0.2), ("a", "b", "c"), tuple(range(200)))
+        expert = LabelCounts(rng.multinomial(8, p), ("a", "b", "c"), tuple(range(200)))
+        exact.clear_table_cache()
+        ex = expert_equivalence(pool, expert, combiner="plurality", scorer="agreement", n_bootstrap=0, rng=rep)
+        assert ex.pool_curve.method == ex.expert_curve.method == "exact" and not any(ex.mc_error)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(exact, "MAX_SUB_COUNTS", 0)
+            mp.setattr(exact, "_MC_CELLS_TOTAL", 1_000_000)  # fewer draws: seconds, the same law
+            exact.clear_table_cache()
+            mc = expert_equivalence(pool, expert, combiner="plurality", scorer="agreement", n_bootstrap=20,
+                                    rng=rep)
+            exact.clear_table_cache()
+            again = expert_equivalence(pool, expert, combiner="plurality", scorer="agreement", n_bootstrap=20,
+                                       rng=rep)
+        exact.clear_table_cache()
+        assert mc.pool_curve.method == mc.expert_curve.method == "monte_carlo"
+        assert mc.value == again.value and mc.mc_error == again.mc_error and mc.ci_low == again.ci_low
+        assert mc.to_dict()["mc_error"] == [e if np.isfinite(e) else None for e in mc.mc_error]
+        for e, m, err in zip(ex.value, mc.value, mc.mc_error, strict=True):
+            if isinstance(e, str) or isinstance(m, str):
+                continue
+            n_drawn += err > 0
+            z.append((m - e) / err if err > 0 else (0.0 if abs(m - e) < 1e-12 else np.inf))
+    z = np.array(z)
+    assert n_drawn >= 40
+    assert np.mean(np.abs(z) <= 1.96) >= 0.88, np.mean(np.abs(z) <= 1.96)
+
+
 def test_equivalences_read_off_monte_carlo_curves_are_covered_by_their_error(monkeypatch):
     """Forced onto the Monte Carlo path on data where the exact sums run: the equivalence read
     off the drawn curve, ± 1.96 of its mc_error, covers the one read off the exact curve for

@@ -394,3 +394,49 @@ def test_curves_too_costly_to_compute_exactly_are_drawn_or_left_out_with_a_note(
                and "no Monte Carlo path" in n for n in notes)
     assert cut["results"]["certifications"] == full["results"]["certifications"]
     assert cut["results"]["agreements"] == full["results"]["agreements"]
+
+
+def test_an_expert_equivalence_out_of_exact_reach_is_drawn_with_its_error(monkeypatch):
+    """A vendor's expert equivalence whose exact sums are out of reach is drawn by Monte Carlo
+    (not left out): each value carries its mc_error in the vendor report, and a note says so."""
+    from auditor.audit.inputs import AuditSnapshot
+    from auditor.stats.equivalence import exact
+
+    rng = np.random.default_rng(4)
+    n_items, crowd, experts = 80, 6, 4
+    truth = rng.integers(0, 3, n_items)
+    item, annotator, label = [], [], []
+    for i, t in enumerate(truth):
+        for a in range(crowd + experts):
+            right = rng.random() < (0.6 if a < crowd else 0.9)
+            item.append(i)
+            annotator.append(a)
+            label.append(int(t) if right else int(rng.integers(0, 3)))
+    item, annotator, label = np.array(item), np.array(annotator), np.array(label)
+    counts = np.zeros((n_items, 3), dtype=np.int64)
+    np.add.at(counts, (item, label), 1)
+    n_ann = crowd + experts
+    snap = AuditSnapshot(
+        dataset_id=1, workspace_id=1, name="experts", labels=("a", "b", "c"), data_version=1,
+        item_ids=np.arange(1, n_items + 1), counts=counts, gold=np.full(n_items, -1, dtype=np.int64),
+        ann_item=item, ann_annotator=annotator, ann_label=label, annotator_ids=np.arange(1, n_ann + 1),
+        annotator_names=tuple(f"r{a}" for a in range(n_ann)),
+        annotator_vendors=tuple("acme" if a < crowd else "panel" for a in range(n_ann)),
+        annotator_tiers=tuple("crowd" if a < crowd else "expert" for a in range(n_ann)),
+        releases=(), previous=PreviousResults())
+    exact.clear_table_cache()
+    full = runner.compute_inline(snap, OPTIONS)
+    acme = next(v for v in full["results"]["vendor_reports"] if v["vendor"] == "acme")
+    assert acme["expert_equivalence"] is not None
+    assert not any("mc_error" in d for d in acme["details"]["expert_equivalence"])
+    monkeypatch.setattr(exact, "MAX_SUB_COUNTS", 0)
+    exact.clear_table_cache()
+    cut = runner.compute_inline(snap, OPTIONS)
+    exact.clear_table_cache()
+    acme = next(v for v in cut["results"]["vendor_reports"] if v["vendor"] == "acme")
+    detail = acme["details"]["expert_equivalence"]
+    drawn = [d for d in detail if "mc_error" in d]
+    assert drawn and all(d["mc_error"] is None or d["mc_error"] > 0 for d in drawn)
+    assert any(n.startswith("expert equivalence of acme: its exact sums are out of reach")
+               for n in cut["summary"]["notes"])
+    assert not any("expert equivalence of acme: the exact" in n for n in cut["summary"]["notes"])

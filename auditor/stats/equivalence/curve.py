@@ -214,9 +214,12 @@ def equivalence_values(curves: np.ndarray, scores: np.ndarray, k: np.ndarray | N
 _MC_Z = 1.959963984540054
 
 
-def equivalence_mc_error(curve: np.ndarray, score: float, mc_error: np.ndarray, k: np.ndarray | None = None) -> float:
+def equivalence_mc_error(curve: np.ndarray, score: float, mc_error: np.ndarray, k: np.ndarray | None = None,
+                         score_error: float = 0.0) -> float:
     """Monte Carlo standard error of the equivalence read off ``curve`` (:func:`equivalence_values`)
-    when the curve's points carry standard errors ``mc_error`` and the score is exact.
+    when the curve's points carry standard errors ``mc_error`` and the score is exact, or
+    carries its own standard error ``score_error`` (an expert equivalence reads the pool
+    curve's point off the expert curve, and both may be drawn).
 
     The equivalence never increases when a point of the curve is raised (a raised point
     can only become the leftmost crossing or move it left, and the interpolation between
@@ -225,6 +228,9 @@ def equivalence_mc_error(curve: np.ndarray, score: float, mc_error: np.ndarray, 
     largest with all lowered. The error reported is the larger distance from the
     equivalence to those two, divided by ``z``: ``±1.96·mc_error`` spans them, whatever
     the correlation of the points' errors (the points of one curve share their draws).
+    The equivalence never decreases when the score rises, so a score error widens both
+    ends the same way: the score lowered by ``z σ_s`` with the curve raised, raised with
+    the curve lowered.
     Where the bracketing points stay the same this is, to first order, ``Δk [(c_i − s)
     σ_{i−1} + (s − c_{i−1}) σ_i] / (c_i − c_{i−1})²``; where the curve is flat near the
     score the crossing may jump to other points, and the error says so (``inf`` where the
@@ -234,16 +240,16 @@ def equivalence_mc_error(curve: np.ndarray, score: float, mc_error: np.ndarray, 
     """
     curve = np.asarray(curve, dtype=float)
     errors = np.asarray(mc_error, dtype=float)
+    score_error = float(score_error)
     if curve.shape[0] < 2:  # no interval to read a crossing off
         return 0.0
-    score = np.array([float(score)])
-    value = equivalence_values(curve[None, :], score, k)[0]
-    if not np.isfinite(value) or not errors.any():
+    value = equivalence_values(curve[None, :], np.array([float(score)]), k)[0]
+    if not np.isfinite(value) or not (errors.any() or score_error):
         return 0.0
-    if not np.isfinite(errors).all():  # an unknown point error leaves the crossing's unknown
+    if not (np.isfinite(errors).all() and np.isfinite(score_error)):  # an unknown error leaves the crossing's unknown
         return float("inf")
-    low = equivalence_values((curve + _MC_Z * errors)[None, :], score, k)[0]
-    high = equivalence_values((curve - _MC_Z * errors)[None, :], score, k)[0]
+    low = equivalence_values((curve + _MC_Z * errors)[None, :], np.array([score - _MC_Z * score_error]), k)[0]
+    high = equivalence_values((curve - _MC_Z * errors)[None, :], np.array([score + _MC_Z * score_error]), k)[0]
     return float(max(high - value, value - low) / _MC_Z)
 
 
@@ -978,6 +984,12 @@ class ExpertEquivalence:
         k pool raters scored against one expert label.
     expert_curve : PowerCurve
         k experts scored against another expert.
+    mc_error : list of float
+        One entry per k: the Monte Carlo standard error of ``value`` where either curve
+        was drawn (its exact sums out of reach; ``curve.method == "monte_carlo"``), from
+        both curves' point errors (:func:`equivalence_mc_error`); ``inf`` where the draws
+        leave the crossing undetermined (None in :meth:`to_dict`), 0 where both curves
+        are exact or the value is not a number.
     """
 
     value: list
@@ -985,6 +997,7 @@ class ExpertEquivalence:
     ci_high: list
     pool_curve: PowerCurve
     expert_curve: PowerCurve
+    mc_error: list = field(default_factory=list)
 
     def __iter__(self):
         # Unpacks as (value, ci_low, ci_high, pool_curve, expert_curve), the order callers
@@ -993,6 +1006,8 @@ class ExpertEquivalence:
 
     def to_dict(self) -> dict:
         return {"value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high,
+                # JSON has no infinity: an undetermined crossing's error is None.
+                "mc_error": [e if np.isfinite(e) else None for e in self.mc_error],
                 "pool_curve": self.pool_curve.to_dict(), "expert_curve": self.expert_curve.to_dict()}
 
 
@@ -1006,7 +1021,9 @@ def expert_equivalence(ratings, reference, *, combiner: str, scorer: str, n_boot
     combines k expert labels and scores them against another expert. The equivalence
     of k pool raters is where the expert curve reaches the pool curve's value at k
     (Algorithm 4): "k vendor raters are worth x experts". Both curves are computed on
-    the same bootstrap samples of items. Exact path only (agreement or cross-entropy).
+    the same bootstrap samples of items. Exact path (agreement or cross-entropy); where
+    its sums are out of reach (many labels per item over many classes) the curves are drawn
+    by Monte Carlo, as :func:`power_curve` draws them, and ``mc_error`` reports the error.
 
     Parameters
     ----------
@@ -1032,7 +1049,7 @@ def expert_equivalence(ratings, reference, *, combiner: str, scorer: str, n_boot
         prior, model = _fitted(prob, combiner)
         tables.append(exact_tables(prob.pool_counts, prob.reference_counts, combiner=combiner,
                                    scorer=scorer, k_max=prob.k_max, prior=prior, model=model, clip=clip,
-                                   ks=prob.ks))
+                                   ks=prob.ks, rng=gen))
     # Resample items once for both curves: group items by their pair of keys.
     uniq, item_group, gmult = row_histogram(np.column_stack([tables[0].inverse, tables[1].inverse]))
 
@@ -1042,21 +1059,32 @@ def expert_equivalence(ratings, reference, *, combiner: str, scorer: str, n_boot
         with np.errstate(invalid="ignore", divide="ignore"):
             return [(w @ t.expected) / (w @ t.eligible) for w, t in zip(per_key, tables, strict=True)]
 
-    points = evaluate([np.bincount(key, weights=gmult.astype(float), minlength=n_keys)[None, :]
-                       for key, n_keys in keys])
+    w_points = [np.bincount(key, weights=gmult.astype(float), minlength=n_keys)[None, :] for key, n_keys in keys]
+    points = evaluate(w_points)
     reps = [np.empty((n_bootstrap, t.expected.shape[1])) for t in tables]
     for rows, per_key, _ in _resampled_sums(gmult, item_group, n_bootstrap, gen, keys=keys):
         for r, part in zip(reps, evaluate(per_key), strict=True):
             r[rows] = part
-    curves = [_curve(prob, p[0], r, np.rint(t.multiplicity @ t.eligible), confidence)
-              for prob, p, r, t in zip((pool_p, exp_p), points, reps, tables, strict=True)]
+    # Tables beyond the exact path's reach were drawn by Monte Carlo (as in power_curve).
+    errors = []
+    for w, t in zip(w_points, tables, strict=True):
+        err = None
+        if t.variance is not None:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                err = np.sqrt(w[0] ** 2 @ t.variance) / (w[0] @ t.eligible)
+            err[~np.isfinite(err)] = 0.0
+        errors.append(err)
+    curves = [_curve(prob, p[0], r, np.rint(t.multiplicity @ t.eligible), confidence, err)
+              for prob, p, r, t, err in zip((pool_p, exp_p), points, reps, tables, errors, strict=True)]
     pool_curve, expert_curve = curves
     lo, hi = _bounds(confidence)
     k_last = expert_curve.k_max
-    values, lows, highs = [], [], []
+    values, lows, highs, mc = [], [], [], []
     for k in range(pool_curve.k.shape[0]):
         v = equivalence_values(expert_curve.mean[None, :], np.array([pool_curve.mean[k]]), expert_curve.k)[0]
         values.append(_report(v, k_last))
+        mc.append(equivalence_mc_error(expert_curve.mean, pool_curve.mean[k], expert_curve.mc_error, expert_curve.k,
+                                       score_error=pool_curve.mc_error[k]))
         if n_bootstrap:
             eq = equivalence_values(reps[1], reps[0][:, k], expert_curve.k)
             lows.append(_report(_quantile(eq, lo), k_last))
@@ -1064,4 +1092,4 @@ def expert_equivalence(ratings, reference, *, combiner: str, scorer: str, n_boot
         else:
             lows.append(float("nan"))
             highs.append(float("nan"))
-    return ExpertEquivalence(values, lows, highs, pool_curve, expert_curve)
+    return ExpertEquivalence(values, lows, highs, pool_curve, expert_curve, mc)
