@@ -1519,8 +1519,10 @@ def plan_equivalence(ratings, predictions, *, width: float, combiner: str = "plu
     terms, each new item labelled like a random current one), that range is estimated by
     the same bootstrap with samples of :math:`n` items (an :math:`n`-out-of-:math:`N`
     bootstrap): the expected width at :math:`n`. The smallest :math:`n` on the grid whose
-    width is at most ``width`` is refined by bisection. Exact path only (agreement or
-    cross-entropy scorers, anonymous combiners).
+    width is at most ``width`` is refined by bisection. Exact path (agreement or
+    cross-entropy scorers, anonymous combiners); where its sums are out of reach the curve
+    is drawn by Monte Carlo, as :func:`~auditor.stats.survey_equivalence` draws it, and a
+    note says so with the points' largest standard error.
 
     Parameters
     ----------
@@ -1555,7 +1557,7 @@ def plan_equivalence(ratings, predictions, *, width: float, combiner: str = "plu
     prior, model = _fitted(problem, combiner)
     t = exact_tables(problem.pool_counts, problem.reference_counts, combiner=problem.combiner or combiner,
                      scorer=problem.scorer, k_max=problem.k_max, prior=prior, model=model, clip=DEFAULT_CLIP,
-                     ks=problem.ks)
+                     ks=problem.ks, rng=gen)
     terms, ok = _classifier_terms(problem, pred)
     stacked = np.column_stack([t.inverse.astype(float), np.where(ok, terms, 0.0), ok.astype(float)])
     uniq, _, gmult = np.unique(stacked, axis=0, return_inverse=True, return_counts=True)
@@ -1566,6 +1568,16 @@ def plan_equivalence(ratings, predictions, *, width: float, combiner: str = "plu
     lo_q, hi_q = _bounds(confidence)
     ks = np.asarray(problem.ks)
     notes: list[str] = []
+    if t.variance is not None:
+        # Beyond the exact path's reach the tables were drawn (as survey_equivalence draws them):
+        # the widths are those of the drawn curve, whose points carry this much error.
+        w = t.multiplicity.astype(float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            point_error = np.sqrt(w ** 2 @ t.variance) / (w @ t.eligible)
+        worst = float(np.nanmax(point_error, initial=0.0))
+        notes.append(f"the curve's exact sums are out of reach (many labels per item over many classes): it was "
+                     f"drawn by Monte Carlo, its points' standard errors at most {worst:.2g}; the widths are "
+                     f"those of the drawn curve")
 
     # ``uniq`` is sorted by key first: each key's groups are a run.
     starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])

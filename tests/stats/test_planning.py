@@ -28,6 +28,7 @@ from auditor.plan_calibration import (
 from auditor.simulate import PoolScenario
 from auditor.stats import (
     AnytimeState,
+    LabelCounts,
     StatsInputError,
     certify,
     plan_certification,
@@ -459,6 +460,30 @@ def test_equivalence_plan_widths_shrink_and_the_recommendation_meets_the_width()
     assert dict(plan.designs)[plan.recommended_items] <= 0.5
     with pytest.raises(StatsInputError, match="`width`"):
         plan_equivalence(ratings, preds, width=0, combiner="majority")
+
+
+def test_equivalence_plan_beyond_exact_reach_draws_the_curve_and_says_so(monkeypatch):
+    """Where the exact sums are out of reach, the plan draws the curve by Monte Carlo (as
+    survey_equivalence does) instead of stopping, says so with the points' largest error,
+    and its widths stay close to the exact path's."""
+    from auditor.stats.equivalence import exact
+
+    rng = np.random.default_rng(2)
+    p = rng.dirichlet(np.full(3, 0.5), size=400)
+    ratings = LabelCounts(rng.multinomial(10, p), ("a", "b", "c"), tuple(range(400)))
+    preds = p.argmax(axis=1)
+    kw = dict(width=0.5, combiner="plurality", n_bootstrap=200, rng=3)
+    exact.clear_table_cache()
+    plan = plan_equivalence(ratings, preds, **kw)
+    assert not any("Monte Carlo" in n for n in plan.notes)
+    monkeypatch.setattr(exact, "MAX_SUB_COUNTS", 0)
+    exact.clear_table_cache()
+    drawn = plan_equivalence(ratings, preds, **kw)
+    exact.clear_table_cache()
+    note = next(n for n in drawn.notes if "drawn by Monte Carlo" in n)
+    worst = float(note.split("at most ")[1].split(";")[0])
+    assert 0 < worst < 0.01
+    assert drawn.current_width == pytest.approx(plan.current_width, rel=0.25)
 
 
 # --- real data ---------------------------------------------------------------------------
