@@ -158,7 +158,7 @@ def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: st
     # Every combiner but the ABC, scored against a label held out of the item's own, is
     # symmetric in the labels (the frequency combiner up to its prediction from no labels):
     # keys that are permutations of each other have the same expected scores, so the
-    # tables are computed once per sorted key (ChaosNLI SNLI's 832 keys are 311 sorted
+    # tables are computed once per sorted key (ChaosNLI SNLI's 832 keys are 414 sorted
     # ones; 4,708 keys of 3 classes and 100 labels, 884; 53,912 of 10 classes and 10
     # labels, 41) and each key's rows read from its sorted one's.
     symmetric = reference is None and model is None and slots is None and combiner in MC_COMBINERS
@@ -203,11 +203,12 @@ def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: st
 
 def _frequency_from_no_labels(expected: np.ndarray, u: np.ndarray, ks: np.ndarray | None, scorer: str,
                               prior: np.ndarray, clip: float) -> int | None:
-    """The column k = 0 of the frequency combiner's table (self-referenced), in place (and
-    its index returned; None without one): from
-    no labels it predicts the overall label frequencies ``prior`` for every item, and the
-    held-out label is label l with chance u_l / n. (The one column of its table that is
-    not symmetric in the labels: the rest are computed on sorted keys.)"""
+    """The column k = 0 of the frequency combiner's table (self-referenced), written in
+    place; returns its index (None when k = 0 is not computed).
+
+    From no labels the combiner predicts the overall label frequencies ``prior`` for every
+    item, and the held-out label is label l with chance u_l / n. This is the one column of
+    its table that is not symmetric in the labels: the others are computed on sorted keys."""
     columns = np.flatnonzero((np.arange(1) if ks is None else np.asarray(ks)) == 0)
     if columns.shape[0] == 0:
         return None
