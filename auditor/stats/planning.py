@@ -1568,13 +1568,11 @@ def plan_equivalence(ratings, predictions, *, width: float, combiner: str = "plu
     lo_q, hi_q = _bounds(confidence)
     ks = np.asarray(problem.ks)
     notes: list[str] = []
-    if t.variance is not None:
+    point_error = t.point_errors(t.multiplicity.astype(float))
+    if point_error is not None:
         # Beyond the exact path's reach the tables were drawn (as survey_equivalence draws them):
         # the widths are those of the drawn curve, whose points carry this much error.
-        w = t.multiplicity.astype(float)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            point_error = np.sqrt(w ** 2 @ t.variance) / (w @ t.eligible)
-        worst = float(np.nanmax(point_error, initial=0.0))
+        worst = float(point_error.max(initial=0.0))
         notes.append(f"the curve's exact sums are out of reach (many labels per item over many classes): it was "
                      f"drawn by Monte Carlo, its points' standard errors at most {worst:.2g}; the widths are "
                      f"those of the drawn curve")

@@ -643,12 +643,8 @@ def _exact_run(problem: _Problem, *, combiner: str, clip: float, n_bootstrap: in
                                                     keys=[(group_of_key, n_keys)],
                                                     columns=np.column_stack([g_score * g_ok, g_ok])):
             reps[rows], clf[rows] = evaluate(w_key, sums)
-        # Monte Carlo tables (beyond the exact path's reach): c_k's standard error from the
-        # variance of each key's mean, the keys' draws independent.
-        mc_error = None
-        if t.variance is not None:  # (the Monte Carlo tables have no groups: w_point is per key)
-            mc_error = np.sqrt(w_point ** 2 @ t.variance) / (w_point @ t.eligible)
-            mc_error[~np.isfinite(mc_error)] = 0.0
+    # Monte Carlo tables (beyond the exact path's reach) have no groups: w_point is per key.
+    mc_error = t.point_errors(w_point)
     return point[0], reps, n_items, float(clf_point[0]), clf, mc_error
 
 
@@ -1066,14 +1062,7 @@ def expert_equivalence(ratings, reference, *, combiner: str, scorer: str, n_boot
         for r, part in zip(reps, evaluate(per_key), strict=True):
             r[rows] = part
     # Tables beyond the exact path's reach were drawn by Monte Carlo (as in power_curve).
-    errors = []
-    for w, t in zip(w_points, tables, strict=True):
-        err = None
-        if t.variance is not None:
-            with np.errstate(invalid="ignore", divide="ignore"):
-                err = np.sqrt(w[0] ** 2 @ t.variance) / (w[0] @ t.eligible)
-            err[~np.isfinite(err)] = 0.0
-        errors.append(err)
+    errors = [t.point_errors(w[0]) for w, t in zip(w_points, tables, strict=True)]
     curves = [_curve(prob, p[0], r, np.rint(t.multiplicity @ t.eligible), confidence, err)
               for prob, p, r, t, err in zip((pool_p, exp_p), points, reps, tables, errors, strict=True)]
     pool_curve, expert_curve = curves

@@ -58,6 +58,18 @@ class ExactTables:
     #: bootstrap may draw these groups instead of the keys; None: every key its own.
     groups: np.ndarray | None = None
 
+    def point_errors(self, weights: np.ndarray) -> np.ndarray | None:
+        """Standard errors of the curve's points c_k = Σ w·expected / Σ w·eligible for the
+        per-key weights ``weights`` (the items of each key), where the tables are Monte Carlo
+        means (None where they are exact): the keys' draws are independent. 0 where c_k is
+        undefined."""
+        if self.variance is None:
+            return None
+        with np.errstate(invalid="ignore", divide="ignore"):
+            err = np.sqrt(weights ** 2 @ self.variance) / (weights @ self.eligible)
+        err[~np.isfinite(err)] = 0.0
+        return err
+
 
 #: Curves up to this many raters are computed at every k; longer ones (items with very
 #: many labels) at every k up to SMALL_K and then at GRID_POINTS geometrically spaced k
