@@ -128,7 +128,7 @@ def seed(url: str, n_releases: int, *, n_items: int = 2000, n_vendors: int = 3, 
             db.flush()
             curve = (0.55 + 0.3 * (1 - np.exp(-k / 2))).round(4)
             db.add(PowerCurve(audit_run_id=run.id, combiner="plurality", scorer="agreement", max_k=5,
-                              n_bootstrap=500, points=[{"k": int(i), "mean": float(m), "ci_low": float(m) - 0.02,
+                              n_bootstrap=500, method="exact", points=[{"k": int(i), "mean": float(m), "ci_low": float(m) - 0.02,
                                                         "ci_high": float(m) + 0.02, "n_items": n_items}
                                                        for i, m in zip(k, curve, strict=True)]))
             for r, rel in enumerate(releases[: run_no + 1]):
@@ -143,13 +143,13 @@ def seed(url: str, n_releases: int, *, n_items: int = 2000, n_vendors: int = 3, 
                                      verdict="certified" if certified else "not certified"))
                 score = float(np.interp(min(r, 99) / 99 * 5, k, curve))
                 db.add(PowerCurve(audit_run_id=run.id, release_id=rel.id, combiner="plurality", scorer="agreement",
-                                  max_k=5, n_bootstrap=500, points=[], classifier_score=score,
+                                  max_k=5, n_bootstrap=500, method="exact", points=[], classifier_score=score,
                                   equivalence=min(r, 99) / 99 * 5, equivalence_low=max(0, r / 99 * 5 - 0.5),
                                   equivalence_high=min(5, r / 99 * 5 + 0.5)))
             for v in vendors:
                 db.add(VendorReport(audit_run_id=run.id, vendor=v, n_annotators=15, n_items=n_items,
                                     n_annotations=5 * n_items, u_t=u_t - 0.02, u_e=u_e - 0.02, agreement=0.4,
-                                    expert_equivalence=1.5,
+                                    expert_equivalence=1.5, expert_equivalence_method="exact",
                                     annotators=[{"annotator": f"{v}-{a:02d}", "agreement": 0.8, "n_items": 600,
                                                  "lower_confidence": 0.75} for a in range(15)]))
             for metric in ("accuracy", "balanced accuracy", "f1 (macro)", "cross entropy (soft labels)"):

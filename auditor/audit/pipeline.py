@@ -159,7 +159,7 @@ def _curve_row(curve, *, options: AuditOptions, seed_key: tuple[int, ...], relea
     return {
         "release_id": release_id, "vendor": vendor, "reference": reference, "combiner": curve.combiner,
         "scorer": curve.scorer, "max_k": curve.k_max, "n_bootstrap": options.n_bootstrap,
-        "seed": options.seed * 1_000_003 + sum(seed_key), "points": _curve_points(curve),
+        "seed": options.seed * 1_000_003 + sum(seed_key), "points": _curve_points(curve), "method": curve.method,
     }
 
 
@@ -228,7 +228,7 @@ def dataset_part(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:
         alpha = next((r["value"] for r in rep if r["coefficient"] == "krippendorff_alpha"), None)
         out["agreements"] += rep
         details: dict[str, Any] = {"n_items_empirical": vub.n_items_empirical}
-        expert_eq = None
+        expert_eq: dict[str, Any] = {}
         crowd = [a for a in members if snap.annotator_tiers[a] != "expert"]
         if expert_counts is not None and crowd:
             expert_eq, details["expert_equivalence"] = _expert_equivalence(
@@ -236,7 +236,7 @@ def dataset_part(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:
         out["vendor_reports"].append({
             "vendor": vendor, "n_annotators": len(members), "n_items": int(pool.shape[0]),
             "n_annotations": int(pool.sum()), "u_t": finite(vub.theoretical), "u_e": finite(vub.empirical),
-            "agreement": alpha, "expert_equivalence": expert_eq,
+            "agreement": alpha, "expert_equivalence": None, **expert_eq,
             "annotators": [records[a] for a in members], "details": details,
         })
 
@@ -279,10 +279,12 @@ def _pool_counts(snap: AuditSnapshot, members: list[int]) -> np.ndarray:
 
 
 def _expert_equivalence(snap, crowd, expert_counts, options, *, key, notes, vendor):
+    """The vendor's expert equivalence: its headline columns (value, method, Monte Carlo
+    error) and the per-k details, or ``({}, None)``."""
     pool = _pool_counts(snap, crowd)
     both = (pool.sum(axis=1) > 0) & (expert_counts.sum(axis=1) > 0)
     if not both.any():
-        return None, None
+        return {}, None
     names = tuple(snap.item_ids[both].tolist())
     try:
         eq = expert_equivalence(
@@ -291,7 +293,7 @@ def _expert_equivalence(snap, crowd, expert_counts, options, *, key, notes, vend
             confidence=options.confidence, rng=_rng(options, *key))
     except StatsInputError as exc:
         notes.append(f"expert equivalence of {vendor}: {exc}")
-        return None, None
+        return {}, None
     values = eq.value
     detail = [{"k": k, "value": v, "ci_low": lo, "ci_high": hi}
               for k, (v, lo, hi) in enumerate(zip(eq.value, eq.ci_low, eq.ci_high, strict=True))]
@@ -310,7 +312,10 @@ def _expert_equivalence(snap, crowd, expert_counts, options, *, key, notes, vend
                      f"standard error ({'some undetermined' if not np.isfinite(worst) else f'at most {worst:.2g}'})")
     # The vendor's headline: how many experts its full pool of k raters per item equals.
     headline = values[-1] if values else None
-    return (None if isinstance(headline, str) else finite(headline)), detail
+    if headline is None or isinstance(headline, str) or finite(headline) is None:
+        return {}, detail
+    return {"expert_equivalence": finite(headline), "expert_equivalence_method": "monte_carlo" if drawn else "exact",
+            "expert_equivalence_mc_error": finite(eq.mc_error[-1]) if drawn else None}, detail
 
 
 def _vendor_pairwise(pw, members: list[int], *, vendor: str, n_items: int) -> list[dict[str, Any]]:
@@ -614,12 +619,10 @@ def release_arrays(info: Mapping[str, Any], counts: np.ndarray, hard: np.ndarray
                 "classifier_low": finite(eq.classifier_score.ci_low),
                 "classifier_high": finite(eq.classifier_score.ci_high),
                 "equivalence": value, "equivalence_low": low, "equivalence_high": high,
-                "equivalence_note": note,
+                "equivalence_note": note, "equivalence_low_note": low_note, "equivalence_high_note": high_note,
+                # Read off a drawn curve: its Monte Carlo error (None: undetermined, see the note).
+                "equivalence_mc_error": finite(eq.mc_error) if eq.curve.method == "monte_carlo" else None,
             })
-            if low_note or high_note:
-                row["points"] = [*row["points"], {"interval_notes": {"low": low_note, "high": high_note}}]
-            if eq.mc_error > 0:  # None: undetermined (see the note)
-                row["points"] = [*row["points"], {"equivalence_mc_error": finite(eq.mc_error)}]
             curves.append(row)
     else:
         notes.append(f"release {rid}: survey equivalence needs items with two labels")

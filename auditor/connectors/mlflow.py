@@ -468,21 +468,29 @@ def _num(x: float | None, digits: int = 6) -> str:
     return f"{x:.{digits}g}"
 
 
-def _equivalence(curves: Sequence[PowerCurve]) -> tuple[str, str]:
+def _equivalence(curves: Sequence[PowerCurve]) -> tuple[str, str, str]:
+    """The hard-label survey equivalence, its interval and its Monte Carlo error ("0" when
+    the curve was computed exactly, "undetermined" when the draws do not pin it)."""
     # Every release has the hard-label curve (majority / plurality vote scored by agreement).
     c = next((c for c in curves if c.scorer == "agreement" and c.combiner in ("majority", "plurality")), None)
     if c is None:
-        return "n/a", "n/a"
+        return "n/a", "n/a", "n/a"
     value = _num(c.equivalence, 4) if c.equivalence is not None else (c.equivalence_note or "n/a")
     interval = f"[{_num(c.equivalence_low, 4)}, {_num(c.equivalence_high, 4)}]"
-    return value, interval
+    if c.equivalence is None:
+        error = "n/a"
+    elif c.method != "monte_carlo":
+        error = "0"
+    else:
+        error = _num(c.equivalence_mc_error, 3) if c.equivalence_mc_error is not None else "undetermined"
+    return value, interval, error
 
 
 def verdict_tags(cert: Certification, curves: Sequence[PowerCurve], run: AuditRun, ds: Dataset, model_id: int, *,
                  prefix: str = DEFAULT_TAG_PREFIX, base_url: str | None = None) -> dict[str, str]:
     """The model version tags of one release's certification in one audit."""
     s_anytime = cert.s_anytime_t if cert.certified_with == "U_t" else cert.s_anytime_e
-    equivalence, interval = _equivalence(curves)
+    equivalence, interval, mc_error = _equivalence(curves)
     base = (base_url or "").rstrip("/")
     tags = {
         "certified": "true" if cert.certified else "false",
@@ -493,6 +501,7 @@ def verdict_tags(cert: Certification, curves: Sequence[PowerCurve], run: AuditRu
         "U_t": _num(cert.u_t),
         "survey_equivalence": equivalence,
         "survey_equivalence_interval": interval,
+        "survey_equivalence_mc_error": mc_error,
         "n_items": str(cert.n_items_lower),
         "dataset": ds.name,
         "data_version": str(run.data_version),

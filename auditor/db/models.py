@@ -543,6 +543,16 @@ class PowerCurve(Base):
     equivalence_low: Mapped[float | None] = mapped_column(Double)
     equivalence_high: Mapped[float | None] = mapped_column(Double)
     equivalence_note: Mapped[str | None] = mapped_column(String(16))
+    #: What an interval end is when it is not a number (e.g. "> 9": beyond the curve).
+    equivalence_low_note: Mapped[str | None] = mapped_column(String(16))
+    equivalence_high_note: Mapped[str | None] = mapped_column(String(16))
+    #: How the curve's points were computed: "exact" (expectations over every sub-count
+    #: vector), "monte_carlo" (those sums drawn: each point carries its ``mc_error``) or
+    #: "sampling" (rater subsets).
+    method: Mapped[str | None] = mapped_column(String(16))
+    #: The Monte Carlo standard error of ``equivalence`` (in raters) when the curve was
+    #: drawn; NULL on a drawn curve means the draws leave the crossing undetermined.
+    equivalence_mc_error: Mapped[float | None] = mapped_column(Double)
     created_at: Mapped[datetime] = _created()
 
 
@@ -562,6 +572,10 @@ class VendorReport(Base):
     u_e: Mapped[float | None] = mapped_column(Double)
     agreement: Mapped[float | None] = mapped_column(Double)
     expert_equivalence: Mapped[float | None] = mapped_column(Double)
+    #: "exact" or "monte_carlo" (the expert equivalence's curves drawn, beyond exact reach).
+    expert_equivalence_method: Mapped[str | None] = mapped_column(String(16))
+    #: Its Monte Carlo standard error (raters) when drawn; NULL then means undetermined.
+    expert_equivalence_mc_error: Mapped[float | None] = mapped_column(Double)
     annotators: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONDoc)
     details: Mapped[dict[str, Any] | None] = mapped_column(JSONDoc)
     created_at: Mapped[datetime] = _created()

@@ -30,21 +30,6 @@ def confidence(s) -> Markup | str:
     return f"{s:.4f}"
 
 
-def _equivalence_mc_error(curve) -> tuple[bool, float | None]:
-    """Whether the stored curve carries its equivalence's Monte Carlo error (the curve was
-    drawn), and that error (None: undetermined). The audit appends it after the points.
-
-    Only points already loaded are read (a page that left them out, like the audit run's
-    list of curves, whose notes say it instead, does not load them curve by curve)."""
-    for p in reversed(getattr(curve, "__dict__", {}).get("points") or ()):
-        if not isinstance(p, dict) or "k" in p:
-            break
-        if "equivalence_mc_error" in p:
-            x = p["equivalence_mc_error"]
-            return True, float(x) if isinstance(x, int | float) and math.isfinite(x) else None
-    return False, None
-
-
 def equivalence(curve) -> Markup | str:
     """The survey equivalence with its bootstrap 95% interval; read off a curve drawn by
     Monte Carlo, also its Monte Carlo standard error (or that the draws could not pin it)."""
@@ -57,14 +42,29 @@ def equivalence(curve) -> Markup | str:
     out = escape(f"{curve.equivalence:.2f}")
     if curve.equivalence_low is not None and curve.equivalence_high is not None:
         out += Markup(" <small>[{:.2f}, {:.2f}]</small>").format(curve.equivalence_low, curve.equivalence_high)
-    drawn, mc = _equivalence_mc_error(curve)
-    if drawn and mc is not None:
-        out += Markup(' <small class="mc" title="Monte Carlo standard error: the curve was drawn, not computed '
-                      'exactly">MC ±{:.2g}</small>').format(mc)
-    elif drawn:
-        out += Markup(' <small class="mc" title="the curve was drawn by Monte Carlo and its crossing could lie '
-                      'outside it: the draws do not pin this value">MC error undetermined</small>')
-    return out
+    return out + _mc(curve.method, curve.equivalence_mc_error, "curve was")
+
+
+def _mc(method, error, drawn: str) -> Markup | str:
+    """The Monte Carlo error of a value read off drawn curves (nothing for an exact one)."""
+    if method != "monte_carlo":
+        return ""
+    if error is not None and math.isfinite(error):
+        return Markup(' <small class="mc" title="Monte Carlo standard error: the {} drawn, not computed '
+                      'exactly">MC ±{:.2g}</small>').format(drawn, error)
+    return Markup(' <small class="mc" title="the {} drawn by Monte Carlo and the crossing could lie outside '
+                  'it: the draws do not pin this value">MC error undetermined</small>').format(drawn)
+
+
+def expert_equivalence(report) -> Markup | str:
+    """A vendor's expert equivalence (a report row or its dictionary), with its Monte Carlo
+    error when its curves were drawn."""
+    get = report.get if isinstance(report, dict) else (lambda k, d=None: getattr(report, k, d))
+    value = None if report is None else get("expert_equivalence")
+    if value is None or not math.isfinite(value):
+        return _NA
+    return escape(f"{value:.2f}") + _mc(get("expert_equivalence_method"), get("expert_equivalence_mc_error"),
+                                        "curves were")
 
 
 _METHOD_LABELS = {
@@ -209,6 +209,7 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(num)
     app.add_template_filter(confidence)
     app.add_template_filter(equivalence)
+    app.add_template_filter(expert_equivalence)
     app.add_template_filter(verdict)
     app.add_template_filter(week)
     app.add_template_filter(windowed)

@@ -99,3 +99,74 @@ def test_certified_since_is_filled_in_from_the_history(backend, request, tmp_pat
         assert [got[(1, 10 * n + 2)] for n in range(5)] == [None] * 4 + [42]
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_curve_methods_and_monte_carlo_errors_move_out_of_the_points(backend, request, tmp_path):
+    """The migration that gives curves their method and equivalence error columns moves the
+    entries the audits used to append after a curve's points into them (and a vendor's
+    expert-equivalence error out of its details); the downgrade puts them back."""
+    import json
+
+    from sqlalchemy import text
+
+    pg_database = request.getfixturevalue("pg_database") if backend == "postgresql" else None
+    engine = _fresh_engine(backend, pg_database, tmp_path)
+    point = {"k": 0, "mean": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n_items": 10}
+    drawn = {**point, "k": 1, "mc_error": 0.001}
+    curves = {
+        1: [point],                                                      # exact
+        2: [point, drawn, {"equivalence_mc_error": 0.25}],               # drawn, with its error
+        3: [point, drawn, {"interval_notes": {"low": None, "high": "> 9"}}, {"equivalence_mc_error": None}],
+        4: [point, drawn],                                               # drawn (the dataset's curve)
+    }
+    reports = {
+        1: (None, {"n_items_empirical": 3}),
+        2: (1.5, {"expert_equivalence": [{"k": 0, "value": 0.5}, {"k": 1, "value": 1.5}]}),
+        3: (2.5, {"expert_equivalence": [{"k": 0, "value": 0.5, "mc_error": 0.01},
+                                         {"k": 1, "value": 2.5, "mc_error": 0.125}]}),
+        4: (3.5, {"expert_equivalence": [{"k": 0, "value": 0.5, "mc_error": 0.01},
+                                         {"k": 1, "value": 3.5, "mc_error": None}]}),
+    }
+    try:
+        migrate.upgrade(engine, "5c1e9a7d3b20")
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO workspace (id, slug, name) VALUES (1, 'w', 'w')"))
+            conn.execute(text("INSERT INTO dataset (id, workspace_id, name, labels, data_version) "
+                              "VALUES (1, 1, 'd', '[\"a\", \"b\"]', 0)"))
+            conn.execute(text("INSERT INTO audit_run (id, dataset_id, data_version, status) "
+                              "VALUES (1, 1, 1, 'succeeded')"))
+            for cid, points in curves.items():
+                conn.execute(text("INSERT INTO power_curve (id, audit_run_id, reference, combiner, scorer, max_k, "
+                                  "n_bootstrap, points, equivalence) VALUES (:id, 1, 'all', 'plurality', "
+                                  "'agreement', 1, 10, :points, :eq)"),
+                             {"id": cid, "points": json.dumps(points), "eq": None if cid == 4 else 1.25})
+            for rid, (value, details) in reports.items():
+                conn.execute(text("INSERT INTO vendor_report (id, audit_run_id, vendor, n_annotators, n_items, "
+                                  "n_annotations, expert_equivalence, details) VALUES (:id, 1, :v, 1, 1, 1, :x, :d)"),
+                             {"id": rid, "v": f"v{rid}", "x": value, "d": json.dumps(details)})
+
+        def read():
+            with engine.connect() as conn:
+                c = {row[0]: row[1:] for row in conn.execute(text(
+                    "SELECT id, method, equivalence_mc_error, equivalence_low_note, equivalence_high_note, points "
+                    "FROM power_curve"))}
+                r = {row[0]: row[1:] for row in conn.execute(text(
+                    "SELECT id, expert_equivalence_method, expert_equivalence_mc_error FROM vendor_report"))}
+            return ({k: (*v[:4], json.loads(v[4]) if isinstance(v[4], str) else v[4]) for k, v in c.items()}, r)
+
+        migrate.upgrade(engine)
+        got, rep = read()
+        assert got[1] == ("exact", None, None, None, [point])
+        assert got[2] == ("monte_carlo", 0.25, None, None, [point, drawn])
+        assert got[3] == ("monte_carlo", None, None, "> 9", [point, drawn])
+        assert got[4] == ("monte_carlo", None, None, None, [point, drawn])
+        assert rep == {1: (None, None), 2: ("exact", None), 3: ("monte_carlo", 0.125), 4: ("monte_carlo", None)}
+
+        migrate.downgrade(engine, "5c1e9a7d3b20")
+        with engine.connect() as conn:
+            back = {cid: json.loads(p) if isinstance(p, str) else p
+                    for cid, p in conn.execute(text("SELECT id, points FROM power_curve"))}
+        assert back == curves
+    finally:
+        engine.dispose()

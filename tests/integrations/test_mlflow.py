@@ -169,6 +169,8 @@ def check_tags_match_audit(factory, run: AuditRun, shown: dict[str, dict[str, st
             assert t[P + "survey_equivalence"] == curve.equivalence_note
         else:
             assert float(t[P + "survey_equivalence"]) == pytest.approx(curve.equivalence, rel=1e-3)
+            # These small curves are computed exactly: no Monte Carlo error.
+            assert curve.method == "exact" and t[P + "survey_equivalence_mc_error"] == "0"
         assert t[P + "audit_run_url"] == f"{BASE_URL}/api/v1/audit-runs/{run.id}"
         assert t[P + "data_version"] == str(run.data_version)
         assert t[P + "n_items"] == str(counts.shape[0])

@@ -132,13 +132,17 @@ def _long_history(app, *, runs: int, releases: int, alerts: int, items: int, ann
                                      verdict="certified" if ok else "not certified",
                                      details={"threshold": 0.95, "paper_method": "oms"}))
                 # The first release's curves were drawn by Monte Carlo: their equivalence carries its error.
-                drawn = [{"interval_notes": {"low": None, "high": None}}, {"equivalence_mc_error": 0.0314}]
                 db.add(PowerCurve(audit_run_id=run.id, release_id=rel.id, combiner="abc", scorer="cross_entropy",
-                                  max_k=5, n_bootstrap=10, points=points + (drawn if r == 0 else []),
+                                  max_k=5, n_bootstrap=10, points=points,
+                                  method="monte_carlo" if r == 0 else "exact",
+                                  equivalence_mc_error=0.0314 if r == 0 else None,
                                   classifier_score=-1.3, classifier_low=-1.35,
                                   classifier_high=-1.25, equivalence=1.5, equivalence_low=1.2, equivalence_high=1.8))
             db.add(VendorReport(audit_run_id=run.id, vendor="v-big", n_annotators=annotators, n_items=items,
                                 n_annotations=3 * items, u_t=0.9, u_e=0.88, agreement=0.5,
+                                # Its expert equivalence was drawn by Monte Carlo (beyond exact reach).
+                                expert_equivalence=2.4, expert_equivalence_method="monte_carlo",
+                                expert_equivalence_mc_error=0.07,
                                 annotators=[{"annotator": f"v-big-{a:03d}", "agreement": 0.5 + a / (4 * annotators),
                                              "n_items": 10 + a, "lower_confidence": 0.4} for a in range(annotators)]))
             for a in range(annotators):
@@ -337,6 +341,29 @@ def test_an_equivalence_read_off_a_drawn_curve_shows_its_monte_carlo_error(app, 
     first = [r for r in rows if r.startswith("clf 0.0 ")]
     assert first and all("1.50 [1.20, 1.80] MC ±0.031" in r for r in first)
     assert all("MC" not in r for r in rows if r not in first)
+    # The audit run's page says it too, from the curves' own columns (their points are not loaded).
+    client = _session(app, tenant)
+    run_id = _api(client, tenant, f"/datasets/{ds_id}/audit-runs?per_page=1")["items"][0]["id"]
+    curves = _table(_page(client, f"/audit-runs/{run_id}"), "run-curves")
+    assert "1.50 [1.20, 1.80] MC ±0.031" in _text(curves)
+    # The API gives the curve's method and the error beside the equivalence; points hold points only.
+    listed = _api(client, tenant, f"/datasets/{ds_id}/power-curves?audit_run_id={run_id}")["items"]
+    drawn = [c for c in listed if c["method"] == "monte_carlo"]
+    assert drawn and all(c["equivalence_mc_error"] == 0.0314 for c in drawn)
+    assert all(c["equivalence_mc_error"] is None for c in listed if c not in drawn)
+    assert all("k" in p for c in listed for p in c["points"])
+
+
+def test_a_drawn_expert_equivalence_shows_its_monte_carlo_error_on_every_vendor_table(app, long):
+    tenant, ds_id, _model, _releases = long
+    client = _session(app, tenant)
+    run_id = _api(client, tenant, f"/datasets/{ds_id}/audit-runs?per_page=1")["items"][0]["id"]
+    for path, table in [(f"/datasets/{ds_id}", "vendor-table"), ("/vendors", "vendors-index"),
+                        (f"/vendors/v-big?dataset_id={ds_id}", "vendor-datasets"), (f"/audit-runs/{run_id}", "run-vendors")]:
+        assert "2.40 MC ±0.07" in _text(_table(_page(client, path), table)), path
+    reports = _api(client, tenant, f"/datasets/{ds_id}/vendor-reports")["items"]
+    assert reports and all(r["expert_equivalence_method"] == "monte_carlo" and r["expert_equivalence_mc_error"] == 0.07
+                           for r in reports)
 
 
 def test_the_equivalence_filter_says_when_the_draws_cannot_pin_the_value():
@@ -344,16 +371,35 @@ def test_the_equivalence_filter_says_when_the_draws_cannot_pin_the_value():
 
     from auditor.web.formatting import equivalence
 
-    def curve(*extra):
+    def curve(method="exact", error=None):
         return SimpleNamespace(equivalence_note=None, equivalence=2.5, equivalence_low=2.0, equivalence_high=3.0,
-                               points=[{"k": 1, "mean": 0.5}, *extra])
+                               method=method, equivalence_mc_error=error)
 
     assert str(equivalence(curve())) == "2.50 <small>[2.00, 3.00]</small>"
-    assert "MC ±0.0048" in str(equivalence(curve({"equivalence_mc_error": 0.0048})))
-    undetermined = str(equivalence(curve({"equivalence_mc_error": None})))
+    assert "MC ±0.0048" in str(equivalence(curve("monte_carlo", 0.0048)))
+    undetermined = str(equivalence(curve("monte_carlo", None)))
     assert "MC error undetermined" in undetermined and "±" not in undetermined
-    # Only the entries after the points count (a point's own "mc_error" is not the equivalence's).
-    assert "MC" not in str(equivalence(curve({"k": 2, "mean": 0.6, "mc_error": 0.01})))
+    # An exact curve has no Monte Carlo error, whatever the column holds.
+    assert "MC" not in str(equivalence(curve("exact", 0.01)))
+
+
+def test_the_expert_equivalence_filter_gives_the_error_of_drawn_curves():
+    from types import SimpleNamespace
+
+    from auditor.web.formatting import expert_equivalence
+
+    def report(value, method=None, error=None):
+        return SimpleNamespace(expert_equivalence=value, expert_equivalence_method=method,
+                               expert_equivalence_mc_error=error)
+
+    assert "–" in str(expert_equivalence(None)) and "–" in str(expert_equivalence(report(None)))
+    assert str(expert_equivalence(report(3.14159, "exact"))) == "3.14"
+    assert "3.14" in str(expert_equivalence(report(3.14159, "monte_carlo", 0.021)))
+    assert "MC ±0.021" in str(expert_equivalence(report(3.14159, "monte_carlo", 0.021)))
+    assert "MC error undetermined" in str(expert_equivalence(report(3.14159, "monte_carlo", None)))
+    # Rows as dictionaries (the vendors' listing) read the same.
+    assert "MC ±0.5" in str(expert_equivalence({"expert_equivalence": 2.0, "expert_equivalence_method": "monte_carlo",
+                                               "expert_equivalence_mc_error": 0.5}))
 
 
 # --- alerts ---------------------------------------------------------------------------------------

@@ -371,7 +371,8 @@ def test_curves_too_costly_to_compute_exactly_are_drawn_or_left_out_with_a_note(
     full = runner.compute_inline(snap, OPTIONS)
     assert {(c["combiner"], c["release_id"] is None) for c in full["results"]["power_curves"]} == {
         ("majority", True), ("majority", False), ("abc", False)}
-    assert not any("equivalence_mc_error" in p for c in full["results"]["power_curves"] for p in c["points"])
+    assert all(c["method"] == "exact" and c.get("equivalence_mc_error") is None for c in full["results"]["power_curves"])
+    assert all("k" in p and "mc_error" not in p for c in full["results"]["power_curves"] for p in c["points"])
     monkeypatch.setattr(exact, "MAX_SUB_COUNTS", 10)  # these 40 items × 4 labels need more
     exact.clear_table_cache()
     cut = runner.compute_inline(snap, OPTIONS)
@@ -380,13 +381,13 @@ def test_curves_too_costly_to_compute_exactly_are_drawn_or_left_out_with_a_note(
     for c in curves:
         errors = [p["mc_error"] for p in c["points"] if "mc_error" in p]
         assert len(errors) >= 2 and min(errors) > 0
+        assert c["method"] == "monte_carlo" and all("k" in p for p in c["points"])
     notes = cut["summary"]["notes"]
     # The weak classifier's equivalence is a number read off a drawn curve: its own error is stored.
     weak = [c for c in curves if c["release_id"] is not None and c["equivalence"] is not None]
     assert weak
     for c in weak:
-        eq_errors = [p["equivalence_mc_error"] for p in c["points"] if "equivalence_mc_error" in p]
-        assert len(eq_errors) == 1 and eq_errors[0] > 0
+        assert c["equivalence_mc_error"] > 0
         assert any(f"release {c['release_id']}: survey equivalence (majority, agreement)" in n
                    and "Monte Carlo standard error of" in n for n in notes)
     assert any(n.startswith("power curve (majority, agreement): its exact sums are out of reach") for n in notes)
@@ -428,6 +429,7 @@ def test_an_expert_equivalence_out_of_exact_reach_is_drawn_with_its_error(monkey
     full = runner.compute_inline(snap, OPTIONS)
     acme = next(v for v in full["results"]["vendor_reports"] if v["vendor"] == "acme")
     assert acme["expert_equivalence"] is not None
+    assert acme["expert_equivalence_method"] == "exact" and acme["expert_equivalence_mc_error"] is None
     assert not any("mc_error" in d for d in acme["details"]["expert_equivalence"])
     monkeypatch.setattr(exact, "MAX_SUB_COUNTS", 0)
     exact.clear_table_cache()
@@ -437,6 +439,10 @@ def test_an_expert_equivalence_out_of_exact_reach_is_drawn_with_its_error(monkey
     detail = acme["details"]["expert_equivalence"]
     drawn = [d for d in detail if "mc_error" in d]
     assert drawn and all(d["mc_error"] is None or d["mc_error"] > 0 for d in drawn)
+    # The headline (the last value) keeps its method and error in columns of the report.
+    assert acme["expert_equivalence"] == detail[-1]["value"]
+    assert acme["expert_equivalence_method"] == "monte_carlo"
+    assert acme["expert_equivalence_mc_error"] == detail[-1].get("mc_error", 0.0)
     assert any(n.startswith("expert equivalence of acme: its exact sums are out of reach")
                for n in cut["summary"]["notes"])
     assert not any("expert equivalence of acme: the exact" in n for n in cut["summary"]["notes"])

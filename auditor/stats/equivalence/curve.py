@@ -202,8 +202,9 @@ def equivalence_values(curves: np.ndarray, scores: np.ndarray, k: np.ndarray | N
     rows = np.flatnonzero(has)
     k_at = np.arange(curves.shape[1]) if k is None else np.asarray(k, dtype=float)
     lo, hi = curves[rows, first[rows] - 1], curves[rows, first[rows]]
-    out[rows] = k_at[first[rows] - 1] + (scores[rows] - lo) / (hi - lo) * (k_at[first[rows]] - k_at[first[rows] - 1])
-    with np.errstate(invalid="ignore"):
+    # hi = lo only where the score is below c_0 (first = 1, c_1 = c_0): set to −inf below.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out[rows] = k_at[first[rows] - 1] + (scores[rows] - lo) / (hi - lo) * (k_at[first[rows]] - k_at[first[rows] - 1])
         out[scores <= curves[:, 0]] = -np.inf
     out[np.isnan(scores)] = np.nan
     return out

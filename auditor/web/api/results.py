@@ -163,8 +163,9 @@ def list_power_curves(principal, db, dataset_id, audit_run_id, release_id, vendo
         stmt = stmt.where(PowerCurve.vendor == vendor)
     columns = ["id", "audit_run_id", "release_id", "vendor", "reference", "combiner", "scorer",
                "classifier_score", "classifier_low", "classifier_high", "equivalence", "equivalence_low",
-               "equivalence_high", "equivalence_note", "point_k", "point_mean", "point_ci_low", "point_ci_high",
-               "point_n_items"]
+               "equivalence_high", "equivalence_note", "equivalence_low_note", "equivalence_high_note", "method",
+               "equivalence_mc_error", "point_k", "point_mean", "point_ci_low", "point_ci_high",
+               "point_n_items", "point_mc_error"]
     return Listing(stmt, s.power_curve, columns, f"power-curves-{ds.id}", csv_rows=s.power_curve_points)
 
 
@@ -179,14 +180,16 @@ def list_vendor_reports(principal, db, dataset_id, vendor):
     stmt = (select(VendorReport.id, VendorReport.audit_run_id, AuditRun.dataset_id, AuditRun.data_version,
                    AuditRun.finished_at.label("run_finished_at"), VendorReport.vendor, VendorReport.n_annotators,
                    VendorReport.n_items, VendorReport.n_annotations, VendorReport.u_t, VendorReport.u_e,
-                   VendorReport.agreement, VendorReport.expert_equivalence, VendorReport.created_at)
+                   VendorReport.agreement, VendorReport.expert_equivalence, VendorReport.expert_equivalence_method,
+                   VendorReport.expert_equivalence_mc_error, VendorReport.created_at)
             .select_from(VendorReport).join(AuditRun, VendorReport.audit_run_id == AuditRun.id)
             .where(AuditRun.dataset_id == ds.id).order_by(AuditRun.id, VendorReport.vendor))
     if vendor is not None:
         stmt = stmt.where(VendorReport.vendor == vendor)
     return Listing(stmt, s.vendor_report, ["audit_run_id", "data_version", "run_finished_at", "vendor",
                                            "n_annotators", "n_items", "n_annotations", "u_t", "u_e",
-                                           "agreement", "expert_equivalence"], f"vendor-reports-{ds.id}",
+                                           "agreement", "expert_equivalence", "expert_equivalence_method",
+                                           "expert_equivalence_mc_error"], f"vendor-reports-{ds.id}",
                    mapping=True)
 
 

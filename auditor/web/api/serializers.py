@@ -34,10 +34,11 @@ def page_of(name: str) -> dict:
                            "total": {"type": "integer"}}}
 
 
-def _n(t: str | dict) -> dict:
-    if isinstance(t, dict):
-        return {"anyOf": [t, {"type": "null"}]}
-    return {"type": [t, "null"]}
+def _n(t: str | dict, description: str | None = None) -> dict:
+    out = {"anyOf": [t, {"type": "null"}]} if isinstance(t, dict) else {"type": [t, "null"]}
+    if description:
+        out["description"] = description
+    return out
 
 
 def _obj(required: list[str], **props) -> dict:
@@ -128,7 +129,9 @@ def power_curve(p: PowerCurve) -> dict:
             "classifier_score": finite(p.classifier_score), "classifier_low": finite(p.classifier_low),
             "classifier_high": finite(p.classifier_high), "equivalence": finite(p.equivalence),
             "equivalence_low": finite(p.equivalence_low), "equivalence_high": finite(p.equivalence_high),
-            "equivalence_note": p.equivalence_note, "created_at": _t(p.created_at)}
+            "equivalence_note": p.equivalence_note, "equivalence_low_note": p.equivalence_low_note,
+            "equivalence_high_note": p.equivalence_high_note, "method": p.method,
+            "equivalence_mc_error": finite(p.equivalence_mc_error), "created_at": _t(p.created_at)}
 
 
 def power_curve_points(curve: dict):
@@ -140,7 +143,7 @@ def power_curve_points(curve: dict):
 def vendor_report(m) -> dict:
     """A row of the vendor-report columns (a mapping)."""
     out = dict(m)
-    for k in ("u_t", "u_e", "agreement", "expert_equivalence"):
+    for k in ("u_t", "u_e", "agreement", "expert_equivalence", "expert_equivalence_mc_error"):
         out[k] = finite(out[k])
     for k in ("run_finished_at", "created_at"):
         out[k] = _t(out[k])
@@ -269,11 +272,24 @@ SCHEMAS: dict[str, dict] = {
                        points={"type": "array", "items": {"type": "object"}},
                        classifier_score=_n("number"), classifier_low=_n("number"),
                        classifier_high=_n("number"), equivalence=_n("number"), equivalence_low=_n("number"),
-                       equivalence_high=_n("number"), equivalence_note=_n("string"), created_at=_n(TIME)),
+                       equivalence_high=_n("number"), equivalence_note=_n("string"),
+                       equivalence_low_note=_n("string", "An interval end that is not a number (e.g. \"> 9\")."),
+                       equivalence_high_note=_n("string", "An interval end that is not a number."),
+                       method=_n("string", "How the points were computed: exact, monte_carlo (the exact sums "
+                                           "drawn; each point then has its mc_error) or sampling."),
+                       equivalence_mc_error=_n("number", "Monte Carlo standard error of the equivalence (raters) "
+                                                         "when the curve was drawn; null on a drawn curve: "
+                                                         "undetermined."),
+                       created_at=_n(TIME)),
     "VendorReport": _obj(["id", "audit_run_id", "vendor"], id=INT, audit_run_id=INT, dataset_id=INT,
                          data_version=INT, run_finished_at=_n(TIME), vendor=STR, n_annotators=INT, n_items=INT,
                          n_annotations=INT, u_t=_n("number"), u_e=_n("number"), agreement=_n("number"),
-                         expert_equivalence=_n("number"), created_at=_n(TIME)),
+                         expert_equivalence=_n("number"),
+                         expert_equivalence_method=_n("string", "exact, or monte_carlo when the expert "
+                                                                "equivalence's curves were drawn."),
+                         expert_equivalence_mc_error=_n("number", "Its Monte Carlo standard error (raters) when "
+                                                                  "drawn; null then: undetermined."),
+                         created_at=_n(TIME)),
     "QualityWindow": _obj(["grouping", "group", "metric", "window_start", "window_end", "value"],
                           id=INT, dataset_id=INT, grouping={"type": "string", "enum": ["vendor", "annotator"]},
                           group=STR, metric={"type": "string", "enum": ["agreement", "gold_accuracy"]},
