@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from sqlalchemy import Select, case, func, or_, select, tuple_
 from sqlalchemy.orm import Session, aliased, defer
@@ -46,6 +47,7 @@ from auditor.db import (
     VendorPrice,
     VendorReport,
 )
+from auditor.db.models import LabelStudioConnector, MlflowConnector
 from auditor.db.queries_audit import latest_runs
 from auditor.stats.annotators import hoeffding_lower
 from auditor.web.tables import Column, table_state
@@ -58,6 +60,7 @@ __all__ = [
     "audit_runs",
     "compare_page",
     "dataset_page",
+    "feeds",
     "items_page",
     "model_page",
     "overview",
@@ -512,6 +515,43 @@ def assumptions_view(report: Mapping[str, Any] | None) -> dict | None:
             "models": [t3(name, c) for name, c in sorted((report.get("models") or {}).items())]}
 
 
+#: The most connectors of each kind a dataset's page lists (a dataset has a handful).
+MAX_FEEDS = 50
+
+
+def _source(url: str) -> str:
+    """A connector's server as shown: without user info, query or fragment (credentials
+    never live in these URLs, but a page shows none even if one was typed in)."""
+    parts = urlsplit(url)
+    if not parts.scheme or not parts.netloc:
+        return url
+    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
+
+
+def feeds(db: Session, dataset_id: int) -> list[dict]:
+    """The dataset's live feeds, Label Studio projects (annotations in) and MLflow registered
+    models (predictions in, verdicts back), with each one's state: ``error`` with the last
+    error, ``disabled``, ``ok``, or ``waiting`` (nothing has happened yet)."""
+    out = []
+    for c in db.scalars(select(LabelStudioConnector).where(LabelStudioConnector.dataset_id == dataset_id)
+                        .order_by(LabelStudioConnector.id).limit(MAX_FEEDS)):
+        state = ("disabled" if not c.enabled else "error" if c.last_sync_error
+                 else "ok" if c.last_event_at or c.last_sync_at else "waiting")
+        out.append({"kind": "labelstudio", "id": c.id, "source": _source(c.url), "subject": f"project {c.project_id}",
+                    "direction": "annotations in", "state": state, "error": c.last_sync_error,
+                    "last_event_at": c.last_event_at, "last_sync_at": c.last_sync_at,
+                    "last_written_at": None, "last_written_run_id": None, "created_at": c.created_at})
+    for c in db.scalars(select(MlflowConnector).where(MlflowConnector.dataset_id == dataset_id)
+                        .order_by(MlflowConnector.id).limit(MAX_FEEDS)):
+        state = "error" if c.last_error else "ok" if c.last_written_at else "waiting"
+        out.append({"kind": "mlflow", "id": c.id, "source": _source(c.tracking_uri),
+                    "subject": f"registered model {c.registered_model} → model {c.model_name}",
+                    "direction": "predictions in, verdicts back", "state": state, "error": c.last_error,
+                    "last_event_at": None, "last_sync_at": None, "last_written_at": c.last_written_at,
+                    "last_written_run_id": c.last_written_run_id, "created_at": c.created_at})
+    return out
+
+
 def dataset_page(db: Session, ds: Dataset) -> dict:
     run = latest_runs(db, [ds.id]).get(ds.id)
     # The newest failed audit, when no audit has succeeded since: the page says why it failed.
@@ -521,7 +561,7 @@ def dataset_page(db: Session, ds: Dataset) -> dict:
     n_items, n_gold = db.execute(select(func.count(), func.count(Item.gold_label)).where(Item.dataset_id == ds.id)).one()
     out: dict = {"dataset": ds, "run": run, **_upper(run), "agreements": [], "best": [], "curve": None, "charts": [],
                  "releases": [], "vendors": [], "failed_run": failed, "n_items": n_items, "n_gold": n_gold,
-                 "assumptions": None, "assumption_notes": [], "ce_note": CE_NOTE}
+                 "assumptions": None, "assumption_notes": [], "ce_note": CE_NOTE, "feeds": feeds(db, ds.id)}
     if run is None:
         return out
     summary = run.summary or {}

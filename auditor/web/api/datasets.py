@@ -15,6 +15,7 @@ from auditor.ingest import IngestError
 from auditor.web.api import serializers as s
 from auditor.web.api.common import ADMIN, READ_OR_VENDOR, B, commit, get_dataset
 from auditor.web.api.framework import Listing, Param, endpoint
+from auditor.web.dashboards import feeds
 from auditor.web.errors import ApiError
 from auditor.web.security import READERS
 
@@ -61,6 +62,14 @@ def create_dataset(principal, db, body):
 def read_dataset(principal, db, dataset_id):
     """One dataset."""
     return s.dataset(get_dataset(principal, db, dataset_id))
+
+
+@endpoint("GET", "/datasets/<int:dataset_id>/feeds", summary="List live feeds", tag="datasets", roles=READERS,
+          response=s.ref("FeedList"), cache=True)
+def list_feeds(principal, db, dataset_id):
+    """The dataset's Label Studio and MLflow connectors with their state: when each last
+    received an event, synced or wrote verdicts back, and its last error."""
+    return {"items": [s.feed(f) for f in feeds(db, get_dataset(principal, db, dataset_id).id)]}
 
 
 @endpoint("GET", "/datasets/<int:dataset_id>/items", summary="List items", tag="datasets", roles=READERS,

@@ -140,6 +140,11 @@ def power_curve_points(curve: dict):
         yield {**curve, **{f"point_{k}": v for k, v in pt.items()}}
 
 
+def feed(f: dict) -> dict:
+    """One live feed of a dataset (``auditor.web.dashboards.feeds``)."""
+    return {**f, **{k: _t(f[k]) for k in ("last_event_at", "last_sync_at", "last_written_at", "created_at")}}
+
+
 def vendor_report(m) -> dict:
     """A row of the vendor-report columns (a mapping)."""
     out = dict(m)
@@ -212,6 +217,16 @@ _NAME = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"}
 _EXTERNAL_ID = {"type": "string", "minLength": 1, "maxLength": 512}
 
 SCHEMAS: dict[str, dict] = {
+    "Feed": _obj(["kind", "id", "source", "state"],
+                 kind={"type": "string", "enum": ["labelstudio", "mlflow"]}, id=INT,
+                 source={"type": "string", "description": "The connected server (without user info or query)."},
+                 subject=STR, direction=STR,
+                 state={"type": "string", "enum": ["ok", "error", "waiting", "disabled"],
+                        "description": "error: the last sync or write-back failed (see error); waiting: nothing "
+                                       "received or written yet; disabled: a Label Studio connector switched off."},
+                 error=_n("string"), last_event_at=_n(TIME), last_sync_at=_n(TIME), last_written_at=_n(TIME),
+                 last_written_run_id=_n("integer"), created_at=_n(TIME)),
+    "FeedList": _obj(["items"], items={"type": "array", "items": {"$ref": "#/components/schemas/Feed"}}),
     "Error": _obj(["error", "message"], error=STR, message=STR, field=_n("string"),
                   errors={"type": "array", "items": _obj(["message"], row=INT, field=_n("string"),
                                                          message=STR)}),
