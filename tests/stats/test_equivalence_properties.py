@@ -139,36 +139,50 @@ def test_bootstrap_is_reproducible_and_brackets_the_estimate():
 
 
 @pytest.mark.parametrize("n_keys", [0, 1, 2])
-def test_item_by_item_draws_are_the_item_bootstrap(monkeypatch, n_keys):
-    """With very many groups a replicate draws item positions one by one; its key counts
-    and column sums are those of the sampled items, in the first key's sorted order."""
+@pytest.mark.parametrize("blocks", [(1 << 15, 1 << 13), (16, 4), (16, 1)])
+def test_item_by_item_draws_account_for_one_sample_of_n_items(monkeypatch, n_keys, blocks):
+    """With very many groups a replicate draws item positions block by block; its key counts
+    and column sums are those of one sample of n items: with one column per group (its
+    indicator), the column sums are the sample's group counts, and every key's counts are
+    those groups' keys. Blocks of a few items exercise blocks within one key, blocks over
+    several, blocks cut at the keys' starts and constant columns."""
     from auditor.stats.equivalence import curve
 
     monkeypatch.setattr(curve, "_draw_items", lambda n_items, n_groups: True)
+    monkeypatch.setattr(curve, "_BLOCK", blocks[0])
+    monkeypatch.setattr(curve, "_MIN_BLOCK", blocks[1])
     rng = np.random.default_rng(4)
     n_groups = 40
     gmult = rng.integers(1, 4, n_groups)
     item_group = rng.permutation(np.repeat(np.arange(n_groups), gmult))
+    n = item_group.size
     keys = [(rng.integers(0, 6, n_groups), 6), (rng.integers(0, 3, n_groups), 3)][:n_keys]
-    columns = rng.normal(size=(n_groups, 2))
+    columns = np.column_stack([np.eye(n_groups), np.ones(n_groups), np.full(n_groups, 0.5)])
     got = list(curve._resampled_sums(gmult, item_group, 7, np.random.default_rng(11), keys=keys, columns=columns))
     assert [r.stop - r.start for r, _, _ in got] == [7]
     _, per_key, sums = got[0]
-    # The same draws, made by hand: positions into the items sorted by their first key.
-    order = np.argsort(keys[0][0][item_group], kind="stable") if keys else np.arange(item_group.size)
-    ref = np.random.default_rng(11)
-    n = item_group.size
-    for i in range(7):
-        sampled = item_group[order][ref.integers(0, n, n)]
-        counts = np.bincount(sampled, minlength=n_groups).astype(float)
-        np.testing.assert_allclose(sums[i], counts @ columns, rtol=1e-12)
-        for w, (key, size) in zip(per_key, keys, strict=True):
-            np.testing.assert_array_equal(w[i], np.bincount(key, weights=counts, minlength=size))
+    counts = sums[:, :n_groups]
+    np.testing.assert_array_equal(counts, np.rint(counts))
+    np.testing.assert_array_equal(counts.sum(axis=1), n)
+    np.testing.assert_array_equal(sums[:, n_groups], n)
+    np.testing.assert_allclose(sums[:, n_groups + 1], n / 2, rtol=1e-12)
+    assert (counts.std(axis=0) > 0).any()  # the replicates differ
+    for w, (key, size) in zip(per_key, keys, strict=True):
+        for i in range(7):
+            np.testing.assert_array_equal(w[i], np.bincount(key, weights=counts[i], minlength=size))
+    # The same generator state gives the same replicates.
+    again = list(curve._resampled_sums(gmult, item_group, 7, np.random.default_rng(11), keys=keys, columns=columns))
+    np.testing.assert_array_equal(again[0][2], sums)
 
 
-def test_item_by_item_draws_have_the_law_of_group_draws(monkeypatch):
-    """Both ways of drawing a replicate give the item bootstrap: same mean and spread."""
+@pytest.mark.parametrize("blocks", [(1 << 15, 1 << 13), (16, 4)])
+def test_item_by_item_draws_have_the_law_of_group_draws(monkeypatch, blocks):
+    """Both ways of drawing a replicate give the item bootstrap: same mean and spread (with
+    one block, and with many: a multinomial over blocks, then uniform draws within)."""
     from auditor.stats.equivalence import curve
+
+    monkeypatch.setattr(curve, "_BLOCK", blocks[0])
+    monkeypatch.setattr(curve, "_MIN_BLOCK", blocks[1])
 
     rng = np.random.default_rng(5)
     gmult = rng.integers(1, 30, 25)

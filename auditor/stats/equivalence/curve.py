@@ -497,11 +497,12 @@ def _resampled_sums(group_mult: np.ndarray, item_group: np.ndarray, n_bootstrap:
 
     A replicate is either one multinomial draw of the group counts (cost ~ groups) or,
     when the groups are nearly as many as the items (e.g. items with distinct
-    predictions), n uniform item indices whose per-item counts (a ``bincount``) are
-    summed per key and against the columns item by item (cost ~ items), whichever is
-    cheaper (:func:`_draw_items`). Both give the law of the item bootstrap; the second
-    draws positions in the items sorted by their group's first key (the same law), so
-    that key's counts are sums over runs.
+    predictions), n item positions drawn uniformly (cost ~ items), whichever is cheaper
+    (:func:`_draw_items`). Both give the law of the item bootstrap. The second orders the
+    items by their group's first key and cuts them into blocks (:class:`_ItemBlocks`):
+    the numbers of draws per block are multinomial, the draws within a block uniform (the
+    same law), and each block adds up its draws' columns and keys, reading only its own
+    values (a bincount over every item, as before, spent its time in cache misses).
     """
     group_mult = np.asarray(group_mult)
     g = group_mult.shape[0]
@@ -524,25 +525,80 @@ def _resampled_sums(group_mult: np.ndarray, item_group: np.ndarray, n_bootstrap:
     item_group = np.asarray(item_group, dtype=np.intp).reshape(-1)
     if keys:
         item_group = item_group[_runs(np.asarray(keys[0][0])[item_group])[0]]
-    item_keys = [np.asarray(key)[item_group] for key, _ in keys]
-    runs = _runs(item_keys[0])[1:] if keys else None
-    item_cols = np.ascontiguousarray(cols[item_group])
+    item_keys = [np.asarray(key).astype(np.intp, copy=False)[item_group] for key, _ in keys]
+    item_cols = [np.ascontiguousarray(cols[item_group, j]) for j in range(cols.shape[1])]
+    if n == 0:
+        for start in range(0, n_bootstrap, _CHUNK_CELLS):
+            b = min(_CHUNK_CELLS, n_bootstrap - start)
+            yield slice(start, start + b), [np.zeros((b, n_keys)) for _, n_keys in keys], np.zeros((b, cols.shape[1]))
+        return
+    blocks = _ItemBlocks(item_keys[0] if keys else None, n)
+    # A column constant over a block adds (draws × value): no gather.
+    const = [blocks.constant(c) for c in item_cols]
+    first = blocks.bounds[:-1]
     step = max(1, _CHUNK_CELLS // max(1, n))
+    extra = [np.empty(n, dtype=np.intp) for _ in keys[1:]]
     for start in range(0, n_bootstrap, step):
         b = min(step, n_bootstrap - start)
-        # b replicates' per-item counts at once: the draws of replicate r offset by r·n.
-        drawn = rng.integers(0, n, size=(b, n))
-        drawn += (np.arange(b) * n)[:, None]
-        c = np.bincount(drawn.ravel(), minlength=b * n).reshape(b, n)
-        del drawn
         per_key = [np.zeros((b, n_keys)) for _, n_keys in keys]
-        if runs is not None and runs[0].size:
-            per_key[0][:, runs[1]] = np.add.reduceat(c, runs[0], axis=1)
-        cf = c.astype(float)
-        for w, key, (_, n_keys) in zip(per_key[1:], item_keys[1:], keys[1:], strict=True):
-            for r in range(b):
-                w[r] = np.bincount(key, weights=cf[r], minlength=n_keys)
-        yield slice(start, start + b), per_key, cf @ item_cols
+        sums = np.zeros((b, cols.shape[1]))
+        in_block = rng.multinomial(n, blocks.sizes / n, size=b)
+        for r in range(b):
+            at = 0
+            for blk in np.flatnonzero(in_block[r]):
+                m = int(in_block[r, blk])
+                lo, hi = int(first[blk]), int(blocks.bounds[blk + 1])
+                pos = rng.integers(0, hi - lo, m)
+                if keys:
+                    k_lo, k_hi = blocks.key_lo[blk], blocks.key_hi[blk]
+                    if k_lo == k_hi:
+                        per_key[0][r, k_lo] += m
+                    else:
+                        per_key[0][r, k_lo:k_hi + 1] += np.bincount(blocks.local[lo:hi].take(pos),
+                                                                    minlength=k_hi - k_lo + 1)
+                    for out, key in zip(extra, item_keys[1:], strict=True):
+                        out[at:at + m] = key[lo:hi].take(pos)
+                for j, (c, flat) in enumerate(zip(item_cols, const, strict=True)):
+                    sums[r, j] += m * c[lo] if flat[blk] else c[lo:hi].take(pos).sum()
+                at += m
+            for w, out, (_, n_keys) in zip(per_key[1:], extra, keys[1:], strict=True):
+                w[r] = np.bincount(out, minlength=n_keys)
+        yield slice(start, start + b), per_key, sums
+
+
+#: Items drawn one by one (:func:`_resampled_sums`) are drawn from blocks of at most this
+#: many consecutive items (in the first key's order), whose values stay in the CPU caches;
+#: blocks start where a key does when keys are no more than one per _MIN_BLOCK items.
+_BLOCK = 1 << 15
+_MIN_BLOCK = 1 << 13
+
+
+class _ItemBlocks:
+    """Consecutive positions of the items (sorted by their first key, if any) cut into
+    blocks: a replicate draws how many of its n items fall in each block (a multinomial
+    with the blocks' sizes), then that many uniform positions within each block. The law is
+    the item bootstrap's; the draws and the values they read stay within a block.
+
+    ``key_lo``/``key_hi``: the first key's range over each block (equal: one key, whose
+    count is the block's); ``local``: each position's key less its block's first."""
+
+    def __init__(self, key: np.ndarray | None, n: int):  # n ≥ 1
+        cuts = np.arange(0, n, _BLOCK)
+        if key is not None:
+            starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+            if starts.shape[0] <= max(1, n // _MIN_BLOCK):
+                cuts = np.union1d(cuts, starts)
+        self.bounds = np.r_[cuts, n].astype(np.int64)
+        self.sizes = np.diff(self.bounds).astype(float)
+        if key is not None:
+            self.key_lo = key[self.bounds[:-1]].tolist()
+            self.key_hi = key[self.bounds[1:] - 1].tolist()
+            self.local = key - np.repeat(key[self.bounds[:-1]], np.diff(self.bounds))
+
+    def constant(self, values: np.ndarray) -> np.ndarray:
+        """Whether ``values`` is constant over each block."""
+        first = self.bounds[:-1]
+        return np.minimum.reduceat(values, first) == np.maximum.reduceat(values, first)
 
 
 def _columns_run(problem: _Problem, *, combiner: str, clip: float, n_bootstrap: int,
