@@ -106,6 +106,50 @@ def test_interpolated_check_rule_keeps_the_accuracy(monkeypatch, seed):
     _assert_close(interpolated, quadrature_module._argmax_probabilities(beta))
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_chained_gamma_cdfs_keep_their_relative_precision(seed):
+    # Shapes α_j + y of a few columns in a few windows: chained down from each chain's top
+    # by F_a = F_{a+1} + x^a e^{-x} / Γ(a + 1), every value to 1e-11 relative, deep in the
+    # lower tail (F ~ 1e-250) included: a term's exponent a ln x − x − ln Γ(a + 1) adds and
+    # subtracts numbers of ~1e4 at shapes in the thousands (an error ~1e-12 of its own;
+    # ln F enters the integrands, whose tolerance is 1e-10).
+    rng = np.random.default_rng(seed)
+    alpha = rng.choice([0.01, 0.3, 1.0, 2.5], size=4) * rng.uniform(0.5, 1.5, 4)
+    n_windows = 5
+    centre = rng.choice([0.5, 5.0, 60.0, 800.0, 3000.0], size=n_windows)
+    t = np.log(centre)[:, None] + np.linspace(-1.5, 1.5, 48)[None, :]
+    x = np.exp(t)
+    shapes, at = [], []
+    for w in range(n_windows):
+        for j, a in enumerate(alpha):
+            y = np.unique(np.concatenate([[0], rng.integers(0, 4000, 6),
+                                          np.cumsum(rng.integers(1, 40, 30))]))
+            shapes.append(a + y)
+            at.append(np.full(y.shape, w))
+    shapes = np.concatenate(shapes + [np.zeros(3)])  # and shape 0 (F = 1)
+    at = np.concatenate(at + [np.zeros(3, dtype=int)])
+    chained = quadrature_module._chained_cdf(shapes, at, x, np.log(x))
+    direct = np.where(shapes[:, None] > 0, special.gammainc(np.maximum(shapes, 1e-300)[:, None], x[at]), 1.0)
+    tiny = direct < 1e-300  # below double precision's normal range: both are ~0
+    np.testing.assert_allclose(chained[~tiny], direct[~tiny], rtol=1e-11, atol=0)
+    assert np.all(chained[tiny] < 1e-290)
+    assert (direct[~tiny] < 1e-200).any() and (direct == 1.0).any()
+
+
+def test_chained_and_direct_gamma_cdfs_give_the_same_probabilities(monkeypatch):
+    # Many rows per window (shared tables, where shapes are chained) against the same
+    # rows with every gamma CDF evaluated on its own.
+    rng = np.random.default_rng(7)
+    for k, n in ((5, 40), (10, 12), (20, 30)):
+        alpha = rng.uniform(0.02, 2.0, k)
+        beta = alpha[None, :] + rng.multinomial(n, rng.dirichlet(np.full(k, 0.5)), size=600)
+        chained = quadrature_module._argmax_probabilities(beta)
+        monkeypatch.setattr(quadrature_module, "_CHAIN_GAP", 0)
+        direct = quadrature_module._argmax_probabilities(beta)
+        monkeypatch.undo()
+        np.testing.assert_allclose(chained, direct, rtol=0, atol=1e-13)
+
+
 def test_interpolation_matrix_reproduces_polynomials():
     u_n, _ = quadrature_module._legendre(48)
     u_m, _ = quadrature_module._legendre(40)

@@ -34,6 +34,10 @@ _DENSE_BLOCK = 1 << 20
 _TABLE_BLOCK = 1 << 15
 # Matrix products are done by blocks of rows of at most this many multiplications.
 _BLAS_MAX_PRODUCT = 1 << 16
+# Gamma CDFs of shapes of a window a whole number apart, at most this much, are chained
+# (:func:`_chained_cdf`): a step costs one exponential per node, an incomplete gamma
+# function about thirty.
+_CHAIN_GAP = 16
 # Rows whose largest β is below this are not searched for classes that cannot win.
 _BEATEN_MIN_TOP = 8.0
 # Inputs of at most this many rows start with the first refinement.
@@ -363,7 +367,8 @@ class _Rows:
                 vals[ids_b >= 0] = self.values[ids_b[ids_b >= 0]]
                 shapes = np.r_[vals, np.tile(self.bg, w1 - w0)]
                 at = np.r_[key_win[start[w0]:start[w1]], np.repeat(np.arange(w0, w1), n_classes)]
-                log_cdf, hazard = _tables_at(shapes[:, None], t[at], x[at], log_x[at], interp)
+                log_cdf, hazard = _tables_at(shapes[:, None], t[at], x[at], log_x[at], interp,
+                                             cdf=_chained_cdf(shapes, at, x, log_x, interp))
                 n_fg_tab = start[w1] - start[w0]
                 # ln F of each value less that of its column's background (0: padding).
                 own_bg = n_fg_tab + (at[:n_fg_tab] - w0) * n_classes + key_col[start[w0]:start[w1]]
@@ -427,21 +432,16 @@ def _log_cdf_and_hazard(shapes: np.ndarray, t: np.ndarray, interp=None) -> tuple
     return _tables_at(shapes[..., None], t, x, np.log(x), interp)
 
 
-def _tables_at(shapes, t, x, log_x, interp=None):
+def _tables_at(shapes, t, x, log_x, interp=None, cdf=None):
     """:func:`_log_cdf_and_hazard` of ``shapes`` at nodes ``t`` (with ``x = e^t`` and
-    ``ln x``), all broadcast together."""
+    ``ln x``), all broadcast together; ``cdf``: ``F`` at the first nodes, if the caller
+    has it (:func:`_chained_cdf`)."""
     pos = shapes > 0
     b = np.where(pos, shapes, 1.0)
     log_pdf = b * t - x - special.gammaln(b)
     n = t.shape[-1] if interp is None else interp.shape[0]
-    x_n = x[..., :n]
-    # Far in the upper tail F rounds to 1: the Chernoff bound 1 − F ≤ e^{−x} (e x/β)^β
-    # (x > β) below 2^-60 says so without evaluating F.
-    with np.errstate(divide="ignore"):
-        one = (x_n > b) & (b * (1.0 + log_x[..., :n] - np.log(b)) - x_n < -60.0 * np.log(2.0))
-    cdf = np.ones(np.broadcast_shapes(b.shape, x_n.shape))
-    rest = ~one
-    cdf[rest] = special.gammainc(np.broadcast_to(b, cdf.shape)[rest], np.broadcast_to(x_n, cdf.shape)[rest])
+    if cdf is None:
+        cdf = _cdf(b, x[..., :n], log_x[..., :n])
     with np.errstate(divide="ignore"):
         log_cdf = np.log(cdf)
     finite = log_cdf > -np.inf
@@ -456,6 +456,72 @@ def _tables_at(shapes, t, x, log_x, interp=None):
         log_cdf = np.concatenate([log_cdf, np.maximum(log_more, _LOG_FLOOR)], axis=-1)
         hazard = np.concatenate([hazard, h_more], axis=-1)
     return np.where(pos, log_cdf, 0.0), hazard
+
+
+def _cdf(b, x, log_x):
+    """``F_b(x)`` (regularised lower incomplete gamma), broadcast together."""
+    # Far in the upper tail F rounds to 1: the Chernoff bound 1 − F ≤ e^{−x} (e x/β)^β
+    # (x > β) below 2^-60 says so without evaluating F.
+    with np.errstate(divide="ignore"):
+        one = (x > b) & (b * (1.0 + log_x - np.log(b)) - x < -60.0 * np.log(2.0))
+    cdf = np.ones(np.broadcast_shapes(b.shape, x.shape))
+    rest = ~one
+    cdf[rest] = special.gammainc(np.broadcast_to(b, cdf.shape)[rest], np.broadcast_to(x, cdf.shape)[rest])
+    return cdf
+
+
+def _chained_cdf(shapes: np.ndarray, at: np.ndarray, x: np.ndarray, log_x: np.ndarray, interp=None) -> np.ndarray:
+    """``F_{shapes[i]}`` at the nodes ``x[at[i]]`` of its window (the first ``n`` nodes with
+    ``interp``), ``(S, n)``; 1 for shape 0.
+
+    Shapes of one window that differ by a whole number (a column's values ``α_j + y``)
+    are chained: with ``d_a(x) = x^a e^{−x} / Γ(a + 1)``, ``F_a = F_{a+1} + d_a``, so
+    along a chain ``s_1 < s_2 < … < s_m`` with gaps of at most :data:`_CHAIN_GAP`,
+    ``F_{s_i} = F_{s_{i+1}} + Σ_{a = s_i}^{s_{i+1} − 1} d_a``: one incomplete gamma
+    function per node at the top of the chain, the others sums of positive terms (no
+    cancellation: each keeps its relative precision) of one exponential each, going down.
+    """
+    n = x.shape[1] if interp is None else interp.shape[0]
+    x, log_x = x[:, :n], log_x[:, :n]
+    n_shapes = shapes.shape[0]
+    cdf = np.ones((n_shapes, n))
+    pos = np.flatnonzero(shapes > 0)
+    if not pos.size:
+        return cdf
+    s, win = shapes[pos], at[pos]
+    frac = np.mod(s, 1.0)
+    order = np.lexsort((s, np.round(frac * 1e9).astype(np.int64), win))
+    s, win, pos = s[order], win[order], pos[order]
+    gap = np.diff(s)
+    steps = np.rint(gap)
+    link = ((win[1:] == win[:-1]) & (steps >= 1) & (steps <= _CHAIN_GAP)
+            & (np.abs(gap - steps) <= 1e-9 * np.maximum(s[1:], 1.0)))
+    top = np.flatnonzero(~np.r_[link, False])
+    cdf_sorted = np.empty((s.shape[0], n))
+    cdf_sorted[top] = _cdf(s[top, None], x[win[top]], log_x[win[top]])
+    low = np.flatnonzero(link)
+    if low.size:
+        # The terms d_a of every link, a = s_i, s_i + 1, …, s_{i+1} − 1, added up per link.
+        count = steps[low].astype(np.int64)
+        first = np.cumsum(count) - count
+        owner = np.repeat(low, count)
+        a = s[owner] + (np.arange(owner.shape[0]) - np.repeat(first, count))
+        w = win[owner]
+        terms = np.exp(a[:, None] * log_x[w] - x[w] - special.gammaln(a + 1.0)[:, None])
+        added = np.add.reduceat(terms, first, axis=0)
+        # Down each chain from its top: the shapes just below a top first, then the next, …
+        # (depth: the links between a shape and its chain's top).
+        index = np.arange(s.shape[0])
+        depth = np.minimum.accumulate(np.where(np.r_[link, False], s.shape[0], index)[::-1])[::-1] - index
+        row_of = np.empty(s.shape[0], dtype=np.int64)
+        row_of[low] = np.arange(low.shape[0])
+        by_depth = np.argsort(depth[low], kind="stable")
+        bounds = np.searchsorted(depth[low][by_depth], np.arange(1, int(depth.max()) + 2))
+        for d in range(int(depth.max())):
+            i = low[by_depth[bounds[d]:bounds[d + 1]]]
+            cdf_sorted[i] = np.minimum(cdf_sorted[i + 1] + added[row_of[i]], 1.0)
+    cdf[pos] = cdf_sorted
+    return cdf
 
 
 @functools.cache
