@@ -121,13 +121,13 @@ def test_chained_gamma_cdfs_keep_their_relative_precision(seed):
     x = np.exp(t)
     shapes, at = [], []
     for w in range(n_windows):
-        for j, a in enumerate(alpha):
+        for a in alpha:
             y = np.unique(np.concatenate([[0], rng.integers(0, 4000, 6),
                                           np.cumsum(rng.integers(1, 40, 30))]))
             shapes.append(a + y)
             at.append(np.full(y.shape, w))
-    shapes = np.concatenate(shapes + [np.zeros(3)])  # and shape 0 (F = 1)
-    at = np.concatenate(at + [np.zeros(3, dtype=int)])
+    shapes = np.concatenate([*shapes, np.zeros(3)])  # and shape 0 (F = 1)
+    at = np.concatenate([*at, np.zeros(3, dtype=int)])
     chained = quadrature_module._chained_cdf(shapes, at, x, np.log(x))
     direct = np.where(shapes[:, None] > 0, special.gammainc(np.maximum(shapes, 1e-300)[:, None], x[at]), 1.0)
     tiny = direct < 1e-300  # below double precision's normal range: both are ~0
