@@ -20,6 +20,7 @@ from auditor.stats import (
     power_curve,
     survey_equivalence,
 )
+from auditor.stats.equivalence import curve as curve_module
 from auditor.stats.equivalence import scorers
 from auditor.stats.equivalence._inputs import row_histogram
 from auditor.stats.equivalence.curve import equivalence_values
@@ -447,6 +448,25 @@ def test_row_histogram_equals_numpy_unique(seed, n_rows, n_cols, floats):
     np.testing.assert_array_equal(uniq, ref_u)
     np.testing.assert_array_equal(inverse, ref_i.reshape(-1))
     np.testing.assert_array_equal(counts, ref_c)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_rows=st.integers(1, 80), n_cols=st.integers(1, 12),
+       nan_share=st.sampled_from([0.0, 0.1, 0.5, 0.95]))
+def test_interval_quantiles_equal_numpys_nanquantile(seed, n_rows, n_cols, nan_share):
+    # The curve's intervals, column by column (replicates with NaN where a c_k is
+    # undefined, and ±inf), bit for bit what np.nanquantile gives.
+    rng = np.random.default_rng(seed)
+    values = rng.normal(size=(n_rows, n_cols)).round(rng.integers(0, 3))  # ties too
+    values[rng.random(values.shape) < nan_share] = np.nan
+    values[rng.random(values.shape) < 0.03] = np.inf
+    values[rng.random(values.shape) < 0.03] = -np.inf
+    values[0] = np.where(np.isnan(values).all(axis=0), 0.5, values[0])  # a value per column
+    qs = [0.025, 0.975]
+    got = curve_module._column_quantiles(values, qs)
+    with np.errstate(invalid="ignore"):
+        expected = np.nanquantile(values, qs, axis=0)
+    np.testing.assert_array_equal(got, expected)
 
 
 def test_docstring_examples_run():

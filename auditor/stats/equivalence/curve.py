@@ -267,6 +267,25 @@ def _quantile(values: np.ndarray, q: float) -> float:
     return float(a if pos - lo < 0.5 else b)
 
 
+def _column_quantiles(values: np.ndarray, qs) -> np.ndarray:
+    """``np.nanquantile(values, qs, axis=0)``, the same numbers, vectorised: nanquantile
+    goes column by column in Python (a curve's 37 columns: 0.4 ms), so columns are
+    sorted once (NaN last) and those with the same number of values share one
+    ``np.quantile`` of their first rows. Every column holds at least one value."""
+    nan = np.isnan(values)
+    # (Replicates of ±inf interpolate to NaN between two infinities, as nanquantile's do.)
+    with np.errstate(invalid="ignore"):
+        if not nan.any():
+            return np.quantile(values, qs, axis=0)
+        present = values.shape[0] - nan.sum(axis=0)
+        ordered = np.sort(values, axis=0)
+        out = np.empty((len(qs), values.shape[1]))
+        for n_values in np.unique(present):
+            cols = present == n_values
+            out[:, cols] = np.quantile(ordered[:n_values, cols], qs, axis=0)
+    return out
+
+
 def _report(x: float, k_max: int) -> Equivalence:
     if x == -np.inf:
         return "< 0"
@@ -715,9 +734,7 @@ def _curve(problem: _Problem, point, reps, n_items, confidence, mc_error=None) -
     # predictions at k = 0); its interval stays NaN.
     cols = np.isfinite(reps).any(axis=0) if reps.shape[0] else np.zeros(point.shape, dtype=bool)
     if cols.any():
-        # Without NaN, one vectorised quantile (nanquantile goes column by column in Python).
-        picked = reps[:, cols]
-        ends = (np.nanquantile if np.isnan(picked).any() else np.quantile)(picked, [lo, hi], axis=0)
+        ends = _column_quantiles(reps[:, cols], [lo, hi])
         ci_low[cols], ci_high[cols] = ends[0], ends[1]
     return PowerCurve(np.asarray(problem.ks), point, ci_low, ci_high, np.asarray(n_items, dtype=np.int64),
                       reps, problem.combiner, problem.scorer, method, float(confidence), mc_error)
