@@ -853,6 +853,29 @@ def test_exact_cost_counts_the_sub_count_vectors_enumerated(seed, n_labels, per_
     assert exact.exact_cost(u, self_ref, k_max=k_max, ks=ks) == enumerated
 
 
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), n_labels=st.integers(1, 4))
+def test_sub_vectors_per_size_on_ragged_items(seed, n_labels):
+    # Items of 0 to 120 labels, each counted up to its own top (keys grouped by top):
+    # the number of y ≤ u with |y| = k, for every k, as a direct count gives.
+    import itertools
+
+    from auditor.stats.equivalence import exact
+
+    rng = np.random.default_rng(seed)
+    n = rng.choice([0, 1, 2, 5, 9, 30, 120], size=10)
+    u = np.stack([rng.multinomial(m, rng.dirichlet(np.ones(n_labels))) for m in n])
+    top = np.minimum(n - rng.integers(0, 3, size=10), rng.integers(0, 130))
+    k_hi = int(max(top.max(), 0))
+    got = exact._pairs_per_size(u, top, k_hi)
+    expected = np.zeros((len(u), k_hi + 1))
+    for i, row in enumerate(u):
+        sizes = np.array([sum(y) for y in itertools.product(*(range(c + 1) for c in row))])
+        sizes = sizes[sizes <= top[i]]
+        expected[i] = np.bincount(sizes, minlength=k_hi + 1)[:k_hi + 1]
+    np.testing.assert_array_equal(got, expected)
+
+
 def test_a_power_curve_out_of_exact_reach_is_drawn_by_monte_carlo_and_the_abc_refused():
     """600 items × 100 labels over 10 classes (Dirichlet(0.5)): about 3·10¹⁰ sub-count
     vectors on the exact path. Plurality is drawn by Monte Carlo, with its standard error;

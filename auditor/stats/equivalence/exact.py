@@ -102,16 +102,21 @@ def k_grid(k_max: int) -> np.ndarray:
 _PAIRS_PER_BLOCK = 100_000
 
 
-def _key_blocks(unique: np.ndarray, top: np.ndarray, sizes: np.ndarray | None = None) -> list[np.ndarray]:
+def _key_blocks(unique: np.ndarray, top: np.ndarray, sizes: np.ndarray | None = None,
+                counts: np.ndarray | None = None) -> list[np.ndarray]:
     """Consecutive blocks of keys with about ``_PAIRS_PER_BLOCK`` sub-count vectors each.
 
-    The number of y ≤ u with |y| ≤ top is bounded by min(Π_l (u_l + 1), C(top + L, L)).
-    With ``sizes`` (only those |y| are enumerated: the k grid of long curves) it is counted
-    exactly, by :func:`_pairs_per_size`: the bound would overstate it several times over
-    (items with 100 labels: about 5×) and make the blocks that much smaller.
+    ``counts``: each key's number of sub-count vectors, as :func:`_pairs_per_key` counts
+    them. Without it, the number of y ≤ u with |y| ≤ top is bounded by
+    min(Π_l (u_l + 1), C(top + L, L)), or, with ``sizes`` (only those |y| are enumerated:
+    the k grid of long curves), counted exactly by :func:`_pairs_per_size`: the bound would
+    overstate it several times over (items with 100 labels: about 5×) and make the blocks
+    that much smaller.
     """
     n_labels = unique.shape[1]
-    if sizes is not None and unique.shape[0]:
+    if counts is not None:
+        bound = counts
+    elif sizes is not None and unique.shape[0]:
         k_hi = int(top.max(initial=0))
         wanted = sizes[sizes <= k_hi]
         bound = np.empty(unique.shape[0])
@@ -178,7 +183,8 @@ def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: st
         sorted_keys, sorted_of, _ = row_histogram(np.sort(keys, axis=1))
         symmetric = sorted_keys.shape[0] < keys.shape[0]
     work = sorted_keys if symmetric else keys
-    cost = exact_cost(work[:, :n_labels], reference is None, k_max=k_max, slots=slots, ks=ks)
+    pairs = _pairs_per_key(work[:, :n_labels], reference is None, k_max=k_max, slots=slots, ks=ks)
+    cost = float(pairs.sum())
     if cost > MAX_SUB_COUNTS and rng is not None and combiner in MC_COMBINERS and slots is None:
         return sampled_tables(pool, reference, combiner=combiner, scorer=scorer, k_max=k_max, prior=prior,
                               clip=clip, ks=ks, rng=rng)
@@ -191,7 +197,7 @@ def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: st
     if symmetric:
         inner = _exact_tables(sorted_keys, np.ones(sorted_keys.shape[0]), np.arange(sorted_keys.shape[0]),
                               n_labels, True, combiner=combiner, scorer=scorer, k_max=k_max, prior=prior,
-                              model=None, clip=clip, slots=None, ks=ks)
+                              model=None, clip=clip, slots=None, ks=ks, pairs=pairs)
         expected = inner.expected.take(sorted_of, axis=0)
         groups = sorted_of
         if combiner == "frequency":
@@ -203,7 +209,7 @@ def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: st
     else:
         tables = _exact_tables(keys, mult, inverse, n_labels, reference is None, combiner=combiner,
                                scorer=scorer, k_max=k_max, prior=prior, model=model, clip=clip, slots=slots,
-                               ks=ks)
+                               ks=ks, pairs=pairs)
     if tables.expected.nbytes * (1 + (tables.per_label is not None) * n_labels) <= _CACHE_BYTES:
         shared = (tables.expected, tables.eligible, tables.per_label, tables.groups)
         for a in shared:
@@ -272,19 +278,26 @@ def exact_cost(pool_keys: np.ndarray, self_ref: bool, *, k_max: int, slots: int 
     count vectors (as :func:`exact_tables` with the same arguments): Σ over keys of the
     y ≤ u with |y| among the k computed, by :func:`_pairs_per_size` (a few passes over
     the keys, no enumeration)."""
+    return float(_pairs_per_key(pool_keys, self_ref, k_max=k_max, slots=slots, ks=ks).sum())
+
+
+def _pairs_per_key(pool_keys: np.ndarray, self_ref: bool, *, k_max: int, slots: int | None = None,
+                   ks: np.ndarray | None = None) -> np.ndarray:
+    """(U,): the sub-count vectors of each key that the exact path enumerates (the terms of
+    :func:`exact_cost`; :func:`_key_blocks` sizes its blocks by them)."""
     if pool_keys.shape[0] == 0:
-        return 0.0
+        return np.zeros(0)
     n_u = pool_keys.sum(axis=1)
     k_lab = k_max if slots is None else int(n_u.max()) - 1
     top = np.minimum(n_u - 1 if self_ref else n_u, k_lab)
     k_hi = int(max(top.max(initial=0), 0))
     wanted = np.arange(k_hi + 1) if ks is None or slots is not None else np.asarray(ks, dtype=np.int64)
     wanted = wanted[wanted <= k_hi]
-    total = 0.0
+    out = np.empty(pool_keys.shape[0])
     step = max(1, _SIZE_CELLS // (k_hi + 1))
     for lo in range(0, pool_keys.shape[0], step):
-        total += float(_pairs_per_size(pool_keys[lo:lo + step], top[lo:lo + step], k_hi)[:, wanted].sum())
-    return total
+        out[lo:lo + step] = _pairs_per_size(pool_keys[lo:lo + step], top[lo:lo + step], k_hi)[:, wanted].sum(axis=1)
+    return out
 
 
 #: Combiners whose tables have a Monte Carlo path beyond MAX_SUB_COUNTS (the ABC's model is
@@ -590,17 +603,28 @@ _ABC_BLOCK = 80_000
 def _pairs_per_size(u: np.ndarray, top: np.ndarray, k_hi: int) -> np.ndarray:
     """(U, k_hi + 1): how many sub-vectors y ≤ u_i have |y| = k (0 where k > top_i).
 
-    The coefficients of Π_l (1 + x + … + x^{u_il}), one label at a time by running sums.
+    The coefficients of Π_l (1 + x + … + x^{u_il}), one label at a time by running sums,
+    for keys grouped by their ``top`` (within a factor of 2), each group up to its own
+    largest: one item with 1,000 labels among items with 10 no longer makes every key's
+    row 1,000 long.
     """
-    cols = np.arange(k_hi + 1)
-    c = np.zeros((u.shape[0], k_hi + 1))
-    c[:, 0] = 1.0
-    for lab in range(u.shape[1]):
-        run = np.cumsum(c, axis=1)
-        back = cols[None, :] - u[:, lab:lab + 1] - 1
-        c = run - np.where(back >= 0, np.take_along_axis(run, np.maximum(back, 0), axis=1), 0.0)
-    c[cols[None, :] > top[:, None]] = 0.0
-    return c
+    out = np.zeros((u.shape[0], k_hi + 1))
+    reach = np.clip(top, 0, k_hi)
+    bucket = np.ceil(np.log2(reach + 1.0)).astype(np.int64)
+    for b in np.unique(bucket):
+        rows = np.flatnonzero(bucket == b) if b != bucket[0] or (bucket != b).any() else slice(None)
+        k_b = int(reach[rows].max())
+        cols = np.arange(k_b + 1)
+        c = np.zeros((reach[rows].shape[0], k_b + 1))
+        c[:, 0] = 1.0
+        u_b = u[rows]
+        for lab in range(u.shape[1]):
+            run = np.cumsum(c, axis=1)
+            back = cols[None, :] - u_b[:, lab:lab + 1] - 1
+            c = run - np.where(back >= 0, np.take_along_axis(run, np.maximum(back, 0), axis=1), 0.0)
+        c[cols[None, :] > top[rows, None]] = 0.0
+        out[rows, :k_b + 1] = c
+    return out
 
 
 def _abc_by_size_ok(model: ABCModel, u: np.ndarray, mult: np.ndarray) -> bool:
@@ -759,7 +783,9 @@ _SLICE = 8_192
 
 
 def _exact_tables(keys, mult, inverse, n_labels: int, self_ref: bool, *, combiner: str, scorer: str,
-                  k_max: int, prior, model, clip: float, slots, ks) -> ExactTables:
+                  k_max: int, prior, model, clip: float, slots, ks, pairs: np.ndarray | None = None) -> ExactTables:
+    """The tables of :func:`exact_tables` on these keys (``pairs``: each key's number of
+    sub-count vectors, from :func:`_pairs_per_key`, if counted already)."""
     u = keys[:, :n_labels]
     n_u = u.sum(axis=1)
     k_lab = k_max if slots is None else int(n_u.max()) - 1
@@ -803,7 +829,7 @@ def _exact_tables(keys, mult, inverse, n_labels: int, self_ref: bool, *, combine
         if hard and per_label is None and self_ref:
             # Plurality by agreement: symmetric in the labels, computed on sorted counts.
             u_sorted = np.sort(u, axis=1)
-            for block in _key_blocks(u, top, sizes):
+            for block in _key_blocks(u, top, sizes, pairs):
                 owner, k, lf_y, lf_rest, share = _plurality_terms(u_sorted[block], top[block], sizes, lf)
                 owner = block.take(owner)
                 left = n_u.take(owner) - k
@@ -814,7 +840,7 @@ def _exact_tables(keys, mult, inverse, n_labels: int, self_ref: bool, *, combine
         if model is not None:
             model.prepare(ks + 1)  # predictions from k labels look up sub-vectors of size k + 1
         dtype = _count_dtype(u)
-        for block in _key_blocks(u, top, sizes):
+        for block in _key_blocks(u, top, sizes, pairs):
             p = _enumerate(u[block], top[block], sizes, lf, dtype)
             owner = block.take(p.owner)
             left = n_u.take(owner) - p.k
