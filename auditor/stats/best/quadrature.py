@@ -298,25 +298,24 @@ class _Rows:
                 width = max(int(self.n_fg[r].max()), 1)
                 loc = local[lo - first:hi - first, :width]
                 cols = self.fg_col[r, :width]
-                valid = self.fg_id[r, :width] >= 0
                 # +ln F of each foreground value, −ln F of its column's background: the
-                # k-th entries of the rows that have more than k (rows sorted by number).
+                # entries in slot j of the rows that have more than j (rows sorted by number).
                 log_prod = np.repeat(bg_total[None, :], hi - lo, axis=0)
                 n_r = self.n_fg[r]
-                for k in range(width):
-                    a = int(np.searchsorted(n_r, k, side="right"))
-                    log_prod[a:] += fg_diff[loc[a:, k]]
+                starts = [int(np.searchsorted(n_r, slot, side="right")) for slot in range(width)]
+                for slot, a in enumerate(starts):
+                    log_prod[a:] += fg_diff[loc[a:, slot]]
                 dens = np.exp(log_prod)
                 blocks = [_matmul(dens[:, part], bg_h[part]) for part in parts]
-                # The foreground entries, a block of them at a time: (entries, nodes).
-                rr, ss = np.nonzero(valid)
-                entry, cc = loc[rr, ss], cols[rr, ss]
-                step = max(1, _BLOCK // len(t))
-                for a in range(0, len(rr), step):
-                    e = slice(a, a + step)
-                    h_fg, d_fg = fg_h[entry[e]], dens[rr[e]]
+                # The foreground entries, slot by slot: the rows' own densities (contiguous)
+                # against the hazards of their entries in that slot.
+                index = np.arange(hi - lo)
+                for slot, a in enumerate(starts):
+                    if a == hi - lo:
+                        continue
+                    h_fg = fg_h.take(loc[a:, slot], axis=0)
                     for block, part in zip(blocks, parts, strict=True):
-                        block[rr[e], cc[e]] = np.einsum("eq,eq->e", h_fg[:, part], d_fg[:, part])
+                        block[index[a:], cols[a:, slot]] = np.einsum("rq,rq->r", h_fg[:, part], dens[a:, part])
                 dead = ~self.live[r]
                 for block in blocks:
                     block[dead] = 0.0
