@@ -119,6 +119,10 @@ def test_a_dataset_without_feeds_says_how_to_connect_one(app):
         db.commit()
         ds_id = ds.id
     page = _session(app, tenant).get(f"/datasets/{ds_id}").get_data(as_text=True)
-    assert "auditor connect labelstudio" in page and "auditor connect mlflow" in page
+    # The commands the page names are the CLI's own.
+    from auditor.cli import main
+
+    named = re.findall(r"<code>auditor connect ([\w-]+)</code>", page)
+    assert sorted(named) == sorted(main.commands["connect"].commands) == ["label-studio", "mlflow"]
     assert app.test_client().get(f"/api/v1/datasets/{ds_id}/feeds",
                                  headers=tenant.auth("admin")).get_json() == {"items": []}
