@@ -316,7 +316,7 @@ def sampled_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: 
     """:func:`exact_tables` by Monte Carlo, for data whose exact sums are out of reach.
 
     Each distinct key (count vector m, n labels) gets D random orderings of its labels
-    (seeded by ``rng``, vectorised: one argsort of random keys per ordering); the first k
+    (seeded by ``rng``, vectorised: ``Generator.permuted`` along the rows); the first k
     labels of an ordering are a uniform k-subset, so one ordering gives a draw y(k) ~
     H(·; m, k) for every k at once. Each draw's term is the exact path's term for that
     y (the held-out or reference label's expectation given y, no further sampling), and
@@ -336,30 +336,45 @@ def sampled_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: 
     ref_counts = None if self_ref else keys[:, n_labels:]
     hard = combiner in ("majority", "plurality") and scorer == "agreement"
     n_max = max(int(n_u.max(initial=0)), 1)
+    u_t = np.ascontiguousarray(u.T.astype(_count_dtype(u)))
     total = np.zeros(n_keys * n_j)
     total_sq = np.zeros(n_keys * n_j)
-    cols = np.maximum(ks - 1, 0)
     pos = np.arange(n_max)
+    # The label at rank r of an ordering is among the first k for every k > r: it counts
+    # from the first column j with ks[j] ≥ r + 1 on (n_j: beyond every k computed).
+    first_col = np.searchsorted(ks, pos + 1)
+    dtype = _count_dtype(u)
     # Cells per draw: its shuffled labels, and its sub-counts (every label at every k).
     per_chunk = max(1, _MC_BLOCK // (draws * max(n_max, n_j * n_labels)))
     for lo in range(0, n_keys, per_chunk):
         kk = np.arange(lo, min(lo + per_chunk, n_keys))
-        # Each key's labels in class order (padding: class n_labels), then D shuffles of them.
+        # Each key's labels in class order (padding: class n_labels), then D shuffles of them
+        # (padding shuffled in too: the labels' own order is uniform all the same).
         base = (pos[None, :, None] >= np.cumsum(u[kk], axis=1)[:, None, :]).sum(axis=2)
         row_key = np.repeat(np.arange(kk.shape[0]), draws)
-        noise = rng.random((row_key.shape[0], n_max))
-        noise[pos[None, :] >= n_u[kk][row_key][:, None]] = 2.0     # padding stays last
-        seq = np.take_along_axis(base[row_key], np.argsort(noise, axis=1), axis=1)
+        seq = rng.permuted(base[row_key], axis=1)
+        n_rows = seq.shape[0]
+        if (n_u[kk] < n_max).any():
+            real = seq != n_labels
+            rank = np.cumsum(real, axis=1)
+            rank -= 1
+            col = np.where(real, first_col.take(np.maximum(rank, 0)), n_j)
+        else:
+            col = np.broadcast_to(first_col, seq.shape)
+        # Each label's count per (draw, column it enters), then added up over the columns:
+        # (label, draw, column), so that the cells of the pairs are each label's row.
+        cell = (seq * n_rows + np.arange(n_rows)[:, None]) * (n_j + 1) + col
+        hist = np.bincount(cell.ravel(), minlength=(n_labels + 1) * n_rows * (n_j + 1))
+        y_all = np.cumsum(hist.reshape(n_labels + 1, n_rows, n_j + 1)[:n_labels, :, :n_j], axis=2, dtype=dtype)
         valid = (ks[None, :] <= top[kk][row_key][:, None])
         r_idx, j_idx = np.nonzero(valid)
-        y = np.empty((n_labels, r_idx.shape[0]), dtype=np.int64)
-        for lab in range(n_labels):
-            prefix = np.cumsum(seq == lab, axis=1)[:, cols]          # labels of class lab among the first k
-            prefix[:, ks == 0] = 0
-            y[lab] = prefix[r_idx, j_idx]
+        y = y_all.reshape(n_labels, n_rows * n_j)
+        if r_idx.shape[0] < n_rows * n_j:
+            y = y[:, valid.ravel()]                                              # (L, P)
         owner = kk[row_key[r_idx]]
         k = ks[j_idx]
-        rest = u[owner].T - y
+        rest = u_t.take(owner, axis=1)
+        rest -= y
         ref = rest if self_ref else ref_counts[owner].T
         norm = (n_u[owner] - k) if self_ref else ref_counts[owner].sum(axis=1)
         if hard:
