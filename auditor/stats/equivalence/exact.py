@@ -246,13 +246,19 @@ def _winners_share(y: np.ndarray, ref: np.ndarray) -> np.ndarray:
     return np.where(win, ref, 0).sum(axis=0) / win.sum(axis=0)
 
 
-def _reference_terms(scorer: str, pred: np.ndarray, ref: np.ndarray, clip: float) -> np.ndarray:
-    """(L, P): each label's score of the predictions ``pred`` (overwritten) times its
+def _reference_terms(scorer: str, pred: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """(L, P): each label's score of the predictions ``pred`` (may be overwritten) times its
     reference count ``ref`` (0 · log 0 = 0 for a label no reference rater gave)."""
+    if scorer == "cross_entropy":
+        # Only the labels some reference rater gave: most cells of items with many classes
+        # have none, and the logarithm is most of the cost.
+        terms = np.zeros(pred.shape)
+        with np.errstate(divide="ignore"):
+            np.log2(pred, out=terms, where=ref > 0)
+        terms *= ref
+        return terms
     terms = label_scores_columns(scorer, pred, inplace=True)
     terms *= ref
-    if scorer == "cross_entropy" and clip <= 0:
-        np.copyto(terms, 0.0, where=ref == 0)
     return terms
 
 
@@ -381,7 +387,7 @@ def sampled_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: 
             value = _winners_share(y, ref)
         else:
             pred = predict_columns(combiner, y, None, prior=prior, model=None, clip=clip, rest=rest)
-            value = _reference_terms(scorer, pred, ref, clip).sum(axis=0)
+            value = _reference_terms(scorer, pred, ref).sum(axis=0)
         value /= np.maximum(norm, 1)
         index = owner * n_j + j_idx
         total += np.bincount(index, weights=value, minlength=n_keys * n_j)
@@ -884,7 +890,7 @@ def _exact_tables(keys, mult, inverse, n_labels: int, self_ref: bool, *, combine
                 total = np.ascontiguousarray(b.sums.take(b.slot[lo:hi], axis=0).T)
                 pred = clip_probabilities(abc_from_totals(total, b.rest[:, lo:hi], b.step[lo:hi]),
                                           clip, axis=0, inplace=True)
-                terms = _reference_terms(scorer, pred, ref[:, lo:hi], clip)
+                terms = _reference_terms(scorer, pred, ref[:, lo:hi])
                 np.multiply(terms.sum(axis=0), w[lo:hi], out=weight[lo:hi])
             expected += np.bincount(index, weights=weight, minlength=n_keys * n_j).reshape(-1, n_j)
             continue
@@ -894,7 +900,7 @@ def _exact_tables(keys, mult, inverse, n_labels: int, self_ref: bool, *, combine
         else:
             pred = predict_columns(combiner, b.y, None, prior=prior, model=model, clip=clip,   # (L, P)
                                    rest=b.rest, log_own=b.log_seq, n_own=n_u[owner])
-        terms = _reference_terms(scorer, pred, ref, clip)
+        terms = _reference_terms(scorer, pred, ref)
         if per_label is None:
             expected += np.bincount(index, weights=terms.sum(axis=0) * w,
                                     minlength=n_keys * n_j).reshape(-1, n_j)
