@@ -574,8 +574,8 @@ def test_exact_path_in_small_blocks_gives_the_same_curve(monkeypatch):
     cols = power_curve(ratings, combiner="frequency", scorer="agreement", n_bootstrap=0, raters="columns")
     monkeypatch.setattr(exact, "_PAIRS_PER_BLOCK", 50)
     exact.clear_table_cache()
-    # Each [3, 2, 1] has at most 4 * 3 * 2 = 24 sub-count vectors: two keys per block of 50.
-    assert len(exact._key_blocks(np.array([[3, 2, 1]] * 5), np.full(5, 5))) == 3
+    # Each [3, 2, 1] has 23 sub-count vectors of at most 5 labels: two keys per block of 50.
+    assert len(exact._key_blocks(exact._pairs_per_key(np.array([[3, 2, 1]] * 5), True, k_max=5))) == 3
     blocks = power_curve(ratings, combiner="abc", scorer="cross_entropy", n_bootstrap=20, rng=1)
     np.testing.assert_allclose(blocks.mean, whole.mean, atol=1e-12)
     np.testing.assert_allclose(blocks.replicates, whole.replicates, atol=1e-12)
@@ -826,7 +826,7 @@ def test_exact_blocks_hold_the_sub_count_vectors_they_are_sized_for(seed, n_labe
     per_key = np.bincount(pairs.owner, minlength=len(u))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(exact, "_PAIRS_PER_BLOCK", capacity)
-        blocks = exact._key_blocks(u, top, sizes)
+        blocks = exact._key_blocks(exact._pairs_per_key(u, True, k_max=int(top.max()), ks=sizes))
     assert np.array_equal(np.concatenate(blocks), np.arange(len(u)))
     for block, after in zip(blocks, [*blocks[1:], None], strict=True):
         held = per_key[block].sum()

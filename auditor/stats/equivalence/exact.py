@@ -102,42 +102,23 @@ def k_grid(k_max: int) -> np.ndarray:
 _PAIRS_PER_BLOCK = 100_000
 
 
-def _key_blocks(unique: np.ndarray, top: np.ndarray, sizes: np.ndarray | None = None,
-                counts: np.ndarray | None = None) -> list[np.ndarray]:
-    """Consecutive blocks of keys with about ``_PAIRS_PER_BLOCK`` sub-count vectors each.
-
-    ``counts``: each key's number of sub-count vectors, as :func:`_pairs_per_key` counts
-    them. Without it, the number of y ≤ u with |y| ≤ top is bounded by
-    min(Π_l (u_l + 1), C(top + L, L)), or, with ``sizes`` (only those |y| are enumerated:
-    the k grid of long curves), counted exactly by :func:`_pairs_per_size`: the bound would
-    overstate it several times over (items with 100 labels: about 5×) and make the blocks
-    that much smaller.
-    """
-    n_labels = unique.shape[1]
-    if counts is not None:
-        bound = counts
-    elif sizes is not None and unique.shape[0]:
-        k_hi = int(top.max(initial=0))
-        wanted = sizes[sizes <= k_hi]
-        bound = np.empty(unique.shape[0])
-        step = max(1, _SIZE_CELLS // (k_hi + 1))
-        for lo in range(0, unique.shape[0], step):
-            bound[lo:lo + step] = _pairs_per_size(unique[lo:lo + step], top[lo:lo + step], k_hi)[:, wanted].sum(axis=1)
-    else:
-        with np.errstate(over="ignore"):
-            bound = np.minimum(np.prod(unique.astype(float) + 1.0, axis=1),
-                               np.exp(_log_comb(top.astype(float) + n_labels, np.full(top.shape, float(n_labels)))))
+def _key_blocks(counts: np.ndarray) -> list[np.ndarray]:
+    """Consecutive blocks of keys with about ``_PAIRS_PER_BLOCK`` sub-count vectors each,
+    from each key's number of them (``counts``, as :func:`_pairs_per_key` counts them
+    exactly, on the k grid of long curves too: a bound such as min(Π_l (u_l + 1),
+    C(top + L, L)) would overstate it several times over, items with 100 labels about 5×,
+    and make the blocks that much smaller)."""
     blocks, start, acc = [], 0, 0.0
-    for i, b in enumerate(bound):
+    for i, b in enumerate(counts):
         if acc and acc + b > _PAIRS_PER_BLOCK:
             blocks.append(np.arange(start, i))
             start, acc = i, 0.0
         acc += b
-    blocks.append(np.arange(start, unique.shape[0]))
+    blocks.append(np.arange(start, len(counts)))
     return blocks
 
 
-#: Cells of the per-size counts computed at once by :func:`_key_blocks`.
+#: Cells of the per-size counts computed at once by :func:`_pairs_per_key`.
 _SIZE_CELLS = 1 << 20
 
 
@@ -808,6 +789,8 @@ def _exact_tables(keys, mult, inverse, n_labels: int, self_ref: bool, *, combine
     """The tables of :func:`exact_tables` on these keys (``pairs``: each key's number of
     sub-count vectors, from :func:`_pairs_per_key`, if counted already)."""
     u = keys[:, :n_labels]
+    if pairs is None:
+        pairs = _pairs_per_key(u, self_ref, k_max=k_max, slots=slots, ks=ks)
     n_u = u.sum(axis=1)
     k_lab = k_max if slots is None else int(n_u.max()) - 1
     top = np.minimum(n_u - 1 if self_ref else n_u, k_lab)
@@ -850,7 +833,7 @@ def _exact_tables(keys, mult, inverse, n_labels: int, self_ref: bool, *, combine
         if hard and per_label is None and self_ref:
             # Plurality by agreement: symmetric in the labels, computed on sorted counts.
             u_sorted = np.sort(u, axis=1)
-            for block in _key_blocks(u, top, sizes, pairs):
+            for block in _key_blocks(pairs):
                 owner, k, lf_y, lf_rest, share = _plurality_terms(u_sorted[block], top[block], sizes, lf)
                 owner = block.take(owner)
                 left = n_u.take(owner) - k
@@ -861,7 +844,7 @@ def _exact_tables(keys, mult, inverse, n_labels: int, self_ref: bool, *, combine
         if model is not None:
             model.prepare(ks + 1)  # predictions from k labels look up sub-vectors of size k + 1
         dtype = _count_dtype(u)
-        for block in _key_blocks(u, top, sizes, pairs):
+        for block in _key_blocks(pairs):
             p = _enumerate(u[block], top[block], sizes, lf, dtype)
             owner = block.take(p.owner)
             left = n_u.take(owner) - p.k
