@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from auditor.stats._validation import StatsInputError, as_count_matrix, as_rng
 from auditor.stats.counts import Annotations, LabelCounts
@@ -154,6 +153,8 @@ def row_histogram(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     (its codes keep the sort order), the codes are combined into one integer key, and
     only the distinct keys are sorted.
     """
+    import pandas as pd
+
     n, n_cols = rows.shape
     codes = np.zeros(n, dtype=np.int64)
     radix = 1

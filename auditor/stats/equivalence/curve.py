@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from auditor.stats._validation import StatsInputError, as_rng, check_probability
 from auditor.stats.agreement.bootstrap import _INDEX_NS_PER_ITEM, _MULTINOMIAL_NS_PER_ROW
@@ -492,6 +491,8 @@ def _draw_items(n_items: int, n_groups: int) -> bool:
 def _group_items(values: np.ndarray) -> bool:
     """Whether grouping items by ``values`` can make the bootstrap cheaper: not when the
     distinct values are already too many for a multinomial over them."""
+    import pandas as pd
+
     n = values.shape[0]
     return not (_draw_items(n, n) and _draw_items(n, pd.unique(values).shape[0]))
 

@@ -25,7 +25,6 @@ import itertools
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 from scipy.special import gammaln
 
 from auditor.lru import LRU
@@ -659,6 +658,8 @@ def _factorize(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     appearance (the rank of each one's first position), which keeps the callers' sums
     over ids close together in memory.
     """
+    import pandas as pd
+
     n = codes.shape[0]
     bits = min(16, int(np.ceil(np.log2(max(n / _HASH_PART, 1.0)))))
     if bits == 0:
