@@ -3,7 +3,7 @@
 Nothing here imports a database, web or task-queue library; every function takes
 arrays (or count matrices) and keyword-only options and returns frozen dataclasses.
 Importing it loads numpy and scipy only: pandas (which loads pyarrow) is imported inside
-the functions that use it (tests/test_startup.py pins this).
+the functions that use it (the purity test pins this).
 """
 
 from types import ModuleType as _ModuleType
