@@ -28,6 +28,7 @@ from auditor.stats import (
     classifier_score,
     expert_equivalence,
     fleiss_kappa,
+    plan_equivalence,
     power_curve,
     survey_equivalence,
 )
@@ -59,6 +60,9 @@ def _entry_points(ratings, n_classes=None, **kw):
             np.zeros((n, 2), dtype=int), ratings, combiner="frequency", scorer="agreement", n_bootstrap=5, **kw),
         "power_curve reference": lambda: power_curve(np.zeros((n, 2), dtype=int), reference=ratings, **CURVE, **kw),
         "calibrate_probabilities": lambda: calibrate_probabilities(ratings, _soft(n, cols), **kw),
+        "plan_equivalence": lambda: plan_equivalence(ratings, _soft(n, cols), width=5.0, combiner="frequency",
+                                                     scorer="cross_entropy", n_bootstrap=50, n_items=[40], rng=3,
+                                                     **kw),
     }
 
 
