@@ -701,6 +701,35 @@ def _abc_tables(pool, ref, model, kw, **constants):
     return tables
 
 
+@settings(max_examples=50, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_distinct=st.integers(1, 40), n_blocks=st.integers(1, 4),
+       n_labels=st.integers(1, 6))
+def test_block_sums_add_as_add_at_to_the_last_bit(seed, n_distinct, n_blocks, n_labels):
+    """The ABC's table sums, block after block: each block's terms of a sub-vector added up
+    in the block's order, then added once to its row. The distinct-row ``+=`` that replaced
+    ``np.add.at`` must give exactly what per-label ``np.add.at`` of the same block sums
+    gives, with ids repeated within and across blocks."""
+    from auditor.stats.equivalence import exact
+
+    rng = np.random.default_rng(seed)
+    sums = np.zeros((n_distinct, n_labels))
+    expected = np.zeros((n_distinct, n_labels))
+    first = np.empty(n_distinct, dtype=np.int64)
+    for _ in range(n_blocks):
+        n_p = int(rng.integers(1, 60))
+        ids = rng.integers(0, n_distinct, n_p)
+        rest = rng.integers(0, 9, (n_labels, n_p)).astype(np.int8)
+        scaled = rng.random(n_p) * 10.0 ** rng.integers(-12, 3, n_p)
+        exact._add_block_sums(sums, first, ids, rest, scaled)
+        once = ids[np.sort(np.unique(ids, return_index=True)[1])]  # each id of the block once
+        for lab in range(n_labels):
+            block = np.zeros(n_distinct)
+            for i in range(n_p):  # the block's order
+                block[ids[i]] += rest[lab, i] * scaled[i]
+            np.add.at(expected[:, lab], once, block[once])
+    np.testing.assert_array_equal(sums, expected)
+
+
 @settings(max_examples=20, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n_labels=st.integers(2, 5), block=st.sampled_from([7, 40, 10_000]),
        reference=st.booleans())

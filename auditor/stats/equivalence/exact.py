@@ -824,10 +824,13 @@ def _add_block_sums(sums: np.ndarray, first: np.ndarray, block_ids: np.ndarray, 
     """Add one block's terms rest_l · scaled of each sub-vector (``block_ids``) to its row of
     ``sums``: first added up within the block (in the block's order), then once into the row.
 
-    One pair of each sub-vector stands for it (its head: any one, all its pairs read back
-    the same position of ``first``, a scratch array as long as the group's sub-vectors).
-    The heads' ids are therefore distinct, so a plain fancy-indexed ``+=`` adds each block
-    sum exactly once, as ``np.add.at`` would (the same additions: bit-identical), without
+    One pair of each sub-vector stands for it, its head. ``first[block_ids] = 0..n_p − 1``
+    leaves in ``first[i]``, for each id i of the block, one position p of a pair with that
+    id (whichever write lands last; ``first`` is scratch, as long as the group's
+    sub-vectors), so ``head = first[block_ids]`` is p at every pair of id i, and
+    ``head == position`` holds at p alone. The heads' ids are therefore distinct, one per
+    sub-vector of the block, and a plain fancy-indexed ``+=`` adds each block sum to its
+    row exactly once, as ``np.add.at`` would (the same additions: bit-identical), without
     its per-element cost.
     """
     n_p = block_ids.shape[0]
