@@ -71,9 +71,10 @@ def equivalence_command(ratings, predictions, combiner, scorer, labels, referenc
     ann = read_annotations(ratings, labels=label_list)
     matrix = ann.matrix()
     reference = _aligned_reference(reference_path, ann.items, ann.labels) if reference_path else None
+    # The matrices are the files' raters' class codes (-1 missing), whatever they look like.
     options = dict(combiner=combiner, scorer=scorer, n_bootstrap=n_bootstrap, confidence=confidence,
                    rng=seed, reference=reference, n_labels=ann.n_labels, max_k=max_k,
-                   min_labels=min_labels, raters=raters)
+                   min_labels=min_labels, raters=raters, matrix="raters")
     if reference is not None and predictions is None:
         _expert(matrix, reference, options, as_json, [str(x) for x in ann.labels])
         return
@@ -88,7 +89,7 @@ def equivalence_command(ratings, predictions, combiner, scorer, labels, referenc
                 if pred.probabilities is None:
                     raise click.UsageError("--calibrate needs probability predictions, not hard labels.")
                 values = calibrate_probabilities(reference if reference is not None else matrix, values,
-                                                 n_labels=ann.n_labels)
+                                                 n_labels=ann.n_labels, matrix="raters")
             result = survey_equivalence(matrix, values, **options)
             curve, eq = result.curve, result
     except StatsInputError as exc:
@@ -132,7 +133,7 @@ def _expert(matrix, reference, options, as_json, labels) -> None:
     try:
         result = expert_equivalence(matrix, reference, combiner=options["combiner"], scorer=options["scorer"],
                                     n_bootstrap=options["n_bootstrap"], confidence=options["confidence"],
-                                    rng=options["rng"], n_labels=options["n_labels"])
+                                    rng=options["rng"], n_labels=options["n_labels"], matrix="raters")
     except StatsInputError as exc:
         raise click.UsageError(str(exc)) from None
     if as_json:

@@ -2,6 +2,8 @@
 
 Nothing here imports a database, web or task-queue library; every function takes
 arrays (or count matrices) and keyword-only options and returns frozen dataclasses.
+Importing it loads numpy and scipy only: pandas (which loads pyarrow) is imported inside
+the functions that use it (the purity test pins this).
 """
 
 from types import ModuleType as _ModuleType

@@ -17,6 +17,11 @@ MAX_COUNT = 2**31 - 1
 _IS_BOOL = np.frompyfunc(lambda v: isinstance(v, bool | np.bool_), 1, 1)
 
 
+#: A count matrix has no missing entries; a rater matrix marks them -1 or NaN.
+_RATER_HINT = (": label counts are never missing or negative; an item × rater matrix with missing ratings goes in "
+               "as Annotations, e.g. annotations_from_wide(matrix)")
+
+
 def as_count_matrix(counts, *, name: str = "counts", allow_empty_rows: bool = True) -> np.ndarray:
     """Validate an (N, L) array-like of non-negative integer label counts.
 
@@ -74,7 +79,8 @@ def as_count_matrix(counts, *, name: str = "counts", allow_empty_rows: bool = Tr
         bad = ~np.isfinite(arr)
         if bad.any():
             r, c = np.argwhere(bad)[0]
-            raise StatsInputError(f"`{name}` has a NaN or infinite value at row {r}, column {c}.")
+            hint = _RATER_HINT if np.isnan(arr[r, c]) else ""
+            raise StatsInputError(f"`{name}` has a NaN or infinite value at row {r}, column {c}{hint}.")
         frac = arr != np.round(arr)
         if frac.any():
             r, c = np.argwhere(frac)[0]
@@ -84,7 +90,7 @@ def as_count_matrix(counts, *, name: str = "counts", allow_empty_rows: bool = Tr
     neg = arr < 0
     if neg.any():
         r, c = np.argwhere(neg)[0]
-        raise StatsInputError(f"`{name}` must be non-negative; row {r}, column {c} is {arr[r, c]!r}.")
+        raise StatsInputError(f"`{name}` must be non-negative; row {r}, column {c} is {arr[r, c]!r}{_RATER_HINT}.")
     big = arr > MAX_COUNT
     if big.any():
         r, c = np.argwhere(big)[0]

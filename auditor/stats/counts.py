@@ -11,11 +11,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from auditor.stats._validation import StatsInputError, as_count_matrix
+
+if TYPE_CHECKING:  # pandas loads pyarrow: imported where a function uses it
+    import pandas as pd
 
 __all__ = [
     "Annotations",
@@ -57,6 +60,8 @@ class LabelCounts:
         return self.counts.shape
 
     def to_frame(self) -> pd.DataFrame:
+        import pandas as pd
+
         return pd.DataFrame(self.counts, index=pd.Index(self.items, name="item"), columns=list(self.labels))
 
 
@@ -132,6 +137,8 @@ class Annotations:
         )
 
     def to_frame(self) -> pd.DataFrame:
+        import pandas as pd
+
         return pd.DataFrame({
             "item_id": np.asarray(self.items, dtype=object)[self.item],
             "annotator_id": np.asarray(self.annotators, dtype=object)[self.annotator],
@@ -161,6 +168,8 @@ def natural_key(value):
 def _label_codes(values: np.ndarray, labels: Sequence | None, *, row_offset: int = 0,
                  field_name: str = "label") -> tuple[np.ndarray, tuple]:
     """Map label values to codes in ``labels`` (inferred, sorted, when not given)."""
+    import pandas as pd
+
     if labels is None:
         uniq = pd.unique(values)
         try:
@@ -208,6 +217,8 @@ def annotations_from_records(records, *, labels: Sequence | None = None, item: s
         Empty input, a missing field, an unknown label, or the same (item, annotator)
         twice — the message names the row (0-based) and the field.
     """
+    import pandas as pd
+
     if isinstance(records, pd.DataFrame):
         frame = records
     elif isinstance(records, Mapping):
@@ -247,6 +258,8 @@ def annotations_from_records(records, *, labels: Sequence | None = None, item: s
 
 
 def _is_missing(values: np.ndarray, missing) -> np.ndarray:
+    import pandas as pd
+
     miss = pd.isna(values)
     for m in missing:
         if m is None:
@@ -274,6 +287,8 @@ def annotations_from_wide(matrix, *, labels: Sequence | None = None, missing=(-1
     items, annotators : sequence, optional
         Names; a DataFrame's index and columns are used by default.
     """
+    import pandas as pd
+
     if isinstance(matrix, pd.DataFrame):
         items = list(matrix.index) if items is None else list(items)
         annotators = list(matrix.columns) if annotators is None else list(annotators)

@@ -1510,7 +1510,7 @@ def _relabel_sums(m: np.ndarray, pred: np.ndarray, pop: _Population, r: int, rng
 def plan_equivalence(ratings, predictions, *, width: float, combiner: str = "plurality",
                      scorer: str = "agreement", confidence: float = 0.95, n_bootstrap: int = 500,
                      max_items: int = MAX_NEW_ITEMS, n_items: Sequence[int] | None = None,
-                     rng=None) -> EquivalencePlan:
+                     rng=None, matrix: str = "auto") -> EquivalencePlan:
     """How many items make the classifier's survey equivalence interval narrower than ``width``.
 
     The interval of :func:`~auditor.stats.survey_equivalence` is the percentile range of
@@ -1526,7 +1526,7 @@ def plan_equivalence(ratings, predictions, *, width: float, combiner: str = "plu
 
     Parameters
     ----------
-    ratings, predictions, combiner, scorer, confidence, n_bootstrap, rng
+    ratings, predictions, combiner, scorer, confidence, n_bootstrap, rng, matrix
         As in :func:`~auditor.stats.survey_equivalence`.
     width : float > 0
         The requested width of the equivalence interval (in raters).
@@ -1552,7 +1552,8 @@ def plan_equivalence(ratings, predictions, *, width: float, combiner: str = "plu
         raise StatsInputError(f"`n_bootstrap` must be at least 50 to estimate a width; got {n_bootstrap}.")
     gen = as_rng(rng)
     problem = _eq_prepare(ratings, combiner=combiner, scorer=scorer, reference=None, n_labels=None, max_k=None,
-                       min_labels=None, method="exact", rng=gen, raters="labels", k_values="auto")
+                       min_labels=None, method="exact", rng=gen, raters="labels", k_values="auto",
+                       matrix=matrix)
     pred = _validated_predictions(problem, predictions)
     prior, model = _fitted(problem, combiner)
     t = exact_tables(problem.pool_counts, problem.reference_counts, combiner=problem.combiner or combiner,

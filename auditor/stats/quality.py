@@ -44,14 +44,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 from scipy import special, stats
 
 from auditor.stats._validation import StatsInputError, check_probability
 from auditor.stats.certification import tie_credit
 from auditor.stats.counts import _label_codes
+
+if TYPE_CHECKING:  # pandas loads pyarrow: imported where a function uses it
+    import pandas as pd
 
 __all__ = [
     "ChangeReport",
@@ -89,6 +92,8 @@ class _Coded:
 
 
 def _frame(records) -> pd.DataFrame:
+    import pandas as pd
+
     if isinstance(records, pd.DataFrame):
         return records
     if isinstance(records, Mapping):
@@ -102,6 +107,8 @@ def _frame(records) -> pd.DataFrame:
 
 
 def _require(frame: pd.DataFrame, col: str) -> np.ndarray:
+    import pandas as pd
+
     if col not in frame.columns:
         raise StatsInputError(f"`records` has no field {col!r} (fields: {list(frame.columns)}).")
     values = frame[col].to_numpy()
@@ -113,6 +120,8 @@ def _require(frame: pd.DataFrame, col: str) -> np.ndarray:
 
 def _window_codes(frame: pd.DataFrame, window: str, origin) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """Window code per row, and each window's start and end (sorted in time)."""
+    import pandas as pd
+
     if window == "batch":
         batch = _require(frame, "batch")
         if "timestamp" in frame.columns:
@@ -144,6 +153,8 @@ def _window_codes(frame: pd.DataFrame, window: str, origin) -> tuple[np.ndarray,
 
 
 def _timestamps(frame: pd.DataFrame) -> pd.Series:
+    import pandas as pd
+
     raw = _require(frame, "timestamp")
     try:
         ts = pd.to_datetime(pd.Series(raw), utc=True, format="mixed")
@@ -159,6 +170,8 @@ def _timestamps(frame: pd.DataFrame) -> pd.Series:
 
 
 def _code_records(records, by: str, window: str, labels, origin) -> _Coded:
+    import pandas as pd
+
     if by not in GROUPINGS:
         raise StatsInputError(f"`by` must be one of {GROUPINGS}; got {by!r}.")
     frame = _frame(records)
@@ -187,6 +200,8 @@ def _code_records(records, by: str, window: str, labels, origin) -> _Coded:
 
 def _gold_codes(gold, items: tuple, labels: tuple) -> np.ndarray:
     """Gold label code per item code, -1 where an item has no gold label."""
+    import pandas as pd
+
     out = np.full(len(items), -1, dtype=np.int64)
     if gold is None:
         return out
@@ -413,6 +428,8 @@ def _unit_streams(coded: _Coded, gold) -> dict[str, UnitStream]:
 
 
 def _series(coded: _Coded, streams: dict[str, UnitStream], by: str, window: str, confidence: float) -> QualitySeries:
+    import pandas as pd
+
     n_groups, n_windows = len(coded.groups), len(coded.window_start)
     agree, golds = streams["agreement"], streams["gold_accuracy"]
     a_mean, a_lo, a_hi = _unit_interval(agree.n, agree.s1, agree.s2, confidence)
@@ -664,6 +681,8 @@ def detect_changes(records, *, by: str = "vendor", window: str = "7D", gold=None
         and ``evidence``: the smallest family-wise false-alarm level at which this look
         would still flag the change (smaller is stronger).
     """
+    import pandas as pd
+
     alpha = check_probability(alpha, name="alpha", open_interval=True)
     coded = _code_records(records, by, window, labels, origin)
     n_groups = len(coded.groups)
@@ -777,6 +796,8 @@ class QualityMonitor:
         list of dict
             The changes this look found (also kept in :meth:`changes`).
         """
+        import pandas as pd
+
         if self.windows and window < self.windows[-1]:
             raise StatsInputError(f"window {window!r} comes before the last window {self.windows[-1]!r}.")
         if not self.windows or window != self.windows[-1]:
@@ -877,4 +898,6 @@ class QualityMonitor:
 
     def changes(self) -> pd.DataFrame:
         """Every change found so far, in the order found (columns as :func:`detect_changes`)."""
+        import pandas as pd
+
         return pd.DataFrame(self._found, columns=list(self.COLUMNS))

@@ -668,14 +668,9 @@ def test_curve_and_equivalences_on_the_same_items_share_one_table_computation(mo
     assert len(calls) == 4
 
 
-@settings(max_examples=20, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n_labels=st.integers(2, 5), block=st.sampled_from([7, 40, 10_000]),
-       reference=st.booleans())
-def test_abc_size_ordered_sums_equal_the_sub_vector_table(seed, n_labels, block, reference):
-    """The ABC's exact path sums T(y + e_l) from the enumerated pairs (by size, in blocks, two
-    passes when a size spans several blocks); the table of sub-vectors of size |y| + 1 that
-    it replaced must give the same expected scores, for every block size."""
-    from auditor.stats.equivalence import exact
+def _abc_case(seed: int, n_labels: int, reference: bool):
+    """Random ragged pool counts (and reference counts), the ABC fitted on them, and the
+    arguments of ``exact_tables`` for every k or a grid of them."""
     from auditor.stats.equivalence.combiners import ABCModel
 
     rng = np.random.default_rng(seed)
@@ -690,17 +685,78 @@ def test_abc_size_ordered_sums_equal_the_sub_vector_table(seed, n_labels, block,
     # Every k, or a grid of them (as on curves with very many labels).
     ks = None if seed % 2 else np.unique(np.r_[0, rng.choice(k_max + 1, size=min(3, k_max + 1), replace=False)])
     kw = dict(combiner="abc", scorer="cross_entropy", k_max=k_max, prior=prior, clip=0.01, ks=ks)
+    return pool, ref, lambda: ABCModel(uniq, mult), kw
+
+
+def _abc_tables(pool, ref, model, kw, **constants):
+    """``exact_tables`` with some of the ABC path's constants set, from an empty cache."""
+    from auditor.stats.equivalence import exact
+
     exact.clear_table_cache()
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(exact, "_ABC_BLOCK", block)
-        m.setattr(exact, "_ABC_GROUP", 3 * block)
-        by_size = exact.exact_tables(pool, ref, model=ABCModel(uniq, mult), **kw)
+        for name, value in constants.items():
+            m.setattr(exact, name, value)
+        tables = exact.exact_tables(pool, ref, model=model(), **kw)
     exact.clear_table_cache()
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(exact, "_abc_by_size_ok", lambda *a: False)
-        table = exact.exact_tables(pool, ref, model=ABCModel(uniq, mult), **kw)
-    exact.clear_table_cache()
+    return tables
+
+
+@settings(max_examples=50, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_distinct=st.integers(1, 40), n_blocks=st.integers(1, 4),
+       n_labels=st.integers(1, 6))
+def test_block_sums_add_as_add_at_to_the_last_bit(seed, n_distinct, n_blocks, n_labels):
+    """The ABC's table sums, block after block: each block's terms of a sub-vector added up
+    in the block's order, then added once to its row. The distinct-row ``+=`` that replaced
+    ``np.add.at`` must give exactly what per-label ``np.add.at`` of the same block sums
+    gives, with ids repeated within and across blocks."""
+    from auditor.stats.equivalence import exact
+
+    rng = np.random.default_rng(seed)
+    sums = np.zeros((n_distinct, n_labels))
+    expected = np.zeros((n_distinct, n_labels))
+    first = np.empty(n_distinct, dtype=np.int64)
+    for _ in range(n_blocks):
+        n_p = int(rng.integers(1, 60))
+        ids = rng.integers(0, n_distinct, n_p)
+        rest = rng.integers(0, 9, (n_labels, n_p)).astype(np.int8)
+        scaled = rng.random(n_p) * 10.0 ** rng.integers(-12, 3, n_p)
+        exact._add_block_sums(sums, first, ids, rest, scaled)
+        once = ids[np.sort(np.unique(ids, return_index=True)[1])]  # each id of the block once
+        for lab in range(n_labels):
+            block = np.zeros(n_distinct)
+            for i in range(n_p):  # the block's order
+                block[ids[i]] += rest[lab, i] * scaled[i]
+            np.add.at(expected[:, lab], once, block[once])
+    np.testing.assert_array_equal(sums, expected)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_labels=st.integers(2, 5), block=st.sampled_from([7, 40, 10_000]),
+       reference=st.booleans())
+def test_abc_size_ordered_sums_equal_the_sub_vector_table(seed, n_labels, block, reference):
+    """The ABC's exact path sums T(y + e_l) from the enumerated pairs (by size, in blocks, two
+    passes when a size spans several blocks); the table of sub-vectors of size |y| + 1 that
+    it replaced must give the same expected scores, for every block size."""
+    pool, ref, model, kw = _abc_case(seed, n_labels, reference)
+    by_size = _abc_tables(pool, ref, model, kw, _ABC_BLOCK=block, _ABC_GROUP=3 * block)
+    table = _abc_tables(pool, ref, model, kw, _abc_by_size_ok=lambda *a: False)
     np.testing.assert_allclose(by_size.expected, table.expected, rtol=1e-10, atol=1e-12)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_labels=st.integers(2, 5), block=st.sampled_from([7, 40, 10_000]),
+       reference=st.booleans())
+def test_abc_tables_do_not_depend_on_the_memory_held(seed, n_labels, block, reference):
+    """The ABC's size-ordered path holds as many sizes of a group at once as its memory
+    allows; the blocks, and so the order of every sum, are fixed by the groups alone. With
+    room for one size at a time or for whole groups, the tables are the same to the last
+    bit (so are they with the distinct-index += that replaced ``np.add.at``)."""
+    pool, ref, model, kw = _abc_case(seed, n_labels, reference)
+    fixed = dict(_ABC_BLOCK=block, _ABC_GROUP=3 * block)
+    one_size = _abc_tables(pool, ref, model, kw, _ABC_MEMORY=1, **fixed)
+    whole = _abc_tables(pool, ref, model, kw, _ABC_MEMORY=1 << 40, **fixed)
+    np.testing.assert_array_equal(one_size.expected, whole.expected)
+    np.testing.assert_array_equal(one_size.eligible, whole.eligible)
 
 
 @settings(max_examples=30, deadline=None)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from auditor.stats._validation import StatsInputError, as_count_matrix, as_rng
 from auditor.stats.counts import Annotations, LabelCounts
@@ -115,15 +114,64 @@ def counts_of(matrix: np.ndarray, n_labels: int) -> np.ndarray:
     return out.reshape(n, n_labels).astype(np.int64)
 
 
-def as_counts_input(ratings, *, name: str, n_labels: int | None) -> tuple[np.ndarray | None, np.ndarray]:
-    """``(matrix or None, counts)`` from a rating matrix, Annotations or LabelCounts."""
-    if isinstance(ratings, LabelCounts):
-        counts = as_count_matrix(ratings.counts, name=name)
+#: What a bare matrix given as ratings is (``matrix=``): decided from the matrix where only
+#: one reading fits, or said by the caller.
+MATRIX_READINGS = ("auto", "raters", "counts")
+
+
+def as_counts_input(ratings, *, name: str, n_labels: int | None,
+                    matrix: str = "auto") -> tuple[np.ndarray | None, np.ndarray]:
+    """``(matrix or None, counts)`` from a rating matrix, Annotations or LabelCounts, or a
+    bare matrix read as ``matrix`` says (see :func:`check_reading` for "auto")."""
+    if matrix not in MATRIX_READINGS:
+        raise StatsInputError(f"`matrix` must be one of {list(MATRIX_READINGS)}; got {matrix!r}.")
+    typed = "counts" if isinstance(ratings, LabelCounts) else "raters" if isinstance(ratings, Annotations) else None
+    if typed is not None and matrix not in ("auto", typed):
+        raise StatsInputError(f"`{name}` is {type(ratings).__name__}, not what `matrix={matrix!r}` says it is.")
+    if typed == "counts" or matrix == "counts":
+        counts = as_count_matrix(ratings.counts if typed else ratings, name=name)
         if n_labels is not None and counts.shape[1] != n_labels:
             raise StatsInputError(f"`{name}` has {counts.shape[1]} label columns but `n_labels` is {n_labels}.")
         return None, counts
-    matrix = as_rating_matrix(ratings, name=name, n_labels=n_labels)
-    return matrix, None
+    if typed is None and matrix == "auto":
+        check_reading(ratings, name=name, n_labels=n_labels)
+    return as_rating_matrix(ratings, name=name, n_labels=n_labels), None
+
+
+def check_reading(ratings, *, name: str, n_labels: int | None) -> None:
+    """Refuse a bare matrix that reads as label counts as well as it reads as a rater matrix.
+
+    An item × rater matrix of class codes and an item × label matrix of counts are both
+    tables of non-negative integers. A bare one is read as raters (class codes) unless it
+    looks like counts: nothing marks a missing rating (-1 or NaN: no count is negative),
+    and its largest value is at least its number of columns, so that read as raters it
+    would have more classes than raters (or a value beyond ``n_labels``), as a count
+    matrix of items with more labels than classes does (ChaosNLI: 3 columns, counts up to
+    100 — read as raters, 100 classes and a 3-point curve). Unless ``n_labels`` differs
+    from the number of columns, which rules the counts out.
+    """
+    arr = ratings.to_numpy() if hasattr(ratings, "to_numpy") else np.asarray(ratings)
+    if arr.ndim != 2 or arr.size == 0 or arr.dtype == bool or not np.issubdtype(arr.dtype, np.number):
+        return  # not a table of numbers: as_rating_matrix names what is wrong
+    if np.issubdtype(arr.dtype, np.floating) and not np.isfinite(arr).all():
+        return  # NaN marks a missing rating (and an infinity is refused as a class code)
+    n_items, n_cols = arr.shape
+    top = arr.max()
+    if arr.min() < 0 or top != np.floor(top) or (n_labels is not None and n_labels != n_cols):
+        return
+    if top < n_cols and (n_labels is None or top < n_labels):
+        return
+    per_item = arr.sum(axis=1)
+    lo, hi = int(per_item.min()), int(per_item.max())
+    n_classes = max(int(top) + 1, n_labels or 0)
+    raise StatsInputError(
+        f"`{name}` is ambiguous: a bare {n_items} × {n_cols} matrix of non-negative integers (largest {int(top)}) "
+        f"reads as a rater matrix ({n_items} items × {n_cols} raters, class codes of {n_classes} classes) or as "
+        f"label counts ({n_items} items × {n_cols} classes, {lo if lo == hi else f'{lo} to {hi}'} labels per "
+        "item). Say which: for counts, pass LabelCounts(counts, labels, items) or `matrix='counts'`; for a rater "
+        "matrix, pass Annotations (annotations_from_wide(matrix)) or `matrix='raters'` (missing ratings marked "
+        "-1 or NaN also make it one)."
+    )
 
 
 def compact_rows(matrix: np.ndarray, m: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -154,6 +202,8 @@ def row_histogram(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     (its codes keep the sort order), the codes are combined into one integer key, and
     only the distinct keys are sorted.
     """
+    import pandas as pd
+
     n, n_cols = rows.shape
     codes = np.zeros(n, dtype=np.int64)
     radix = 1

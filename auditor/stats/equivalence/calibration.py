@@ -27,7 +27,7 @@ def _isotonic_fit(x: np.ndarray, y: np.ndarray, weight: np.ndarray) -> tuple[np.
 
 
 def calibrate_probabilities(ratings, predictions, *, n_labels: int | None = None,
-                            apply_to=None) -> np.ndarray:
+                            apply_to=None, matrix: str = "auto") -> np.ndarray:
     """Isotonic calibration of class probabilities to the raters' label frequencies.
 
     For each class l, an increasing isotonic regression (pool-adjacent-violators,
@@ -52,6 +52,8 @@ def calibrate_probabilities(ratings, predictions, *, n_labels: int | None = None
         Number of classes (default: the predictions' columns).
     apply_to : array-like (M, L), optional
         Probabilities to transform with the fitted map (default: ``predictions``).
+    matrix : {"auto", "raters", "counts"}, default "auto"
+        What a bare ``ratings`` is, as in :func:`~auditor.stats.equivalence.power_curve`.
 
     Returns
     -------
@@ -59,10 +61,10 @@ def calibrate_probabilities(ratings, predictions, *, n_labels: int | None = None
         Calibrated probabilities.
     """
     probs = as_probabilities(predictions, None, n_labels)
-    matrix, counts = as_counts_input(ratings, name="ratings", n_labels=probs.shape[1])
+    codes, counts = as_counts_input(ratings, name="ratings", n_labels=probs.shape[1], matrix=matrix)
     if counts is None:
-        n_lab = n_labels_of(matrix, n_labels=probs.shape[1])
-        counts = counts_of(matrix, n_lab)
+        n_lab = n_labels_of(codes, n_labels=probs.shape[1])
+        counts = counts_of(codes, n_lab)
     if counts.shape[0] != probs.shape[0]:
         raise StatsInputError(f"`predictions` has {probs.shape[0]} rows but `ratings` has {counts.shape[0]} items.")
     if counts.shape[1] != probs.shape[1]:

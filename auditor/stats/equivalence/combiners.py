@@ -9,7 +9,6 @@ which is the expectation of breaking the tie at random.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 from scipy.special import gammaln
 
 from auditor.stats.equivalence._inputs import row_histogram, sub_counts_columns
@@ -134,6 +133,8 @@ class ABCModel:
         """Build the table of Σ_v w_v P_v(z) over sub-vectors z with |z| in ``sizes`` (sorted;
         with those of a table built before), or find it built (False: too large to hold;
         the direct sum serves)."""
+        import pandas as pd
+
         if self._table is not None:
             if np.isin(sizes, self._table[0]).all():
                 return True
@@ -217,6 +218,8 @@ class ABCModel:
         shares them), so the keys are factorised first (a hash pass) and the table is
         searched once per distinct sub-vector and label; the result is gathered back.
         """
+        import pandas as pd
+
         n_labels, p = y.shape
         if not self._tabulate(np.unique(y.sum(axis=0)) + 1):
             z = (y.T[:, None, :] + np.eye(n_labels, dtype=np.int64)[None]).reshape(-1, n_labels)

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from auditor.stats._validation import StatsInputError, as_rng, check_probability
 from auditor.stats.agreement.bootstrap import _INDEX_NS_PER_ITEM, _MULTINOMIAL_NS_PER_ROW
@@ -334,7 +333,7 @@ class _Problem:
 
 
 def _prepare(ratings, *, combiner, scorer, reference, n_labels, max_k, min_labels, method,
-             rng, raters: str = "labels", k_values: str = "auto") -> _Problem:
+             rng, raters: str = "labels", k_values: str = "auto", matrix: str = "auto") -> _Problem:
     """Check every argument and bring the ratings (and reference raters) to the one
     problem the curve's paths take: counts (and matrices where given), the largest k,
     and the path (exact or rater subsets)."""
@@ -345,9 +344,9 @@ def _prepare(ratings, *, combiner, scorer, reference, n_labels, max_k, min_label
         raise StatsInputError(f"`raters` must be 'labels' or 'columns'; got {raters!r}.")
     if k_values not in ("auto", "all"):
         raise StatsInputError(f"`k_values` must be 'auto' or 'all'; got {k_values!r}.")
-    pool, pool_counts = as_counts_input(ratings, name="ratings", n_labels=n_labels)
+    pool, pool_counts = as_counts_input(ratings, name="ratings", n_labels=n_labels, matrix=matrix)
     ref, ref_counts = (None, None) if reference is None else as_counts_input(
-        reference, name="reference", n_labels=n_labels)
+        reference, name="reference", n_labels=n_labels, matrix=matrix)
     n_lab = _n_labels(pool, pool_counts, ref, ref_counts, n_labels)
     if combiner is not None:
         check_pair(combiner, scorer, n_lab)
@@ -492,6 +491,8 @@ def _draw_items(n_items: int, n_groups: int) -> bool:
 def _group_items(values: np.ndarray) -> bool:
     """Whether grouping items by ``values`` can make the bootstrap cheaper: not when the
     distinct values are already too many for a multinomial over them."""
+    import pandas as pd
+
     n = values.shape[0]
     return not (_draw_items(n, n) and _draw_items(n, pd.unique(values).shape[0]))
 
@@ -754,7 +755,8 @@ def _sampling_n_items(problem: _Problem) -> np.ndarray:
 def power_curve(ratings, *, combiner: str, scorer: str, n_bootstrap: int = 500,
                 confidence: float = 0.95, rng=None, reference=None, n_labels: int | None = None,
                 max_k: int | None = None, min_labels: int | None = None, clip: float = DEFAULT_CLIP,
-                method: str = "auto", raters: str = "labels", k_values: str = "auto") -> PowerCurve:
+                method: str = "auto", raters: str = "labels", k_values: str = "auto",
+                matrix: str = "auto") -> PowerCurve:
     r"""Survey power curve c_k, k = 0..K−1 (Resnick et al., Algorithm 3), with intervals.
 
     c_k is the expected score of the combined labels of k raters against the label of
@@ -816,6 +818,13 @@ def power_curve(ratings, *, combiner: str, scorer: str, n_bootstrap: int = 500,
         every k ≤ 20 and then 16 k spaced geometrically up to the last one (the
         result's ``k`` says which; :func:`~auditor.stats.equivalence.exact.k_grid`).
         The rater-subset path and ``raters="columns"`` compute every k.
+    matrix : {"auto", "raters", "counts"}, default "auto"
+        What a bare array or DataFrame ``ratings`` (and ``reference``) is: item × rater
+        class indices, or per-item label counts (as a :class:`~auditor.stats.counts.LabelCounts`).
+        "auto" reads it as raters, and refuses one that reads as counts as well (no missing
+        entry, and a value at least its number of columns: read as raters, more classes
+        than raters, as counts of items with more labels than classes have) with an error
+        naming both readings. Annotations and LabelCounts say what they are.
 
     Returns
     -------
@@ -858,7 +867,7 @@ def power_curve(ratings, *, combiner: str, scorer: str, n_bootstrap: int = 500,
     gen = as_rng(rng)
     problem = _prepare(ratings, combiner=combiner, scorer=scorer, reference=reference,
                        n_labels=n_labels, max_k=max_k, min_labels=min_labels, method=method, rng=gen,
-                       raters=raters, k_values=k_values)
+                       raters=raters, k_values=k_values, matrix=matrix)
     if problem.slots is not None:
         point, reps, n_items, _, _ = _columns_run(problem, combiner=combiner, clip=clip,
                                                   n_bootstrap=n_bootstrap, rng=gen, pred=None)
@@ -897,7 +906,7 @@ def _validated_predictions(problem: _Problem, predictions) -> np.ndarray:
 
 def classifier_score(ratings, predictions, *, scorer: str, n_bootstrap: int = 500,
                      confidence: float = 0.95, rng=None, n_labels: int | None = None,
-                     min_labels: int | None = None) -> ClassifierScore:
+                     min_labels: int | None = None, matrix: str = "auto") -> ClassifierScore:
     """A classifier's score against one held-out reference rater (Algorithm 1).
 
     The mean, over reference raters, of the score of ``predictions`` against that
@@ -913,7 +922,7 @@ def classifier_score(ratings, predictions, *, scorer: str, n_bootstrap: int = 50
         Hard ``(N,)`` class indices or soft ``(N, L)`` probabilities.
     scorer : str
         One of "agreement", "cross_entropy", "f1", "auc", "pearson", "dmi".
-    n_bootstrap, confidence, rng, n_labels, min_labels
+    n_bootstrap, confidence, rng, n_labels, min_labels, matrix
         As in :func:`power_curve`.
 
     Returns
@@ -923,7 +932,7 @@ def classifier_score(ratings, predictions, *, scorer: str, n_bootstrap: int = 50
     _check_options(n_bootstrap, confidence, 0.0, None, min_labels, "auto")
     gen = as_rng(rng)
     problem = _prepare(ratings, combiner=None, scorer=scorer, reference=None, n_labels=n_labels,
-                       max_k=None, min_labels=min_labels, method="auto", rng=gen)
+                       max_k=None, min_labels=min_labels, method="auto", rng=gen, matrix=matrix)
     pred = _validated_predictions(problem, predictions)
     return _score_classifier(problem, pred, n_bootstrap, confidence, gen)
 
@@ -957,7 +966,8 @@ def survey_equivalence(ratings, predictions, *, combiner: str, scorer: str, n_bo
                        confidence: float = 0.95, rng=None, reference=None,
                        n_labels: int | None = None, max_k: int | None = None,
                        min_labels: int | None = None, clip: float = DEFAULT_CLIP,
-                       method: str = "auto", raters: str = "labels", k_values: str = "auto") -> SurveyEquivalence:
+                       method: str = "auto", raters: str = "labels", k_values: str = "auto",
+                       matrix: str = "auto") -> SurveyEquivalence:
     """Survey equivalence of a classifier: how many raters its predictions are worth.
 
     Algorithm 4 of Resnick et al.: with h the classifier's score (Algorithm 1) and c the
@@ -978,7 +988,7 @@ def survey_equivalence(ratings, predictions, *, combiner: str, scorer: str, n_bo
         Hard ``(N,)`` class indices or soft ``(N, L)`` probabilities (cross-entropy
         needs soft ones, see :func:`calibrate_probabilities`).
     combiner, scorer, n_bootstrap, confidence, rng, reference, n_labels, max_k,
-    min_labels, clip, method, raters, k_values
+    min_labels, clip, method, raters, k_values, matrix
         As in :func:`power_curve`. With ``reference``, the classifier is scored against
         the reference raters too.
 
@@ -1002,7 +1012,7 @@ def survey_equivalence(ratings, predictions, *, combiner: str, scorer: str, n_bo
     gen = as_rng(rng)
     problem = _prepare(ratings, combiner=combiner, scorer=scorer, reference=reference,
                        n_labels=n_labels, max_k=max_k, min_labels=min_labels, method=method, rng=gen,
-                       raters=raters, k_values=k_values)
+                       raters=raters, k_values=k_values, matrix=matrix)
     pred = _validated_predictions(problem, predictions)
     lo, hi = _bounds(confidence)
     mc_error = None
@@ -1085,7 +1095,7 @@ class ExpertEquivalence:
 
 def expert_equivalence(ratings, reference, *, combiner: str, scorer: str, n_bootstrap: int = 500,
                        confidence: float = 0.95, rng=None, n_labels: int | None = None,
-                       clip: float = DEFAULT_CLIP) -> ExpertEquivalence:
+                       clip: float = DEFAULT_CLIP, matrix: str = "auto") -> ExpertEquivalence:
     """Expert equivalence of k pool raters (Resnick et al. §7), for every k.
 
     The pool ("amateur", e.g. a labeling vendor) curve combines k of ``ratings``'
@@ -1099,11 +1109,11 @@ def expert_equivalence(ratings, reference, *, combiner: str, scorer: str, n_boot
 
     Parameters
     ----------
-    ratings : array-like (N, A)
-        The pool's item × rater class indices (``-1``/NaN missing).
-    reference : array-like (N, E)
+    ratings : array-like (N, A), Annotations or LabelCounts
+        The pool's item × rater class indices (``-1``/NaN missing), or its label counts.
+    reference : array-like (N, E), Annotations or LabelCounts
         The experts' ratings of the same items.
-    combiner, scorer, n_bootstrap, confidence, rng, n_labels, clip
+    combiner, scorer, n_bootstrap, confidence, rng, n_labels, clip, matrix
         As in :func:`power_curve`.
 
     Returns
@@ -1113,9 +1123,9 @@ def expert_equivalence(ratings, reference, *, combiner: str, scorer: str, n_boot
     _check_options(n_bootstrap, confidence, clip, None, None, "exact")
     gen = as_rng(rng)
     pool_p = _prepare(ratings, combiner=combiner, scorer=scorer, reference=reference, n_labels=n_labels,
-                      max_k=None, min_labels=None, method="exact", rng=gen)
+                      max_k=None, min_labels=None, method="exact", rng=gen, matrix=matrix)
     exp_p = _prepare(reference, combiner=combiner, scorer=scorer, reference=None, n_labels=pool_p.n_labels,
-                     max_k=None, min_labels=None, method="exact", rng=gen)
+                     max_k=None, min_labels=None, method="exact", rng=gen, matrix=matrix)
     tables = []
     for prob in (pool_p, exp_p):
         prior, model = _fitted(prob, combiner)

@@ -25,7 +25,6 @@ import itertools
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 from scipy.special import gammaln
 
 from auditor.lru import LRU
@@ -595,11 +594,26 @@ class _Block:
     value: np.ndarray | None = None  # each pair's term of the expected score, when given
 
 
-#: The ABC's size-ordered path: sub-count vectors kept between its two passes (compactly,
-#: about labels + 50 bytes each), and enumerated at once. The blocks also fix the order in
-#: which the table sums are added (block by block), and so their last digits.
+#: The ABC's size-ordered path: its pairs are enumerated in blocks of about _ABC_BLOCK, cut
+#: between keys within groups of sizes |y| of about _ABC_GROUP pairs. The blocks fix the order
+#: in which the table sums are added (block by block), and so their last digits: a fixed
+#: rule, so that the numbers never depend on the memory at hand.
 _ABC_GROUP = 4_000_000
 _ABC_BLOCK = 80_000
+#: What the path may hold at once (the pairs kept between its two passes, one row of sums
+#: per sub-vector, the hashing of their codes: :func:`_abc_pair_bytes` per pair): the sizes
+#: of a group are taken a few at a time, as many as fit. (CIFAR-10H's curve: 12.6M pairs, at
+#: most 0.85M of one size; held a whole group of 4M pairs at once, it peaked at 1.16 GB.)
+_ABC_MEMORY = 160 << 20
+
+
+def _abc_pair_bytes(n_labels: int, dtype) -> int:
+    """Bytes one pair of a group holds at most on the ABC's size-ordered path: its record
+    (owner, index, remaining counts, weight, step, code), its sub-vector's id, and its
+    sub-vector's row of L sums and first position (at most one sub-vector per pair), or
+    instead of these last two the hashing's temporaries (about six 8-byte arrays)."""
+    record = 4 + 8 + n_labels * np.dtype(dtype).itemsize + 8 + 8 + 8
+    return record + 8 + max(8 * n_labels + 8, 48)
 
 
 def _pairs_per_size(u: np.ndarray, top: np.ndarray, k_hi: int) -> np.ndarray:
@@ -648,9 +662,11 @@ _HASH_PART = 1 << 17
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
-def _factorize(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _factorize(codes: np.ndarray, *, out: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """Integer ids of the values of ``codes`` (int64), numbered in order of first
-    appearance, and the distinct values (in id order), as ``pd.factorize``.
+    appearance as ``pd.factorize`` numbers them, in ``out`` (an int64 buffer at least as
+    long: its first len(codes) entries) or a new array; and how many distinct values
+    there are.
 
     Many codes are hashed in parts of about :data:`_HASH_PART` (by a multiplicative hash
     of each code's bits, so equal codes fall in the same part), each with its own small
@@ -659,14 +675,19 @@ def _factorize(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     appearance (the rank of each one's first position), which keeps the callers' sums
     over ids close together in memory.
     """
+    import pandas as pd
+
     n = codes.shape[0]
+    ids = np.empty(n, dtype=np.int64) if out is None else out[:n]
     bits = min(16, int(np.ceil(np.log2(max(n / _HASH_PART, 1.0)))))
     if bits == 0:
-        ids, distinct = pd.factorize(codes)
-        return ids, np.asarray(distinct, dtype=np.int64)
+        local, distinct = pd.factorize(codes)
+        ids[:] = local
+        return ids, distinct.shape[0]
     part = ((codes.view(np.uint64) * _GOLDEN) >> np.uint64(64 - bits)).astype(np.uint16)
     order = np.argsort(part, kind="stable")  # a radix sort for 16-bit keys
     bounds = np.concatenate([[0], np.cumsum(np.bincount(part, minlength=1 << bits))])
+    del part
     grouped = codes.take(order)
     found = 0
     for lo, hi in itertools.pairwise(bounds):
@@ -679,16 +700,15 @@ def _factorize(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     new[0] = True
     np.greater(grouped[1:], np.maximum.accumulate(grouped[:-1]), out=new[1:])
     first = order[new]                     # each part id's first position
+    del new
     # The rank of each first position among them all: the id in order of first appearance.
     is_first = np.zeros(n, dtype=bool)
     is_first[first] = True
     renumber = np.cumsum(is_first).take(first)
     renumber -= 1
-    ids = np.empty(n, dtype=np.int64)
+    del is_first, first
     ids[order] = renumber.take(grouped)
-    distinct = np.empty(found, dtype=np.int64)
-    distinct[ids] = codes
-    return ids, distinct
+    return ids, found
 
 
 def _abc_by_size(u, n_u, mult, top, ks, column, key_log, lf, place, weigh):
@@ -697,86 +717,137 @@ def _abc_by_size(u, n_u, mult, top, ks, column, key_log, lf, place, weigh):
     The ABC predicts from the sums T(y + e_l) = Σ_v w_v P_v(y + e_l) over the data set's
     count vectors v (weights w_v), and P_v(y + e_l) = P_v(y) (v_l − y_l) / (|v| − |y|): so
     T(y + e_l) is a sum over the very pairs (v, y) with this y that the exact path
-    enumerates anyway. For each group of sizes (about :data:`_ABC_GROUP` pairs), a first
-    pass enumerates the pairs in blocks of :data:`_ABC_BLOCK` and keeps what the
-    predictions need of each pair compactly (its weight, own step, remaining counts and
-    the code of y: not y itself); the codes are then numbered (hashed in cache-sized
-    parts), each block's terms of a sub-vector added up and the blocks' sums added in
-    block order; the second pass hands the blocks on with their sums. No table of
-    sub-vectors of size |y| + 1 is built and nothing is searched per label.
+    enumerates anyway. For each group of sizes (about :data:`_ABC_GROUP` pairs), taken as
+    many sizes at a time as :data:`_ABC_MEMORY` holds (at least one), a first pass
+    enumerates the pairs in the group's blocks and keeps what the predictions need of
+    each pair compactly (its weight, own step, remaining counts and the code of y: not y
+    itself); the codes are then numbered (hashed in cache-sized parts), each block's terms
+    of a sub-vector added up and the blocks' sums added in block order; the second pass
+    hands the blocks on with their sums. No table of sub-vectors of size |y| + 1 is built
+    and nothing is searched per label. A block enumerated for fewer of its group's sizes
+    lists their pairs in the same order (keys, then y lexicographically), so every sum,
+    and the expected scores, are the same to the last bit whatever the memory allowed.
+    The arrays live in buffers allocated once, so the blocks handed on own no memory.
     """
     n_labels = u.shape[1]
     per_size = _pairs_per_size(u, top, int(ks.max(initial=0)))[:, ks]      # (U, n_j)
     totals = per_size.sum(axis=0)
     dtype = _count_dtype(u)
-    buf = None
-    start = 0
-    while start < ks.shape[0]:
-        end = start + 1
-        while end < ks.shape[0] and totals[start:end + 1].sum() <= _ABC_GROUP:
-            end += 1
-        sizes = ks[start:end]
-        per_key = per_size[:, start:end].sum(axis=1)
-        start = end
+    # Each group of sizes, and the runs of its sizes held at once.
+    most = _ABC_MEMORY // _abc_pair_bytes(n_labels, dtype)
+    runs = []
+    for a, b in _size_groups(totals, _ABC_GROUP):
+        runs.append(((a, b), [(a + c, a + d) for c, d in _size_groups(totals[a:b], most)]))
+    largest = max((int(totals[c:d].sum()) for _, held in runs for c, d in held), default=0)
+    # Fresh memory costs a page fault per 4 kB on first use: the buffers are allocated once.
+    buf = {"owner": np.empty(largest, dtype=np.int32), "index": np.empty(largest, dtype=np.int64),
+           "rest": np.empty((n_labels, largest), dtype=dtype), "w": np.empty(largest),
+           "step": np.empty(largest), "code": np.empty(largest, dtype=np.int64),
+           "ids": np.empty(largest, dtype=np.int64), "sums": np.empty((largest, n_labels)),
+           "first": np.empty(largest, dtype=np.int64)}
+    for (a, b), held in runs:
+        per_key = per_size[:, a:b].sum(axis=1)
         keys = np.flatnonzero(per_key > 0)
         if keys.shape[0] == 0:
             continue
-        cum = np.cumsum(per_key[keys])
-        cuts = np.unique(np.clip(np.searchsorted(cum, np.arange(_ABC_BLOCK, cum[-1], _ABC_BLOCK), side="right"),
-                                 1, keys.shape[0] - 1)) if cum[-1] > _ABC_BLOCK else []
-        # The group's pairs go to buffers kept from group to group (fresh memory costs a page
-        # fault per 4 kB on first use).
-        n_pairs = int(per_key[keys].sum())
-        if buf is None or buf["w"].shape[0] < n_pairs:
-            buf = {"owner": np.empty(n_pairs, dtype=np.int32), "index": np.empty(n_pairs, dtype=np.int64),
-                   "rest": np.empty((n_labels, n_pairs), dtype=dtype), "w": np.empty(n_pairs),
-                   "step": np.empty(n_pairs), "code": np.empty(n_pairs, dtype=np.int64)}
-        spans, at = [], 0
-        for block in np.split(keys, cuts):
-            p = _enumerate(u[block], np.minimum(top[block], sizes[-1]), sizes, lf, dtype, place, want_y=False)
-            owner = block.take(p.owner)
-            n_p = owner.shape[0]
-            left = n_u.take(owner) - p.k
-            log_seq = key_log.take(owner) + lf.take(left) - p.lf_rest
-            buf["owner"][at:at + n_p] = owner
-            np.add(owner * ks.shape[0], column.take(p.k), out=buf["index"][at:at + n_p])
-            buf["rest"][:, at:at + n_p] = p.rest
-            buf["w"][at:at + n_p] = weigh(owner, p.k, left, log_seq, p.lf_y)
-            buf["step"][at:at + n_p] = np.where(left > 0, np.exp(log_seq) / np.maximum(left, 1), 0.0)
-            buf["code"][at:at + n_p] = p.code
-            spans.append((at, at + n_p))
-            at += n_p
-            del p, owner, log_seq, left
-        # Each sub-vector's id in the group, and the sums: a block's terms of one sub-vector
-        # are added up in the block's order, and the blocks' sums in block order (the
-        # summation order does matter here: the ABC subtracts the item's own term from these
-        # sums, which can cancel nearly all of them).
-        ids, distinct = _factorize(buf["code"][:at])
-        # One row of L sums per sub-vector: a pair reads them back as one or two cache
-        # lines, not L lines far apart (each label's additions go down its column).
-        sums = np.zeros((distinct.shape[0], n_labels))
-        first = np.empty(distinct.shape[0], dtype=np.int64)
-        del distinct
-        for a, b in spans:
-            n_p = b - a
-            block_ids = ids[a:b]
-            # One pair of each sub-vector stands for it in the block (any one: all its
-            # pairs read back the same position).
-            first[block_ids] = np.arange(n_p)
-            head = first.take(block_ids)
-            heads = np.flatnonzero(head == np.arange(n_p))
-            once = heads.shape[0] == n_p  # no sub-vector twice in the block (e.g. a single key)
-            heads_ids = block_ids if once else block_ids.take(heads)
-            scaled = buf["step"][a:b] * mult.take(buf["owner"][a:b])
-            term = np.empty(n_p)
-            for lab in range(n_labels):
-                np.multiply(buf["rest"][lab, a:b], scaled, out=term)
-                np.add.at(sums[:, lab], heads_ids,
-                          term if once else np.bincount(head, weights=term, minlength=n_p).take(heads))
-            del block_ids, head, heads, heads_ids, scaled, term
-        for a, b in spans:
-            yield _Block(buf["owner"][a:b], None, buf["rest"][:, a:b], buf["w"][a:b], step=buf["step"][a:b],
-                         sums=sums, slot=ids[a:b], index=buf["index"][a:b])
+        blocks = _abc_blocks(keys, per_key[keys])
+        for c, d in held:
+            yield from _abc_held(u, n_u, mult, top, ks, ks[c:d], blocks, column, key_log, lf, place, weigh,
+                                 dtype, buf)
+
+
+def _abc_blocks(keys: np.ndarray, pairs: np.ndarray) -> list[np.ndarray]:
+    """The ``keys`` (with ``pairs`` each in the group) cut into blocks of about
+    :data:`_ABC_BLOCK` pairs."""
+    cum = np.cumsum(pairs)
+    cuts = np.unique(np.clip(np.searchsorted(cum, np.arange(_ABC_BLOCK, cum[-1], _ABC_BLOCK), side="right"),
+                             1, keys.shape[0] - 1)) if cum[-1] > _ABC_BLOCK else []
+    return np.split(keys, cuts)
+
+
+def _abc_held(u, n_u, mult, top, ks, sizes, blocks, column, key_log, lf, place, weigh, dtype, buf):
+    """The blocks of pairs of ``sizes`` (some sizes of a group; ``blocks``: the group's keys
+    in blocks), with the table sums of their sub-vectors."""
+    spans, at = [], 0
+    for block in blocks:
+        p = _enumerate(u[block], np.minimum(top[block], sizes[-1]), sizes, lf, dtype, place, want_y=False)
+        owner = block.take(p.owner)
+        n_p = owner.shape[0]
+        if n_p == 0:
+            continue
+        left = n_u.take(owner) - p.k
+        log_seq = key_log.take(owner) + lf.take(left) - p.lf_rest
+        buf["owner"][at:at + n_p] = owner
+        np.add(owner * ks.shape[0], column.take(p.k), out=buf["index"][at:at + n_p])
+        buf["rest"][:, at:at + n_p] = p.rest
+        buf["w"][at:at + n_p] = weigh(owner, p.k, left, log_seq, p.lf_y)
+        buf["step"][at:at + n_p] = np.where(left > 0, np.exp(log_seq) / np.maximum(left, 1), 0.0)
+        buf["code"][at:at + n_p] = p.code
+        spans.append((at, at + n_p))
+        at += n_p
+        del p, owner, log_seq, left
+    if not spans:
+        return
+    # Each sub-vector's id, and the sums: a block's terms of one sub-vector are added up in
+    # the block's order, and the blocks' sums in block order (the summation order does
+    # matter here: the ABC subtracts the item's own term from these sums, which can cancel
+    # nearly all of them).
+    ids, n_distinct = _factorize(buf["code"][:at], out=buf["ids"])
+    # One row of L sums per sub-vector: a pair reads them back as one or two cache lines,
+    # not L lines far apart.
+    sums = buf["sums"][:n_distinct]
+    sums.fill(0.0)
+    for lo, hi in spans:
+        _add_block_sums(sums, buf["first"], ids[lo:hi], buf["rest"][:, lo:hi],
+                        buf["step"][lo:hi] * mult.take(buf["owner"][lo:hi]))
+    for lo, hi in spans:
+        yield _Block(buf["owner"][lo:hi], None, buf["rest"][:, lo:hi], buf["w"][lo:hi], step=buf["step"][lo:hi],
+                     sums=sums, slot=ids[lo:hi], index=buf["index"][lo:hi])
+
+
+def _size_groups(totals: np.ndarray, most: int) -> list[tuple[int, int]]:
+    """Consecutive runs [a, b) of the sizes whose pairs (``totals``) add up to at most
+    ``most``; a size with more pairs than that is a group of its own (its sums need all of
+    them at once)."""
+    groups, start = [], 0
+    while start < totals.shape[0]:
+        end = start + 1
+        while end < totals.shape[0] and totals[start:end + 1].sum() <= most:
+            end += 1
+        groups.append((start, end))
+        start = end
+    return groups
+
+
+def _add_block_sums(sums: np.ndarray, first: np.ndarray, block_ids: np.ndarray, rest: np.ndarray,
+                    scaled: np.ndarray) -> None:
+    """Add one block's terms rest_l · scaled of each sub-vector (``block_ids``) to its row of
+    ``sums``: first added up within the block (in the block's order), then once into the row.
+
+    One pair of each sub-vector stands for it, its head. ``first[block_ids] = 0..n_p − 1``
+    leaves in ``first[i]``, for each id i of the block, one position p of a pair with that
+    id (whichever write lands last; ``first`` is scratch, as long as the group's
+    sub-vectors), so ``head = first[block_ids]`` is p at every pair of id i, and
+    ``head == position`` holds at p alone. The heads' ids are therefore distinct, one per
+    sub-vector of the block, and a plain fancy-indexed ``+=`` adds each block sum to its
+    row exactly once, as ``np.add.at`` would (the same additions: bit-identical), without
+    its per-element cost.
+    """
+    n_p = block_ids.shape[0]
+    first[block_ids] = np.arange(n_p)
+    head = first.take(block_ids)
+    heads = np.flatnonzero(head == np.arange(n_p))
+    once = heads.shape[0] == n_p  # no sub-vector twice in the block (e.g. a single key)
+    block_sums = np.empty((rest.shape[0], heads.shape[0]))
+    term = np.empty(n_p)
+    for lab in range(rest.shape[0]):
+        np.multiply(rest[lab], scaled, out=term)
+        if once:
+            block_sums[lab] = term
+        else:
+            block_sums[lab] = np.bincount(head, weights=term, minlength=n_p).take(heads)
+    heads_ids = block_ids if once else block_ids.take(heads)
+    sums[heads_ids] += block_sums.T
 
 
 #: Pairs whose predictions are computed at once on the ABC's size-ordered path (its (L, P)
