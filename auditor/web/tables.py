@@ -158,7 +158,8 @@ class Table:
 
     def sql_order(self, stmt: Select, expressions: Mapping[str, Any], *tiebreak) -> Select:
         """``stmt`` ordered by the table's column (empty values last), then ``tiebreak``."""
-        expr = expressions.get(self.sort) or expressions[self.default_sort]
+        # (not `get(...) or ...`: a SQL expression has no truth value)
+        expr = expressions[self.sort] if self.sort in expressions else expressions[self.default_sort]
         direction = self.direction if self.sort in expressions else self.default_direction
         ordered = expr.desc() if direction == "desc" else expr.asc()
         return stmt.order_by(ordered.nulls_last(), *(t.desc() if direction == "desc" else t.asc() for t in tiebreak))
