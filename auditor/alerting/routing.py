@@ -21,8 +21,10 @@ from sqlalchemy.orm import Session, selectinload
 from auditor.db.models import Alert, AlertChannel, AlertRule, Dataset
 from auditor.webhooks.deliveries import MAX_BODY_BYTES, store_deliveries
 
-__all__ = ["ALERTS_PER_MESSAGE", "EVENT", "matches", "message", "route_alerts", "test_delivery"]
+__all__ = ["ALERTS_PER_MESSAGE", "ALERT_KINDS", "EVENT", "matches", "message", "route_alerts", "test_delivery"]
 
+#: What raises alerts: the audits (a release's verdict) and the quality monitors (a vendor's or annotator's change).
+ALERT_KINDS = ("certification_changed", "vendor_quality_changed", "annotator_quality_changed")
 EVENT = "alert.routed"
 ALERTS_PER_MESSAGE = 50
 _MESSAGE_CHARS = 2000

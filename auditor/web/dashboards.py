@@ -25,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 from sqlalchemy import Select, case, func, or_, select, tuple_
 from sqlalchemy.orm import Session, aliased, defer
 
+from auditor.alerting.routing import ALERT_KINDS
 from auditor.audit import plans
 from auditor.db import (
     Agreement,
@@ -1133,7 +1134,6 @@ def disagreements(db: Session, ds: Dataset, person: Annotator) -> list[dict]:
 
 # --- alerts ---------------------------------------------------------------------------------------
 
-ALERT_KINDS = ("certification_changed", "vendor_quality_changed", "annotator_quality_changed")
 ALERT_COLUMNS = (
     Column("created", "raised", first="desc"), Column("severity", "severity", first="desc"),
     Column("kind", "kind"), Column("subject", "subject"), Column("message", "message", sortable=False),

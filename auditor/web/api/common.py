@@ -3,6 +3,9 @@ enforce the caller's workspace (another workspace's object is simply not found).
 
 from __future__ import annotations
 
+import logging
+
+from flask import current_app
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
@@ -18,7 +21,10 @@ from auditor.web.db import in_workspace
 from auditor.web.errors import ApiError
 from auditor.web.security import READERS
 
-__all__ = ["ADMIN", "READ_OR_VENDOR", "WRITERS", "B", "commit", "get_dataset", "get_model", "get_release", "get_run", "vendor_scope"]
+__all__ = ["ADMIN", "READ_OR_VENDOR", "WRITERS", "B", "allow_private", "commit", "get_dataset", "get_model",
+           "get_release", "get_run", "publish_delivery", "vendor_scope"]
+
+log = logging.getLogger(__name__)
 ADMIN = frozenset({Role.ADMIN})
 WRITERS = frozenset({Role.ADMIN, Role.ANALYST})
 READ_OR_VENDOR = READERS | {Role.VENDOR}
@@ -75,3 +81,20 @@ def vendor_scope(principal, vendor: str | None) -> str | None:
     if principal.vendor is None or (vendor is not None and vendor != principal.vendor):
         raise ApiError(404, "No such vendor.", field="vendor")
     return principal.vendor
+
+
+def allow_private() -> bool:
+    """Whether webhooks and alert channels may point at private addresses (the workers' setting)."""
+    capp = current_app.extensions.get("celery")
+    w = capp.conf.get("auditor_worker") if capp is not None else None
+    return bool(getattr(w, "webhook_allow_private", False))
+
+
+def publish_delivery(delivery_id: int) -> None:
+    """Hand a stored delivery (a webhook's or an alert channel's) to the workers."""
+    try:
+        # Through this app's own Celery (its broker and queue), as any message of this app.
+        current_app.extensions["celery"].send_task("workers.tasks.deliver_webhook", args=(delivery_id,),
+                                                   retry=False, ignore_result=True)
+    except Exception as exc:  # any broker failure: the periodic sweep sends it later
+        log.warning("could not queue delivery %s (%s); the sweep will", delivery_id, exc.__class__.__name__)

@@ -190,7 +190,9 @@ def alert(a: Alert) -> dict:
     return {"id": a.id, "dataset_id": a.dataset_id, "audit_run_id": a.audit_run_id, "kind": a.kind,
             "severity": str(a.severity), "subject": a.subject, "message": a.message,
             "details": plain(a.details), "created_at": _t(a.created_at),
-            "acknowledged_at": _t(a.acknowledged_at)}
+            "acknowledged_at": _t(a.acknowledged_at), "acknowledged_by_id": a.acknowledged_by_id,
+            "assigned_to_id": a.assigned_to_id, "assigned_at": _t(a.assigned_at),
+            "snoozed_until": _t(a.snoozed_until), "updated_at": _t(a.updated_at)}
 
 
 def user(u: User) -> dict:
@@ -328,7 +330,10 @@ SCHEMAS: dict[str, dict] = {
                       alpha=_n({"type": "array", "items": _n("number")}), created_at=_n(TIME)),
     "Alert": _obj(["id", "kind", "severity", "message"], id=INT, dataset_id=_n("integer"),
                   audit_run_id=_n("integer"), kind=STR, severity=STR, subject=_n("string"), message=STR,
-                  details=ANY_JSON, created_at=_n(TIME), acknowledged_at=_n(TIME)),
+                  details=ANY_JSON, created_at=_n(TIME), acknowledged_at=_n(TIME),
+                  acknowledged_by_id=_n("integer", "Who acknowledged it (a user id)."),
+                  assigned_to_id=_n("integer", "Who should act on it (a user id)."), assigned_at=_n(TIME),
+                  snoozed_until=_n(TIME, "Off the open list until then."), updated_at=_n(TIME)),
 }
 
 _RECORD_LIMIT = 1_000_000
