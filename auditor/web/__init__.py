@@ -140,7 +140,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     metrics.init_app(app)
 
     # pages: its views join ui.bp (registered below)
-    from auditor.web import api, pages, score, ui, webhooks_ui
+    from auditor.web import alerting_pages, api, pages, score, ui, webhooks_ui
 
     security.csrf.exempt(api.bp)
     app.register_blueprint(api.bp)

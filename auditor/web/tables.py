@@ -21,7 +21,7 @@ from flask import request
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
-__all__ = ["COUNT_CAP", "MAX_PER_PAGE", "MAX_ROWS", "Column", "Table", "count_capped", "table_state"]
+__all__ = ["COUNT_CAP", "MAX_PER_PAGE", "MAX_ROWS", "Column", "Table", "count_capped", "like_pattern", "table_state"]
 
 PER_PAGE_CHOICES = (10, 25, 50, 100)
 MAX_PER_PAGE = max(PER_PAGE_CHOICES)
@@ -187,6 +187,11 @@ def count_capped(db: Session, stmt: Select, cap: int = COUNT_CAP) -> tuple[int, 
     inner = stmt.order_by(None).limit(cap + 1).subquery()
     n = db.scalar(select(func.count()).select_from(inner)) or 0
     return min(n, cap), n > cap
+
+
+def like_pattern(q: str) -> str:
+    """``%q%`` for a ``LIKE ... ESCAPE '\\'``: the filter's own ``%``, ``_`` and ``\\`` match themselves."""
+    return "%" + q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
 def _int(value: str | None, default: int, lo: int, hi: int) -> int:

@@ -7,6 +7,7 @@ from sqlalchemy import func, select
 from auditor import ingest
 from auditor.db import (
     Dataset,
+    ImportAttempt,
     ImportBatch,
     Item,
     Role,
@@ -142,3 +143,19 @@ def list_batches(principal, db, dataset_id, kind):
         stmt = stmt.where(ImportBatch.submitted_by_id == principal.user_id)
     return Listing(stmt, s.batch, ["id", "kind", "format", "source_name", "release_id", "submitted_by",
                                    "row_count", "data_version", "created_at"], f"batches-{ds.id}")
+
+
+@endpoint("GET", "/datasets/<int:dataset_id>/import-attempts", summary="List rejected imports", tag="ingestion",
+          roles=READ_OR_VENDOR, listing=True, response=s.page_of("ImportAttempt"),
+          query=[Param("kind", "string", "Only attempts of this kind.", enum=("annotations", "gold", "predictions"))])
+def list_import_attempts(principal, db, dataset_id, kind):
+    """Rejected uploads, newest first (the dataset's latest 200): who, when, format, and the first
+    errors (a vendor sees only its own attempts). Nothing of their rows is kept."""
+    ds = get_dataset(principal, db, dataset_id)
+    stmt = select(ImportAttempt).where(ImportAttempt.dataset_id == ds.id).order_by(ImportAttempt.id.desc())
+    if kind:
+        stmt = stmt.where(ImportAttempt.kind == kind)
+    if principal.role == Role.VENDOR:
+        stmt = stmt.where(ImportAttempt.submitted_by_id == principal.user_id)
+    return Listing(stmt, s.import_attempt, ["id", "kind", "format", "source_name", "submitted_by", "status_code",
+                                            "bad_rows", "message", "errors", "created_at"], f"import-attempts-{ds.id}")
