@@ -122,8 +122,9 @@ def create_app(test_config: dict | None = None) -> Flask:
     app.session_interface = _SessionInterface()
     app.json.sort_keys = False
 
-    from auditor.web import cache, db, errors, formatting, security
+    from auditor.web import cache, compression, db, errors, formatting, security
 
+    compression.init_app(app)
     db.init_app(app)
     cache.init_app(app)
     security.init_app(app)
