@@ -70,6 +70,14 @@ def _admin() -> None:
         abort(403)
 
 
+def _owned(model, object_id: int):
+    """The workspace's ``model`` object, or a 404."""
+    obj = in_workspace(get_session(), model, object_id, g.principal.workspace_id) if object_id <= _MAX_ID else None
+    if obj is None:
+        abort(404)
+    return obj
+
+
 def _back(default: str):
     return redirect(local_path(request.form.get("next", "")) or default)
 
@@ -210,13 +218,10 @@ def add_channel():
 def channel_action(channel_id: int, action: str):
     _admin()
     db = get_session()
-    c = in_workspace(db, AlertChannel, channel_id, g.principal.workspace_id) if channel_id <= _MAX_ID else None
-    if c is None:
-        abort(404)
+    c = _owned(AlertChannel, channel_id)
     name = c.name
     if action == "delete":
-        db.delete(c)
-        db.commit()
+        api.delete_answer(db, c, api.channel)
     elif action == "test":
         api.send_test(g.principal, db, c)
     else:
@@ -260,14 +265,10 @@ def add_rule():
 def edit_rule(rule_id: int):
     _admin()
     db = get_session()
-    r = in_workspace(db, AlertRule, rule_id, g.principal.workspace_id) if rule_id <= _MAX_ID else None
-    if r is None:
-        abort(404)
+    r = _owned(AlertRule, rule_id)
     if request.form.get("action") == "delete":
-        name = r.name
-        db.delete(r)
-        db.commit()
-        flash(f"Rule {name} deleted.")
+        api.delete_answer(db, r, api.rule)
+        flash(f"Rule {r.name} deleted.")
         return redirect(url_for("ui.alerting"))
     body = _rule_form()
     with _as_page_error():

@@ -103,7 +103,7 @@ def test_assign_snooze_comment_and_acknowledge_show_who_and_when(app, browser, s
         w.shot(f"alerting/alert-acted-on-{width}")
         _fits(w, "alert page")
         # The list shows the assignee and who acknowledged it, and when.
-        w.open(f"/alerts?status=acknowledged", f"alerting/alerts-acknowledged-{width}")
+        w.open("/alerts?status=acknowledged", f"alerting/alerts-acknowledged-{width}")
         row = page.locator(f'table#alerts tr[data-alert="{alert_id}"]').inner_text()
         assert tenant.emails["admin"] in row and re.search(rf"by {who}, \d{{4}}-\d\d-\d\d \d\d:\d\d", row)
         _fits(w, "alerts")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from auditor.alerting import lifecycle
 from auditor.alerting import settings as ws_settings
@@ -31,16 +31,23 @@ from auditor.db import (
     WebhookDelivery,
 )
 from auditor.web.api import serializers as s
-from auditor.web.api.common import ADMIN, WRITERS, allow_private, publish_delivery
+from auditor.web.api.common import (
+    ADMIN,
+    WRITERS,
+    allow_private,
+    check_quota,
+    delete_answer,
+    get_owned,
+    publish_delivery,
+)
 from auditor.web.api.framework import Listing, Param, endpoint
 from auditor.web.api.webhooks import delivery
-from auditor.web.db import in_workspace
 from auditor.web.errors import ApiError
 from auditor.web.security import READERS
 from auditor.webhooks import RefusedDestination, validate_url
 from auditor.webhooks.http import MAX_URL_LENGTH
 
-__all__ = ["actor", "channel", "rule"]
+__all__ = ["actor", "channel", "delete_answer", "rule"]
 
 MAX_CHANNELS = 20
 MAX_RULES = 50
@@ -231,10 +238,7 @@ def channel(c: AlertChannel) -> dict:
 
 
 def _channel(principal, db, channel_id: int) -> AlertChannel:
-    c = in_workspace(db, AlertChannel, channel_id, principal.workspace_id)
-    if c is None:
-        raise ApiError(404, f"No alert channel with id {channel_id}.", field="channel_id")
-    return c
+    return get_owned(principal, db, AlertChannel, channel_id, "alert channel", "channel_id")
 
 
 def channel_target(body: dict) -> tuple[list[str] | None, str | None]:
@@ -262,10 +266,7 @@ def channel_target(body: dict) -> tuple[list[str] | None, str | None]:
 
 def add_channel(principal, db, body: dict) -> AlertChannel:
     recipients, url = channel_target(body)
-    n = db.scalar(select(func.count()).select_from(AlertChannel)
-                  .where(AlertChannel.workspace_id == principal.workspace_id))
-    if n >= MAX_CHANNELS:
-        raise ApiError(409, f"A workspace has at most {MAX_CHANNELS} alert channels; delete one first.", field="name")
+    check_quota(principal, db, AlertChannel, MAX_CHANNELS, "alert channels")
     c = AlertChannel(workspace_id=principal.workspace_id, kind=ChannelKind(body["kind"]), name=body["name"].strip(),
                      recipients=recipients, url=url, active=body.get("active", True), created_by_id=principal.user_id)
     db.add(c)
@@ -301,11 +302,7 @@ def get_alert_channel(principal, db, channel_id):
           roles=ADMIN, response=s.ref("AlertChannel"))
 def delete_alert_channel(principal, db, channel_id):
     """Delete a channel and its deliveries; rules keep their other channels."""
-    c = _channel(principal, db, channel_id)
-    answer = channel(c)
-    db.delete(c)
-    db.commit()
-    return answer
+    return delete_answer(db, _channel(principal, db, channel_id), channel)
 
 
 def set_channel_active(principal, db, channel_id: int, active: bool) -> AlertChannel:
@@ -375,10 +372,7 @@ def rule(r: AlertRule) -> dict:
 
 
 def _rule(principal, db, rule_id: int) -> AlertRule:
-    r = in_workspace(db, AlertRule, rule_id, principal.workspace_id)
-    if r is None:
-        raise ApiError(404, f"No alert rule with id {rule_id}.", field="rule_id")
-    return r
+    return get_owned(principal, db, AlertRule, rule_id, "alert rule", "rule_id")
 
 
 def fill_rule(principal, db, r: AlertRule, body: dict) -> AlertRule:
@@ -403,9 +397,7 @@ def fill_rule(principal, db, r: AlertRule, body: dict) -> AlertRule:
 
 
 def add_rule(principal, db, body: dict) -> AlertRule:
-    n = db.scalar(select(func.count()).select_from(AlertRule).where(AlertRule.workspace_id == principal.workspace_id))
-    if n >= MAX_RULES:
-        raise ApiError(409, f"A workspace has at most {MAX_RULES} alert rules; delete one first.", field="name")
+    check_quota(principal, db, AlertRule, MAX_RULES, "alert rules")
     r = fill_rule(principal, db, AlertRule(workspace_id=principal.workspace_id, created_by_id=principal.user_id),
                   body)
     db.add(r)
@@ -449,11 +441,7 @@ def replace_alert_rule(principal, db, rule_id, body):
           response=s.ref("AlertRule"))
 def delete_alert_rule(principal, db, rule_id):
     """Delete the rule (its channels stay)."""
-    r = _rule(principal, db, rule_id)
-    answer = rule(r)
-    db.delete(r)
-    db.commit()
-    return answer
+    return delete_answer(db, _rule(principal, db, rule_id), rule)
 
 
 # --- thresholds -------------------------------------------------------------------------------

@@ -13,13 +13,20 @@ import secrets
 from datetime import UTC, datetime
 
 from flask import current_app
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from auditor.db import DeliveryStatus, Webhook, WebhookDelivery
 from auditor.web.api import serializers as s
-from auditor.web.api.common import ADMIN, allow_private, commit, publish_delivery
+from auditor.web.api.common import (
+    ADMIN,
+    allow_private,
+    check_quota,
+    commit,
+    delete_answer,
+    get_owned,
+    publish_delivery,
+)
 from auditor.web.api.framework import Listing, Param, endpoint
-from auditor.web.db import in_workspace
 from auditor.web.errors import ApiError
 from auditor.webhooks import EVENTS, RefusedDestination, ping_delivery, validate_url
 from auditor.webhooks.http import MAX_URL_LENGTH
@@ -100,10 +107,7 @@ _DELIVERY_COLUMNS = ["id", "webhook_id", "event", "status", "attempts", "respons
 
 
 def _get(principal, db, webhook_id: int) -> Webhook:
-    h = in_workspace(db, Webhook, webhook_id, principal.workspace_id)
-    if h is None:
-        raise ApiError(404, f"No webhook with id {webhook_id}.", field="webhook_id")
-    return h
+    return get_owned(principal, db, Webhook, webhook_id, "webhook", "webhook_id")
 
 
 @endpoint("GET", "/webhooks", summary="List webhooks", tag="webhooks", roles=ADMIN, listing=True,
@@ -122,9 +126,7 @@ def create_webhook(principal, db, body):
         url = validate_url(body["url"], allow_private=allow_private())
     except RefusedDestination as exc:
         raise ApiError(400, f"url: {exc}.", field="url") from None
-    n = db.scalar(select(func.count()).select_from(Webhook).where(Webhook.workspace_id == principal.workspace_id))
-    if n >= MAX_WEBHOOKS:
-        raise ApiError(409, f"A workspace has at most {MAX_WEBHOOKS} webhooks; delete one first.", field="url")
+    check_quota(principal, db, Webhook, MAX_WEBHOOKS, "webhooks")
     secret = body.get("secret") or "whsec_" + secrets.token_urlsafe(32)
     h = Webhook(workspace_id=principal.workspace_id, url=url, description=body.get("description", ""),
                 secret=secret, secret_prefix=secret[:min(10, len(secret) // 4)],
@@ -146,11 +148,7 @@ def get_webhook(principal, db, webhook_id):
           response=s.ref("Webhook"))
 def delete_webhook(principal, db, webhook_id):
     """Delete a webhook and its delivery log; deliveries still queued are dropped."""
-    h = _get(principal, db, webhook_id)
-    answer = webhook(h)
-    db.delete(h)
-    db.commit()
-    return answer
+    return delete_answer(db, _get(principal, db, webhook_id), webhook)
 
 
 def _set_active(principal, db, webhook_id: int, active: bool) -> dict:
