@@ -1,25 +1,33 @@
-"""Alert routing through a real Celery worker, PostgreSQL and Redis: a rule sends a vendor's
-quality drop, found by a real audit of weekly uploads, to an email list (a real local SMTP
-server, aiosmtpd) and to a Slack-compatible incoming webhook (a local HTTP receiver); a
-channel whose receiver is down is retried with backoff until it answers."""
+"""Alert routing through a real Celery worker, PostgreSQL and Redis: an admin adds two channels
+and a rule on the routing page in a headless Chromium; the rule sends a vendor's quality
+drop, found by a real audit of weekly uploads, to an email list (a real local SMTP server,
+aiosmtpd) and to a Slack-compatible incoming webhook (a local HTTP receiver), each linking to
+the alert's page; a channel whose receiver is down is retried with backoff until it answers."""
 
 from __future__ import annotations
 
 import json
+import threading
 from email import message_from_bytes, policy
+from types import SimpleNamespace
 
 import pytest
 from aiosmtpd.controller import Controller
 from sqlalchemy import select
+from werkzeug.serving import make_server
 
 from auditor.db import Alert, session_scope
 from auditor.simulate import draw_history, simulate_history
+from tests.web import browser_support
+from tests.web.browser_support import Watched
 from tests.web.quality_history import GOLD_PER_WEEK, SCENARIO
 from tests.workers.conftest import free_port
 from tests.workers.test_audit_workers import wait_for
 from tests.workers.test_webhooks import Receiver, hooked_app
 
 pytestmark = pytest.mark.services
+
+browser = browser_support.browser
 
 BASE_URL = "https://auditor.example.com"
 SENDER = "alerts@auditor.example.com"
@@ -70,7 +78,7 @@ def _post_history(client, auth, ds: int) -> None:
         assert r.status_code == 202, r.get_json()
 
 
-def test_a_rule_routes_a_vendor_alert_to_email_and_to_a_slack_receiver(routed):
+def test_a_rule_routes_a_vendor_alert_to_email_and_to_a_slack_receiver(routed, browser):
     app, factory, worker, mailbox, receivers = routed
     slack = Receiver(free_port(), [200])
     receivers.append(slack)
@@ -82,15 +90,36 @@ def test_a_rule_routes_a_vendor_alert_to_email_and_to_a_slack_receiver(routed):
                      headers=admin).get_json()["id"]
     other = client.post("/api/v1/datasets", json={"name": "elsewhere", "labels": ["a", "b"]},
                         headers=admin).get_json()["id"]
-    mail = client.post("/api/v1/alert-channels", json={"kind": "email", "name": "leads",
-                                                       "recipients": ["lead@example.org", "ops@example.org"]},
-                       headers=admin).get_json()
-    chat = client.post("/api/v1/alert-channels", json={"kind": "slack", "name": "ops chat", "url": slack.url},
-                       headers=admin).get_json()
-    r = client.post("/api/v1/alert-rules", json={"name": "vendor drops", "kinds": ["vendor_quality_changed"],
-                                                 "severities": ["critical"], "dataset_ids": [ds],
-                                                 "channel_ids": [mail["id"], chat["id"]]}, headers=admin)
-    assert r.status_code == 201, r.get_json()
+    # The admin sets the routing up on its page.
+    srv = make_server("127.0.0.1", 0, app, threaded=True)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    w = Watched(browser, f"http://127.0.0.1:{srv.server_port}", width=1400)
+    receivers.append(SimpleNamespace(close=lambda: (w.close(), srv.shutdown())))
+    # (the page and the server stay up until the end: the alert's link is opened there)
+    w.login_tenant(tenant)
+    w.open("/alerting")
+    for kind, name, field, value in (("email", "leads", "recipients", "lead@example.org, ops@example.org"),
+                                     ("slack", "ops chat", "url", slack.url)):
+        w.page.select_option("#channel-form select[name=kind]", kind)
+        w.page.fill("#channel-form input[name=name]", name)
+        w.page.fill(f"#channel-form input[name={field}]", value)
+        w.page.click("#channel-form button[type=submit]")
+        w.page.wait_for_load_state("load")
+    form = w.page.locator("form#rule-form")
+    form.locator("input[name=name]").fill("vendor drops")
+    form.locator("input[name=kinds][value=vendor_quality_changed]").check()
+    form.locator("input[name=severities][value=critical]").check()
+    form.locator(f"input[name=dataset_ids][value='{ds}']").check()
+    for box in form.locator("input[name=channel_ids]").all():
+        box.check()
+    form.locator("button[type=submit]").click()
+    w.page.wait_for_load_state("load")
+    w.shot("alerting/routing-with-a-real-worker-1400")
+    w.check_clean()
+    mail, chat = client.get("/api/v1/alert-channels", headers=admin).get_json()["items"]
+    (rule,) = client.get("/api/v1/alert-rules", headers=admin).get_json()["items"]
+    assert rule["channel_ids"] == [mail["id"], chat["id"]] and rule["dataset_ids"] == [ds]
+    assert mail["recipients"] == ["lead@example.org", "ops@example.org"] and chat["kind"] == "slack"
     # A rule on another dataset routes nothing of this one.
     client.post("/api/v1/alert-rules", json={"name": "elsewhere", "dataset_ids": [other],
                                              "channel_ids": [mail["id"]]}, headers=admin)
@@ -131,6 +160,10 @@ def test_a_rule_routes_a_vendor_alert_to_email_and_to_a_slack_receiver(routed):
         log = client.get(f"/api/v1/alert-channels/{channel['id']}/deliveries", headers=admin).get_json()["items"]
         assert log and all(d["status"] == "succeeded" and d["attempts"] == 1 and d["response_code"] == code
                            and d["channel_id"] == channel["id"] and d["webhook_id"] is None for d in log)
+    # The link leads to the alert's page.
+    w.open(f"/alerts/{alert_id}", "alerting/alert-from-the-email-1400")
+    assert message in w.page.inner_text("p.alert-message")
+    w.check_clean()
 
 
 def _alert_ids(email) -> set[int]:
