@@ -118,7 +118,7 @@ def _step(alert_id: int, fn, *args, done: str):
     db.commit()
     if changed:
         flash(f"Alert {a.id} {done}.")
-    return _back(url_for("ui.alert", alert_id=a.id))
+    return _back(url_for("ui.alerts"))
 
 
 @bp.post("/alerts/<int:alert_id>/acknowledge")
