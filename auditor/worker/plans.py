@@ -76,8 +76,9 @@ def _plan(task, dataset_id: int, release_ids: list[int]) -> list[dict[str, Any]]
     from auditor.worker.tasks import _session_factory, _worker_settings
 
     factory = _session_factory(task)
-    with factory() as session:
+    with session_scope(factory) as session:  # (the snapshot reads in a transaction of its own)
         options = audit_options(session, dataset_id, AuditOptions.from_settings(_worker_settings(task)))
+    with factory() as session:
         snap = load_audit_snapshot(session, dataset_id)
         session.rollback()
     out = []
