@@ -172,6 +172,13 @@ class WorkerSettings:
     webhook_retry_backoff: float = 5.0
     webhook_allow_private: bool = False
     labelstudio_sync_seconds: float = 300.0
+    #: The SMTP relay that email alert channels send through (empty host: none).
+    smtp_host: str = ""
+    smtp_port: int = 587
+    smtp_security: str = "starttls"
+    smtp_user: str = ""
+    smtp_password: str = field(default="", repr=False)
+    smtp_from: str = "auditor@localhost"
 
     @property
     def lease(self) -> timedelta:
@@ -206,6 +213,15 @@ def _base_url(env: Mapping[str, str]) -> str | None:
     if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
         raise ValueError(f"AUDITOR_BASE_URL must be an http(s) URL such as https://auditor.example.com; got {raw!r}.")
     return raw.rstrip("/")
+
+
+def _smtp_from(env: Mapping[str, str]) -> str:
+    from auditor.alerting.addresses import valid_address
+
+    raw = (env.get("AUDITOR_SMTP_FROM") or "").strip()
+    if raw and not valid_address(raw):
+        raise ValueError(f"AUDITOR_SMTP_FROM must be a plain email address such as auditor@example.com; got {raw!r}.")
+    return raw or "auditor@localhost"
 
 
 def load_worker_settings(environ: Mapping[str, str] | None = None, **overrides) -> WorkerSettings:
@@ -244,6 +260,12 @@ def load_worker_settings(environ: Mapping[str, str] | None = None, **overrides) 
         "webhook_retry_backoff": _env_number(env, "AUDITOR_WEBHOOK_RETRY_BACKOFF", float, 5.0),
         "webhook_allow_private": _choice(env, "AUDITOR_WEBHOOK_ALLOW_PRIVATE", "false", ("true", "false")) == "true",
         "labelstudio_sync_seconds": _env_number(env, "AUDITOR_LABELSTUDIO_SYNC_SECONDS", float, 300.0),
+        "smtp_host": (env.get("AUDITOR_SMTP_HOST") or "").strip(),
+        "smtp_port": _env_number(env, "AUDITOR_SMTP_PORT", int, 587),
+        "smtp_security": _choice(env, "AUDITOR_SMTP_SECURITY", "starttls", ("starttls", "tls", "none")),
+        "smtp_user": env.get("AUDITOR_SMTP_USER") or "",
+        "smtp_password": env.get("AUDITOR_SMTP_PASSWORD") or "",
+        "smtp_from": _smtp_from(env),
     }
     values.update(overrides)
     if values["concurrency"] < 1:
@@ -264,6 +286,8 @@ def load_worker_settings(environ: Mapping[str, str] | None = None, **overrides) 
     if not 1 <= values["labelstudio_sync_seconds"] <= 7 * 86400:
         raise ValueError("AUDITOR_LABELSTUDIO_SYNC_SECONDS must be a number of seconds in [1, 604800]; "
                          f"got {values['labelstudio_sync_seconds']}.")
+    if not 1 <= values["smtp_port"] <= 65535:
+        raise ValueError(f"AUDITOR_SMTP_PORT must be between 1 and 65535; got {values['smtp_port']}.")
     if values["lease_seconds"] is None:  # a minute, or the whole time limit if that is shorter
         values["lease_seconds"] = min(60.0, values["time_limit"])
     if not 1 <= values["lease_seconds"] <= values["time_limit"]:

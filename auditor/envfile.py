@@ -97,7 +97,15 @@ CATALOG: tuple[Section, ...] = (
         Variable('AUDITOR_METRICS_TOKEN', '', help=('Bearer token Prometheus sends to GET /metrics (at least 16 characters); empty: /metrics', "answers 404. Several web processes share their counts through prometheus-client's", "PROMETHEUS_MULTIPROC_DIR (set up by the container's gunicorn and by `auditor serve`)."), field='metrics_token', sample='scrape-token-0123456789'),
         Variable('AUDITOR_WEBHOOK_MAX_ATTEMPTS', '8', help=('Attempts per webhook delivery, and the first retry delay in seconds (doubled after each', 'failed attempt, at most 10 minutes).'), scope='worker', field='webhook_max_attempts', sample='3'),
         Variable('AUDITOR_WEBHOOK_RETRY_BACKOFF', '5', scope='worker', field='webhook_retry_backoff', sample='0.5'),
-        Variable('AUDITOR_WEBHOOK_ALLOW_PRIVATE', 'false', help=('Let webhooks reach loopback, private and link-local addresses (false: such deliveries', 'are refused, so a workspace admin cannot probe the internal network).'), scope='worker', field='webhook_allow_private', sample='true'),
+        Variable('AUDITOR_WEBHOOK_ALLOW_PRIVATE', 'false', help=('Let webhooks and alert channels reach loopback, private and link-local addresses (false: such', 'deliveries are refused, so a workspace admin cannot probe the internal network; the SMTP relay too).'), scope='worker', field='webhook_allow_private', sample='true'),
+    )),
+    Section('alert email (the SMTP relay email alert channels send through)', (
+        Variable('AUDITOR_SMTP_HOST', 'smtp.example.com', help=('Host of the relay; empty: email channels cannot send (their deliveries fail and say so).', 'Reached through the outgoing-address filter: a relay on a private address needs', 'AUDITOR_WEBHOOK_ALLOW_PRIVATE=true.'), scope='worker', field='smtp_host', sample='smtp.example.org', shows_default=False),
+        Variable('AUDITOR_SMTP_PORT', '587', scope='worker', field='smtp_port', sample='2525'),
+        Variable('AUDITOR_SMTP_SECURITY', 'starttls', help=('starttls (upgrade the connection), tls (implicit, port 465) or none.',), scope='worker', field='smtp_security', sample='none'),
+        Variable('AUDITOR_SMTP_USER', '', help=('Login at the relay (empty: none) and its password.',), scope='worker', field='smtp_user', sample='auditor'),
+        Variable('AUDITOR_SMTP_PASSWORD', '', scope='worker', field='smtp_password', sample='relay-password'),
+        Variable('AUDITOR_SMTP_FROM', 'auditor@localhost', help=('Sender address of alert mail.',), scope='worker', field='smtp_from', sample='alerts@example.org'),
     )),
     Section('tests and tools only', (
         Variable('AUDITOR_SHARED_DIR', '../shared', help=('Folder holding datasets/ (the public multi-annotator data the tests and benchmarks use).',), scope='tests'),

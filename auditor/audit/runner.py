@@ -19,6 +19,8 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
 from auditor import webhooks
+from auditor.alerting.routing import route_alerts
+from auditor.alerting.settings import audit_options
 from auditor.audit.inputs import AuditSnapshot, PreviousResults
 from auditor.audit.pipeline import (
     AuditOptions,
@@ -157,7 +159,8 @@ def _store_deliveries(session: Session, run_id: int, alert_ids: tuple[int, ...])
     """The webhook deliveries of a written audit, in a savepoint of its transaction."""
     try:
         with session.begin_nested():
-            return tuple(webhooks.audit_completed(session, run_id) + webhooks.alerts_raised(session, alert_ids))
+            return tuple(webhooks.audit_completed(session, run_id) + webhooks.alerts_raised(session, alert_ids)
+                         + route_alerts(session, alert_ids))
     except Exception as exc:  # never fails the audit; nothing else can redo this, so say it loudly
         log.error("could not store the webhook deliveries of audit run %s: %s", run_id, exc.__class__.__name__,
                   exc_info=exc)
@@ -217,10 +220,10 @@ def previous_dict(previous: PreviousResults) -> dict[str, Any]:
                   "vendors": dict(previous.vendors)})
 
 
-#: ``fan_out(run_id, snapshot, timings)`` of :func:`run_audit`: starts the audit's parts
+#: ``fan_out(run_id, snapshot, timings, options)`` of :func:`run_audit`: starts the audit's parts
 #: elsewhere and returns the outcome ``"fanned_out"`` (whoever joins the parts writes the
 #: results), or returns None to compute in this process.
-FanOut = Callable[[int, AuditSnapshot, dict], "Outcome | None"]
+FanOut = Callable[[int, AuditSnapshot, dict, AuditOptions], "Outcome | None"]
 
 
 def run_audit(factory: sessionmaker[Session], dataset_id: int, *, task_id: str, options: AuditOptions,
@@ -235,6 +238,8 @@ def run_audit(factory: sessionmaker[Session], dataset_id: int, *, task_id: str, 
     retry or report.
     """
     t0 = clock()
+    with session_scope(factory) as session:  # the workspace's own thresholds, where its admins set some
+        options = audit_options(session, dataset_id, options)
     c = claim(factory, dataset_id, task_id=task_id, lease=lease, options=options)
     if c.state != "claimed":
         return Outcome(c.state, c.run_id, c.data_version)
@@ -245,7 +250,7 @@ def run_audit(factory: sessionmaker[Session], dataset_id: int, *, task_id: str, 
             t2 = clock()
             timings = {"claim": t1 - t0, "snapshot": t2 - t1}
             if fan_out is not None:
-                started = fan_out(c.run_id, snap, timings)
+                started = fan_out(c.run_id, snap, timings, options)
                 if started is not None:
                     return started
             merged = compute_inline(snap, options)

@@ -49,6 +49,10 @@ __all__ = [
     "AccessEvent",
     "Agreement",
     "Alert",
+    "AlertChannel",
+    "AlertEvent",
+    "AlertRule",
+    "AlertRuleChannel",
     "AlertSeverity",
     "Annotation",
     "AnnotationHistory",
@@ -60,9 +64,11 @@ __all__ = [
     "Base",
     "BestScore",
     "Certification",
+    "ChannelKind",
     "Dataset",
     "DatasetGrant",
     "DeliveryStatus",
+    "ImportAttempt",
     "ImportBatch",
     "ImportKind",
     "Item",
@@ -87,6 +93,7 @@ __all__ = [
     "Webhook",
     "WebhookDelivery",
     "Workspace",
+    "WorkspaceSetting",
 ]
 
 NAMING_CONVENTION = {
@@ -158,6 +165,11 @@ class AlertSeverity(enum.StrEnum):
     CRITICAL = "critical"
 
 
+class ChannelKind(enum.StrEnum):
+    EMAIL = "email"
+    SLACK = "slack"
+
+
 # --- tenants and access ---------------------------------------------------------
 
 
@@ -172,6 +184,20 @@ class Workspace(Base):
     created_at: Mapped[datetime] = _created()
 
     datasets: Mapped[list[Dataset]] = relationship(back_populates="workspace", passive_deletes=True)
+
+
+class WorkspaceSetting(Base):
+    """A workspace's own value of a setting whose default is the deployment's environment
+    (:mod:`auditor.alerting.settings`), and who set it when."""
+
+    __tablename__ = "workspace_setting"
+
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspace.id", ondelete="CASCADE"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[Any] = mapped_column(JSONDoc)
+    updated_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    updated_by: Mapped[str] = mapped_column(String(320))
+    updated_at: Mapped[datetime] = _created()
 
 
 class User(Base):
@@ -377,6 +403,31 @@ class ImportBatch(Base):
     idempotency_key: Mapped[str | None] = mapped_column(String(200))
     data_version: Mapped[int] = mapped_column(BigInteger)
     stats: Mapped[dict[str, Any] | None] = mapped_column(JSONDoc)
+    created_at: Mapped[datetime] = _created()
+
+
+class ImportAttempt(Base):
+    """A rejected upload: who sent it, when, in what format, and its first errors (at most
+    :data:`auditor.ingest.errors.MAX_REPORTED_ERRORS`). Its rows are never kept; a dataset
+    keeps its latest attempts only (:func:`auditor.ingest.attempts.record_rejected`)."""
+
+    __tablename__ = "import_attempt"
+    __table_args__ = (Index(None, "dataset_id", "created_at"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("dataset.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(16))
+    format: Mapped[str | None] = mapped_column(String(32))
+    source_name: Mapped[str | None] = mapped_column(String(1024))
+    submitted_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"), index=True)
+    submitted_by: Mapped[str | None] = mapped_column(String(320))
+    #: The answer's HTTP status (400: invalid rows or file, 413: too large).
+    status_code: Mapped[int] = mapped_column(Integer)
+    #: Rows found bad in all (the errors list the first ones); 0 when the file as a whole was refused.
+    bad_rows: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    message: Mapped[str] = mapped_column(Text)
+    #: ``[{"row", "field", "message"}, ...]``, the first errors in file order.
+    errors: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONDoc)
     created_at: Mapped[datetime] = _created()
 
 
@@ -633,6 +684,84 @@ class Alert(Base):
     created_at: Mapped[datetime] = _created()
     acknowledged_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     acknowledged_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    #: Who should act on it (a user of the workspace), since when.
+    assigned_to_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"), index=True)
+    assigned_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    #: Off the open list until then (open again after it, unless acknowledged meanwhile).
+    snoozed_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    #: Moves with every change of its lifecycle (the dashboards' cache reads it).
+    updated_at: Mapped[datetime] = _created()
+
+
+class AlertEvent(Base):
+    """One step of an alert's lifecycle, in order: acknowledged, reopened, assigned, unassigned,
+    snoozed, unsnoozed, or a comment (``body``). ``actor`` names the user as they were then."""
+
+    __tablename__ = "alert_event"
+    __table_args__ = (Index(None, "alert_id", "created_at"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)
+    alert_id: Mapped[int] = mapped_column(ForeignKey("alert.id", ondelete="CASCADE"))
+    action: Mapped[str] = mapped_column(String(16))
+    actor_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    actor: Mapped[str] = mapped_column(String(320))
+    assignee_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    body: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = _created()
+
+
+# --- alert routing --------------------------------------------------------------------
+
+
+class AlertChannel(Base):
+    """Where a workspace's alerts may be sent: an email list (through the deployment's SMTP
+    relay) or a Slack-compatible incoming webhook (``url``, a secret: shown only in part)."""
+
+    __tablename__ = "alert_channel"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspace.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[ChannelKind] = mapped_column(_enum(ChannelKind, "channel_kind"))
+    name: Mapped[str] = mapped_column(String(200))
+    #: Email addresses (``email`` channels).
+    recipients: Mapped[list[str] | None] = mapped_column(JSONDoc)
+    #: The incoming webhook's URL (``slack`` channels).
+    url: Mapped[str | None] = mapped_column(String(2000))
+    active: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = _created()
+
+
+class AlertRuleChannel(Base):
+    """A rule sends to these channels."""
+
+    __tablename__ = "alert_rule_channel"
+
+    rule_id: Mapped[int] = mapped_column(ForeignKey("alert_rule.id", ondelete="CASCADE"), primary_key=True)
+    channel_id: Mapped[int] = mapped_column(ForeignKey("alert_channel.id", ondelete="CASCADE"), primary_key=True,
+                                            index=True)
+
+
+class AlertRule(Base):
+    """Which alerts go to which channels: alerts of these kinds, severities and datasets (an
+    empty list: any). An alert matching several rules of one channel is sent there once."""
+
+    __tablename__ = "alert_rule"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspace.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    kinds: Mapped[list[str]] = mapped_column(JSONDoc)
+    severities: Mapped[list[str]] = mapped_column(JSONDoc)
+    dataset_ids: Mapped[list[int]] = mapped_column(JSONDoc)
+    active: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = _created()
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now(),
+                                                 onupdate=func.now(), nullable=False)
+
+    channels: Mapped[list[AlertChannel]] = relationship(secondary="alert_rule_channel", order_by="AlertChannel.id")
 
 
 # --- quality over time ------------------------------------------------------------
@@ -773,13 +902,17 @@ class Webhook(Base):
 
 
 class WebhookDelivery(Base):
-    """One event sent (or to send) to one webhook: the exact body, and every attempt's outcome."""
+    """One event sent (or to send) to one webhook or one alert channel (exactly one of the
+    two): the exact body, and every attempt's outcome."""
 
     __tablename__ = "webhook_delivery"
-    __table_args__ = (Index(None, "webhook_id", "created_at"), Index(None, "status", "next_attempt_at"))
+    __table_args__ = (Index(None, "webhook_id", "created_at"), Index(None, "status", "next_attempt_at"),
+                      Index(None, "channel_id", "created_at"),
+                      CheckConstraint("(webhook_id IS NULL) <> (channel_id IS NULL)", name="one_target"))
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)
-    webhook_id: Mapped[int] = mapped_column(ForeignKey("webhook.id", ondelete="CASCADE"))
+    webhook_id: Mapped[int | None] = mapped_column(ForeignKey("webhook.id", ondelete="CASCADE"))
+    channel_id: Mapped[int | None] = mapped_column(ForeignKey("alert_channel.id", ondelete="CASCADE"))
     event: Mapped[str] = mapped_column(String(50))
     body: Mapped[str] = mapped_column(Text)
     status: Mapped[DeliveryStatus] = mapped_column(_enum(DeliveryStatus, "delivery_status"),

@@ -122,8 +122,9 @@ def create_app(test_config: dict | None = None) -> Flask:
     app.session_interface = _SessionInterface()
     app.json.sort_keys = False
 
-    from auditor.web import cache, db, errors, formatting, security
+    from auditor.web import cache, compression, db, errors, formatting, security
 
+    compression.init_app(app)
     db.init_app(app)
     cache.init_app(app)
     security.init_app(app)
@@ -140,7 +141,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     metrics.init_app(app)
 
     # pages: its views join ui.bp (registered below)
-    from auditor.web import api, pages, score, ui, webhooks_ui
+    from auditor.web import alerting_pages, api, pages, score, ui, webhooks_ui
 
     security.csrf.exempt(api.bp)
     app.register_blueprint(api.bp)

@@ -21,7 +21,7 @@ __all__ = ["answer", "cached", "init_app", "lookup", "remember"]
 
 # Every component moves when something a dashboard or a results endpoint shows changes:
 # datasets (count, versions, updates), audit runs (new ones and every state change),
-# models and releases, alerts (new and acknowledged), annotators, release plans (asked for
+# models and releases, alerts (new, and every step of their lifecycle), annotators, release plans (asked for
 # and done), vendor prices (set and cleared), the live feeds' connectors (added, removed, and
 # each event, sync, write-back or error they record). (Items come with a data version bump, or
 # through ``POST .../items``, which touches the dataset's ``updated_at``.)
@@ -37,8 +37,8 @@ _FINGERPRINT = """(
  || '|' || (SELECT count(*) || '.' || coalesce(max(id), 0) FROM model WHERE workspace_id = {w})
  || '|' || (SELECT count(*) || '.' || coalesce(max(r.id), 0) FROM release r JOIN model m ON m.id = r.model_id
    WHERE m.workspace_id = {w})
- || '|' || (SELECT count(*) || '.' || coalesce(max(id), 0) || '.' || coalesce(max(acknowledged_at)::text, '')
-    FROM alert WHERE workspace_id = {w})
+ || '|' || (SELECT count(*) || '.' || coalesce(max(id), 0) || '.'
+         || coalesce(max(greatest(acknowledged_at, updated_at))::text, '') FROM alert WHERE workspace_id = {w})
  || '|' || (SELECT count(*) || '.' || coalesce(max(id), 0) FROM annotator WHERE workspace_id = {w})
  || '|' || (SELECT count(*) || '.' || coalesce(max(greatest(p.requested_at, p.finished_at))::text, '')
     FROM release_plan p JOIN dataset d ON d.id = p.dataset_id WHERE d.workspace_id = {w})

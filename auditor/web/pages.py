@@ -1,11 +1,10 @@
 """The dashboards' pages beyond the first ones (their views join the ``ui`` blueprint): alerts
-(with acknowledging), audit runs, releases and their comparison, vendors (with their prices),
+(their lifecycle is in :mod:`auditor.web.alerting_pages`), audit runs, releases and their comparison, vendors (with their prices),
 items, and the API docs."""
 
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
 
 from flask import abort, flash, g, redirect, render_template, request, url_for
 from jsonschema import Draft202012Validator
@@ -13,7 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from auditor.audit import plans
-from auditor.db import Alert, AuditRun, Dataset, Model, Release, Role
+from auditor.db import AuditRun, Dataset, Model, Release, Role
 from auditor.web import dashboards
 from auditor.web.api.common import WRITERS
 from auditor.web.api.serializers import BODIES
@@ -39,27 +38,8 @@ def _int_arg(name: str) -> int | None:
 @login_required()
 @cached
 def alerts():
-    data = dashboards.alerts_page(get_session(), g.principal.workspace_id, request.args)
+    data = dashboards.alerts_page(get_session(), g.principal.workspace_id, request.args, user_id=g.principal.user_id)
     return render_template("alerts.html", can_acknowledge=g.principal.role in _ACKNOWLEDGERS, **data)
-
-
-@bp.post("/alerts/<int:alert_id>/acknowledge")
-@login_required()
-def acknowledge_alert(alert_id: int):
-    """Mark an alert as seen (the CSRF token is checked before this runs); again changes nothing."""
-    if g.principal.role not in _ACKNOWLEDGERS:
-        abort(403)
-    db = get_session()
-    alert = db.scalar(select(Alert).where(Alert.id == alert_id, Alert.workspace_id == g.principal.workspace_id)
-                      .with_for_update()) if alert_id <= _MAX_ID else None
-    if alert is None:
-        abort(404)
-    if alert.acknowledged_at is None:
-        alert.acknowledged_at = datetime.now(UTC)
-        alert.acknowledged_by_id = g.principal.user_id
-        db.commit()
-        flash(f"Alert {alert.id} acknowledged.")
-    return redirect(local_path(request.form.get("next", "")) or url_for("ui.alerts"))
 
 
 @bp.get("/audit-runs/<int:run_id>")

@@ -21,7 +21,7 @@ from flask import request
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
-__all__ = ["COUNT_CAP", "MAX_PER_PAGE", "MAX_ROWS", "Column", "Table", "count_capped", "table_state"]
+__all__ = ["COUNT_CAP", "MAX_PER_PAGE", "MAX_ROWS", "Column", "Table", "count_capped", "like_pattern", "table_state"]
 
 PER_PAGE_CHOICES = (10, 25, 50, 100)
 MAX_PER_PAGE = max(PER_PAGE_CHOICES)
@@ -158,7 +158,8 @@ class Table:
 
     def sql_order(self, stmt: Select, expressions: Mapping[str, Any], *tiebreak) -> Select:
         """``stmt`` ordered by the table's column (empty values last), then ``tiebreak``."""
-        expr = expressions.get(self.sort) or expressions[self.default_sort]
+        # (not `get(...) or ...`: a SQL expression has no truth value)
+        expr = expressions[self.sort] if self.sort in expressions else expressions[self.default_sort]
         direction = self.direction if self.sort in expressions else self.default_direction
         ordered = expr.desc() if direction == "desc" else expr.asc()
         return stmt.order_by(ordered.nulls_last(), *(t.desc() if direction == "desc" else t.asc() for t in tiebreak))
@@ -186,6 +187,11 @@ def count_capped(db: Session, stmt: Select, cap: int = COUNT_CAP) -> tuple[int, 
     inner = stmt.order_by(None).limit(cap + 1).subquery()
     n = db.scalar(select(func.count()).select_from(inner)) or 0
     return min(n, cap), n > cap
+
+
+def like_pattern(q: str) -> str:
+    """``%q%`` for a ``LIKE ... ESCAPE '\\'``: the filter's own ``%``, ``_`` and ``\\`` match themselves."""
+    return "%" + q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
 def _int(value: str | None, default: int, lo: int, hi: int) -> int:

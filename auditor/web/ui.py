@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import wraps
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from flask import (
     Blueprint,
@@ -38,7 +38,7 @@ def login_required(*, readers_only: bool = True):
         def wrapper(**kwargs):
             principal = load_principal(allow_session=True, with_fingerprint=request.method == "GET")
             if principal is None:
-                return redirect(url_for("ui.login", next=request.path))
+                return redirect(url_for("ui.login", next=here()))
             if readers_only and not principal.reads_all:
                 if principal.role == Role.VENDOR and principal.vendor:
                     return redirect(url_for("ui.vendor", name=principal.vendor))
@@ -48,6 +48,18 @@ def login_required(*, readers_only: bool = True):
         return wrapper
 
     return decorate
+
+
+def here() -> str:
+    """This request's path and query, as the address bar had them (a link followed while logged
+    out is where the login leads back to: a filtered link keeps its filter).
+
+    The path is quoted again (Werkzeug decoded it), so that a name holding a space, a ``?``
+    or ``%`` survives, and :func:`local_path` accepts it.
+    """
+    path = quote(request.path, safe="/!$&'()*+,;=:@~")
+    query = request.query_string.decode("latin-1")
+    return f"{path}?{query}" if query else path
 
 
 def _login_limit() -> str:

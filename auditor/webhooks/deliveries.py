@@ -1,5 +1,5 @@
-"""Outgoing webhook deliveries: created with the event, sent and retried by the workers,
-every attempt kept in the delivery log.
+"""Outgoing webhook deliveries (and alert channels' messages, :mod:`auditor.alerting`): created
+with the event, sent and retried by the workers, every attempt kept in the delivery log.
 
 An event becomes one :class:`~auditor.db.WebhookDelivery` row per active webhook of the
 workspace that takes it, holding the exact body sent at every attempt (at most
@@ -21,13 +21,14 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from auditor.db.models import (
     Alert,
+    AlertChannel,
     AuditRun,
     Certification,
     Dataset,
@@ -39,8 +40,11 @@ from auditor.db.models import (
     Workspace,
 )
 from auditor.db.session import session_scope
-from auditor.webhooks.http import TIMEOUT, post
+from auditor.webhooks.http import TIMEOUT, Answer, post
 from auditor.webhooks.signing import SIGNATURE_HEADER, signature_header
+
+if TYPE_CHECKING:  # (auditor.alerting.channels sends through this package's HTTP client)
+    from auditor.alerting.channels import Smtp, Target
 
 __all__ = [
     "EVENTS",
@@ -52,6 +56,7 @@ __all__ = [
     "create_deliveries",
     "ping_delivery",
     "stale_deliveries",
+    "store_deliveries",
 ]
 
 log = logging.getLogger(__name__)
@@ -90,6 +95,23 @@ def _subscribed(session: Session, workspace_id: int, event: str) -> list[Webhook
     return [h for h in hooks if not h.events or event in h.events]
 
 
+def store_deliveries(session: Session, event: str, bodies: Iterable[str],
+                     targets: list[dict[str, int]]) -> list[int]:
+    """One pending delivery per body and target (``{"webhook_id": id}`` or ``{"channel_id": id}``);
+    their ids. The caller commits, then hands the ids to the workers."""
+    bodies = list(bodies)
+    for body in set(bodies):
+        if len(body.encode("utf-8")) > MAX_BODY_BYTES:
+            raise ValueError(f"a {event} body is larger than {MAX_BODY_BYTES} bytes")
+    now = _now()
+    rows = [WebhookDelivery(**target, event=event, body=body, status=DeliveryStatus.PENDING, attempts=0,
+                            history=[], next_attempt_at=now)
+            for body in bodies for target in targets]
+    session.add_all(rows)
+    session.flush()
+    return [r.id for r in rows]
+
+
 def create_deliveries(session: Session, workspace_id: int, event: str, bodies: Iterable[str],
                       *, webhooks: list[Webhook] | None = None) -> list[int]:
     """One pending delivery per body and subscribed active webhook (or per given webhook); their ids.
@@ -99,16 +121,7 @@ def create_deliveries(session: Session, workspace_id: int, event: str, bodies: I
     hooks = _subscribed(session, workspace_id, event) if webhooks is None else webhooks
     if not hooks:
         return []
-    now = _now()
-    rows = [WebhookDelivery(webhook_id=h.id, event=event, body=body, status=DeliveryStatus.PENDING, attempts=0,
-                            history=[], next_attempt_at=now)
-            for body in bodies for h in hooks]
-    for body in {r.body for r in rows}:
-        if len(body.encode("utf-8")) > MAX_BODY_BYTES:
-            raise ValueError(f"a {event} body is larger than {MAX_BODY_BYTES} bytes")
-    session.add_all(rows)
-    session.flush()
-    return [r.id for r in rows]
+    return store_deliveries(session, event, bodies, [{"webhook_id": h.id} for h in hooks])
 
 
 def _alert(a: Alert, dataset_name: str | None) -> dict[str, Any]:
@@ -213,42 +226,88 @@ def _backoff(attempts: int, base: float) -> float:
     return min(MAX_BACKOFF, base * 2 ** max(0, attempts - 1))
 
 
+@dataclass(frozen=True)
+class _Hook:
+    """What a signed webhook delivery needs to know of its webhook."""
+
+    url: str
+    secret: str
+    active: bool
+
+
+def _target(hook: Webhook | None, channel: AlertChannel | None) -> _Hook | Target | None:
+    from auditor.alerting.channels import Target
+
+    if hook is not None:
+        return _Hook(hook.url, hook.secret, bool(hook.active))
+    if channel is not None:
+        return Target(str(channel.kind), channel.name, channel.url, tuple(channel.recipients or ()),
+                      bool(channel.active))
+    return None
+
+
+def _send(target: _Hook | Target, delivery_id: int, event: str, body: str, *, allow_private: bool,
+          timeout: float, smtp: Smtp, base_url: str | None) -> Answer:
+    """One attempt at the delivery: a signed POST to a webhook, or a message to an alert channel."""
+    if not isinstance(target, _Hook):
+        from auditor.alerting.channels import send as send_to_channel
+
+        return send_to_channel(target, body, smtp=smtp, allow_private=allow_private, base_url=base_url,
+                               timeout=timeout)
+    payload = body.encode("utf-8")
+    headers = {"Content-Type": "application/json", "User-Agent": "Auditor-Webhooks/1",
+               "X-Auditor-Event": event, "X-Auditor-Delivery": str(delivery_id),
+               SIGNATURE_HEADER: signature_header(target.secret, payload, timestamp=int(time.time()))}
+    return post(target.url, payload, headers, allow_private=allow_private, timeout=timeout)
+
+
+def _take(session: Session, delivery_id: int, now: datetime, timeout: float):
+    """(delivery, its target) if it is pending and now held by this worker; else an :class:`Attempt` saying why."""
+    row = session.execute(select(WebhookDelivery, Webhook, AlertChannel)
+                          .outerjoin(Webhook, Webhook.id == WebhookDelivery.webhook_id)
+                          .outerjoin(AlertChannel, AlertChannel.id == WebhookDelivery.channel_id)
+                          .where(WebhookDelivery.id == delivery_id)).first()
+    if row is None:
+        return Attempt("gone")
+    delivery, hook, channel = row
+    if delivery.status != DeliveryStatus.PENDING:
+        return Attempt(str(delivery.status))
+    locked = _aware(delivery.locked_until)
+    if locked is not None and locked > now:
+        return Attempt("busy")
+    # Take it: the conditional update fails if another worker took it meanwhile.
+    taken = session.execute(
+        update(WebhookDelivery).where(WebhookDelivery.id == delivery_id,
+                                      WebhookDelivery.status == DeliveryStatus.PENDING,
+                                      or_(WebhookDelivery.locked_until.is_(None),
+                                          WebhookDelivery.locked_until <= now))
+        .values(locked_until=now + timedelta(seconds=4 * timeout + 30))).rowcount
+    if not taken:
+        return Attempt("busy")
+    return delivery, _target(hook, channel)
+
+
 def attempt(factory: sessionmaker[Session], delivery_id: int, *, max_attempts: int, backoff: float,
-            allow_private: bool, timeout: float = TIMEOUT) -> Attempt:
+            allow_private: bool, timeout: float = TIMEOUT, smtp: Smtp | None = None,
+            base_url: str | None = None) -> Attempt:
     """Send delivery ``delivery_id`` once, if it is still pending and nobody else is sending it,
-    and record the outcome."""
+    and record the outcome. ``smtp`` is the relay of email channels; ``base_url`` starts the
+    links of channel messages."""
     now = _now()
     with session_scope(factory) as session:
-        row = session.execute(select(WebhookDelivery, Webhook).join(Webhook, Webhook.id == WebhookDelivery.webhook_id)
-                              .where(WebhookDelivery.id == delivery_id)).first()
-        if row is None:
-            return Attempt("gone")
-        delivery, hook = row
-        if delivery.status != DeliveryStatus.PENDING:
-            return Attempt(str(delivery.status))
-        locked = _aware(delivery.locked_until)
-        if locked is not None and locked > now:
-            return Attempt("busy")
-        # Take it: the conditional update fails if another worker took it meanwhile.
-        taken = session.execute(
-            update(WebhookDelivery).where(WebhookDelivery.id == delivery_id,
-                                          WebhookDelivery.status == DeliveryStatus.PENDING,
-                                          or_(WebhookDelivery.locked_until.is_(None),
-                                              WebhookDelivery.locked_until <= now))
-            .values(locked_until=now + timedelta(seconds=4 * timeout + 30))).rowcount
-        if not taken:
-            return Attempt("busy")
-        url, secret, body, event, active = hook.url, hook.secret, delivery.body, delivery.event, hook.active
-        attempts = delivery.attempts
-    if not active and event != "webhook.test":
+        taken = _take(session, delivery_id, now, timeout)
+        if isinstance(taken, Attempt):
+            return taken
+        delivery, target = taken
+        body, event, attempts = delivery.body, delivery.event, delivery.attempts
+    if target is None or (not target.active and not event.endswith(".test")):
         answer = None
-        error, code, retry = "the webhook was deactivated before this delivery was sent", None, False
+        error, code, retry = "the webhook or channel was deactivated before this delivery was sent", None, False
     else:
-        payload = body.encode("utf-8")
-        headers = {"Content-Type": "application/json", "User-Agent": "Auditor-Webhooks/1",
-                   "X-Auditor-Event": event, "X-Auditor-Delivery": str(delivery_id),
-                   SIGNATURE_HEADER: signature_header(secret, payload, timestamp=int(time.time()))}
-        answer = post(url, payload, headers, allow_private=allow_private, timeout=timeout)
+        from auditor.alerting.channels import Smtp
+
+        answer = _send(target, delivery_id, event, body, allow_private=allow_private, timeout=timeout,
+                       smtp=smtp or Smtp(), base_url=base_url)
         error, code, retry = answer.error, answer.status, answer.retry
     attempts += 1
     finished = _now()
@@ -264,7 +323,7 @@ def attempt(factory: sessionmaker[Session], delivery_id: int, *, max_attempts: i
         status, retry_in = DeliveryStatus.FAILED, None
     with session_scope(factory) as session:
         delivery = session.get(WebhookDelivery, delivery_id, with_for_update=True)
-        if delivery is None:  # the webhook was deleted meanwhile
+        if delivery is None:  # the webhook or channel was deleted meanwhile
             return Attempt("gone")
         delivery.attempts = attempts
         delivery.history = [*(delivery.history or []), entry][-_MAX_HISTORY:]

@@ -23,8 +23,8 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-__all__ = ["MAX_RESPONSE_BYTES", "MAX_URL_LENGTH", "TIMEOUT", "Answer", "RefusedDestination", "is_internal",
-           "post", "validate_url"]
+__all__ = ["MAX_RESPONSE_BYTES", "MAX_URL_LENGTH", "TIMEOUT", "Answer", "RefusedDestination", "connect",
+           "is_internal", "post", "validate_url"]
 
 MAX_URL_LENGTH = 2000
 MAX_RESPONSE_BYTES = 64 << 10
@@ -85,7 +85,7 @@ def validate_url(url: str, *, allow_private: bool) -> str:
     return url
 
 
-def _connect(host: str, port: int, timeout: float, allow_private: bool) -> socket.socket:
+def connect(host: str, port: int, timeout: float, allow_private: bool) -> socket.socket:
     """A connected socket to one of ``host``'s addresses that passes the destination check."""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     if not infos:
@@ -113,14 +113,14 @@ class _HTTP(http.client.HTTPConnection):
     allow_private = False
 
     def connect(self) -> None:
-        self.sock = _connect(self.host, self.port, self.timeout, self.allow_private)
+        self.sock = connect(self.host, self.port, self.timeout, self.allow_private)
 
 
 class _HTTPS(http.client.HTTPSConnection):
     allow_private = False
 
     def connect(self) -> None:
-        sock = _connect(self.host, self.port, self.timeout, self.allow_private)
+        sock = connect(self.host, self.port, self.timeout, self.allow_private)
         self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
 
 
@@ -133,10 +133,12 @@ class Answer:
     duration_ms: float
     #: Worth trying again later (False: the destination is refused outright).
     retry: bool = True
+    #: Taken by a receiver that does not speak HTTP (an SMTP relay answers 250, not 2xx).
+    sent: bool = False
 
     @property
     def ok(self) -> bool:
-        return self.status is not None and 200 <= self.status < 300
+        return self.sent or (self.status is not None and 200 <= self.status < 300)
 
 
 def post(url: str, body: bytes, headers: dict[str, str], *, allow_private: bool,

@@ -20,6 +20,7 @@ from celery import shared_task
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from auditor.alerting.settings import audit_options
 from auditor.audit import plans
 from auditor.audit.pipeline import AuditOptions
 from auditor.db.session import session_scope
@@ -75,7 +76,8 @@ def _plan(task, dataset_id: int, release_ids: list[int]) -> list[dict[str, Any]]
     from auditor.worker.tasks import _session_factory, _worker_settings
 
     factory = _session_factory(task)
-    options = AuditOptions.from_settings(_worker_settings(task))
+    with session_scope(factory) as session:  # (the snapshot reads in a transaction of its own)
+        options = audit_options(session, dataset_id, AuditOptions.from_settings(_worker_settings(task)))
     with factory() as session:
         snap = load_audit_snapshot(session, dataset_id)
         session.rollback()

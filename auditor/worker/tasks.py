@@ -29,6 +29,8 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
 from auditor import webhooks
+from auditor.alerting.channels import Smtp
+from auditor.alerting.routing import route_alerts
 from auditor.audit import runner
 from auditor.audit.pipeline import (
     AuditOptions,
@@ -162,10 +164,10 @@ def audit_dataset(self, dataset_id: int) -> dict[str, Any]:
     factory = _session_factory(self)
     task_id = self.request.id or uuid.uuid4().hex
 
-    def fan_out(run_id: int, snap, timings: dict) -> runner.Outcome | None:
+    def fan_out(run_id: int, snap, timings: dict, used: AuditOptions) -> runner.Outcome | None:
         if not snap.releases or snap.counts.shape[0] < w.fanout_min_items:
             return None
-        return _fan_out(self, run_id, task_id, snap, options, timings)
+        return _fan_out(self, run_id, task_id, snap, used, timings)
 
     try:
         outcome = runner.run_audit(factory, dataset_id, task_id=task_id, options=options, lease=_lease(w),
@@ -286,11 +288,12 @@ def sweep(self) -> list[int]:
 
 @shared_task(bind=True, name="workers.tasks.deliver_alerts")
 def deliver_alerts(self, alert_ids: list[int]) -> int:
-    """Send stored alerts to their workspaces' webhooks (``alert.raised``); returns the deliveries queued."""
+    """Send stored alerts to their workspaces' webhooks (``alert.raised``) and to the channels their
+    rules name; returns the deliveries queued."""
     if not alert_ids:
         return 0
     with session_scope(_session_factory(self)) as session:
-        ids = webhooks.alerts_raised(session, alert_ids)
+        ids = webhooks.alerts_raised(session, alert_ids) + route_alerts(session, alert_ids)
     _publish_deliveries(ids)
     return len(ids)
 
@@ -298,11 +301,13 @@ def deliver_alerts(self, alert_ids: list[int]) -> int:
 # Unlimited Celery retries: the delivery's own attempt count (AUDITOR_WEBHOOK_MAX_ATTEMPTS) ends them.
 @shared_task(bind=True, name="workers.tasks.deliver_webhook", max_retries=None)
 def deliver_webhook(self, delivery_id: int) -> dict[str, Any]:
-    """One attempt at an outgoing webhook delivery; a failed one is retried after its backoff."""
+    """One attempt at an outgoing webhook delivery (or an alert channel's message); a failed one is
+    retried after its backoff."""
     w = _worker_settings(self)
     try:
         done = webhooks.attempt(_session_factory(self), int(delivery_id), max_attempts=w.webhook_max_attempts,
-                                backoff=w.webhook_retry_backoff, allow_private=w.webhook_allow_private)
+                                backoff=w.webhook_retry_backoff, allow_private=w.webhook_allow_private,
+                                smtp=Smtp.from_settings(w), base_url=w.base_url)
     except TRANSIENT as exc:  # the database is away: the delivery is untouched, try again
         raise self.retry(exc=exc, countdown=w.webhook_retry_backoff) from exc
     if done.retry_in is not None:

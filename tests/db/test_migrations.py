@@ -170,3 +170,35 @@ def test_curve_methods_and_monte_carlo_errors_move_out_of_the_points(backend, re
         assert back == curves
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_delivery_goes_to_a_webhook_or_a_channel_and_a_downgrade_drops_the_channels_ones(backend, request, tmp_path):
+    """Each row of the delivery log names exactly one target; downgrading past the alert channels
+    keeps the webhooks' deliveries and drops the channels' (they have no webhook)."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import IntegrityError
+
+    pg_database = request.getfixturevalue("pg_database") if backend == "postgresql" else None
+    engine = _fresh_engine(backend, pg_database, tmp_path)
+    try:
+        migrate.upgrade(engine)
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO workspace (id, slug, name) VALUES (1, 'w', 'w')"))
+            conn.execute(text("INSERT INTO webhook (id, workspace_id, url, secret, secret_prefix, events) "
+                              "VALUES (1, 1, 'https://hooks.example.org/x', 's', 's', '[]')"))
+            conn.execute(text("INSERT INTO alert_channel (id, workspace_id, kind, name, recipients) "
+                              "VALUES (1, 1, 'email', 'leads', '[\"lead@example.org\"]')"))
+            for target in ("webhook_id", "channel_id"):
+                conn.execute(text(f"INSERT INTO webhook_delivery ({target}, event, body, status, attempts) "
+                                  "VALUES (1, 'e', '{}', 'pending', 0)"))
+        for targets in ("NULL, NULL", "1, 1"):
+            with pytest.raises(IntegrityError), engine.begin() as conn:
+                conn.execute(text("INSERT INTO webhook_delivery (webhook_id, channel_id, event, body, status, attempts) "
+                                  f"VALUES ({targets}, 'e', '{{}}', 'pending', 0)"))
+        migrate.downgrade(engine, "8e4b2d7f1a63")
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT webhook_id FROM webhook_delivery")).scalars().all() == [1]
+        migrate.upgrade(engine)
+    finally:
+        engine.dispose()

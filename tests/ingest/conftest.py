@@ -32,10 +32,14 @@ def new_dataset(factory):
 
 
 def fingerprint(engine: Engine) -> str:
-    """A hash of every row of every table (tests compare it before and after a rejection)."""
+    """A hash of every row of every table (tests compare it before and after a rejection), but the
+    record of rejected attempts: a rejection writes its own (who, when, its first errors) and
+    nothing else."""
     digest = hashlib.sha256()
     with engine.connect() as conn:
         for table in Base.metadata.sorted_tables:
+            if table.name == "import_attempt":
+                continue
             cols = ", ".join(c.name for c in table.columns)
             order = ", ".join(c.name for c in table.primary_key.columns)
             for row in conn.execute(text(f"SELECT {cols} FROM {table.name} ORDER BY {order}")):

@@ -56,10 +56,11 @@ def demo(app):
 
 
 def _pages(app, demo) -> list[tuple[str, str]]:
-    """(name, path) of every page of the workspace: each dataset, its items, each audit run,
+    """(name, path) of every page of the workspace: each dataset, its items and imports, each audit run,
     vendor (on each of its datasets), one annotator of each vendor on each dataset, model,
-    release, a comparison, the lists, the admin pages and the API docs."""
+    release, a comparison, the lists, an alert, the admin pages and the API docs."""
     from auditor.db import (
+        Alert,
         Annotator,
         AuditRun,
         Dataset,
@@ -90,6 +91,7 @@ def _pages(app, demo) -> list[tuple[str, str]]:
         models = db.scalars(select(Model.id).where(Model.workspace_id == w)).all()
         releases = db.execute(select(Release.id, Release.version).where(Release.model_id.in_(models))
                               .order_by(Release.released_at, Release.id)).all()
+        alerts = db.scalars(select(Alert.id).where(Alert.workspace_id == w).order_by(Alert.id).limit(1)).all()
     names = dict(datasets)
     pages = [("overview", "/"), ("alerts", "/alerts"), ("alerts-all", "/alerts?status=all"),
              ("audit-runs", "/audit-runs"), ("vendors", "/vendors"), ("compare-pick", "/compare"),
@@ -98,6 +100,8 @@ def _pages(app, demo) -> list[tuple[str, str]]:
         pages.append(("webhooks", "/webhooks"))
     pages += [(f"dataset-{names[d]}", f"/datasets/{d}") for d in ids]
     pages += [(f"items-{names[d]}", f"/datasets/{d}/items") for d in ids]
+    pages += [(f"imports-{names[d]}", f"/datasets/{d}/imports") for d in ids]
+    pages += [("alerting", "/alerting")] + [(f"alert-{a}", f"/alerts/{a}") for a in alerts]
     pages += [(f"run-{r}", f"/audit-runs/{r}") for r in runs]
     pages += [(f"vendor-{v}-{names[d]}", f"/vendors/{quote(v, safe='')}?dataset_id={d}") for v, d in sorted(vendors)]
     pages += [(f"annotator-{a}-{names[d]}", f"/datasets/{d}/annotators/{quote(a, safe='')}")

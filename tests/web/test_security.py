@@ -25,6 +25,10 @@ VALID_BODIES = {
     "AnnotationsIngest": {"records": [{"item_id": "x", "annotator_id": "y", "label": "negative"}]},
     "GoldIngest": {"records": [{"item_id": "x", "label": "negative"}]},
     "PredictionsIngest": {"records": [{"item_id": "x", "label": "negative"}]},
+    "AlertAssign": {"user_id": None},
+    "AlertSnooze": {"until": None},
+    "AlertComment": {"body": "hello"},
+    "AlertRuleSet": {"name": "r", "channel_ids": [1]},
 }
 
 
@@ -56,6 +60,11 @@ def two(app, seeded):
     hook = client.post("/api/v1/webhooks", headers=a, json={"url": "https://hooks.example.org/a"})
     assert hook.status_code == 201, hook.get_json()
     ids["webhook_id"] = hook.get_json()["id"]
+    channel = client.post("/api/v1/alert-channels", headers=a, json={"kind": "email", "name": "leads",
+                                                                      "recipients": ["lead@example.org"]})
+    ids["channel_id"] = channel.get_json()["id"]
+    ids["rule_id"] = client.post("/api/v1/alert-rules", headers=a,
+                                 json={"name": "all", "channel_ids": [ids["channel_id"]]}).get_json()["id"]
     return seeded, other, ids
 
 
@@ -69,7 +78,7 @@ def test_other_workspace_gets_404_for_every_object(client, two):
         if op.method in ("GET", "DELETE"):
             r = client.open(url, method=op.method, headers=b.tenant.auth())
         else:
-            r = client.post(url, json=VALID_BODIES[op.body_name] if op.body_name else None,
+            r = client.open(url, method=op.method, json=VALID_BODIES[op.body_name] if op.body_name else None,
                             headers=b.tenant.auth())
         if op.rule.startswith("/vendors/"):
             # Vendors are names, not objects: B has its own "acme-labeling", so compare contents.

@@ -88,14 +88,13 @@ class Receiver:
         self.server.server_close()
 
 
-@pytest.fixture
-def hooked(tmp_path, pg_factory, redis_url, start_worker):
-    """A worker (JSON logs, quick retries, private destinations allowed) and a web app on the same
-    database and queue."""
+def hooked_app(tmp_path, pg_factory, redis_url, start_worker, **extra_env):
+    """A worker (JSON logs, quick retries, private destinations allowed, ``extra_env``) and a web
+    app on the same database and queue: (app, session factory, worker)."""
     url, factory = pg_factory
     env = worker_env(tmp_path, url, redis_url, redis_url, AUDITOR_WEBHOOK_ALLOW_PRIVATE="true",
                      AUDITOR_WEBHOOK_RETRY_BACKOFF="0.5", AUDITOR_WEBHOOK_MAX_ATTEMPTS="6",
-                     AUDITOR_LOG_FORMAT="json")
+                     AUDITOR_LOG_FORMAT="json", **extra_env)
     queue = env["AUDITOR_CELERY_QUEUE"]
     app = create_app({
         "TESTING": True, "SECRET_KEY": "webhooks", "DATABASE_URL": url, "RATELIMIT_STORAGE_URI": "memory://",
@@ -103,7 +102,13 @@ def hooked(tmp_path, pg_factory, redis_url, start_worker):
                    "auditor_database_url": url,
                    "auditor_worker": WorkerSettings(queue=queue, webhook_allow_private=True, n_bootstrap=20)}})
     app.extensions["celery"].set_current()
-    worker = start_worker(env)
+    return app, factory, start_worker(env)
+
+
+@pytest.fixture
+def hooked(tmp_path, pg_factory, redis_url, start_worker):
+    """:func:`hooked_app`, and the receivers a test starts (closed at its end)."""
+    app, factory, worker = hooked_app(tmp_path, pg_factory, redis_url, start_worker)
     receivers: list[Receiver] = []
     yield app, factory, worker, receivers
     for r in receivers:

@@ -2,6 +2,7 @@
 
 from auditor.web.api import (  # each registers its operations
     access,
+    alerting,
     annotators,
     datasets,
     ingestion,

@@ -3,7 +3,10 @@ enforce the caller's workspace (another workspace's object is simply not found).
 
 from __future__ import annotations
 
-from sqlalchemy import select
+import logging
+
+from flask import current_app
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from auditor.db import (
@@ -18,7 +21,10 @@ from auditor.web.db import in_workspace
 from auditor.web.errors import ApiError
 from auditor.web.security import READERS
 
-__all__ = ["ADMIN", "READ_OR_VENDOR", "WRITERS", "B", "commit", "get_dataset", "get_model", "get_release", "get_run", "vendor_scope"]
+__all__ = ["ADMIN", "READ_OR_VENDOR", "WRITERS", "B", "allow_private", "check_quota", "commit", "delete_answer",
+           "get_dataset", "get_model", "get_owned", "get_release", "get_run", "publish_delivery", "vendor_scope"]
+
+log = logging.getLogger(__name__)
 ADMIN = frozenset({Role.ADMIN})
 WRITERS = frozenset({Role.ADMIN, Role.ANALYST})
 READ_OR_VENDOR = READERS | {Role.VENDOR}
@@ -75,3 +81,44 @@ def vendor_scope(principal, vendor: str | None) -> str | None:
     if principal.vendor is None or (vendor is not None and vendor != principal.vendor):
         raise ApiError(404, "No such vendor.", field="vendor")
     return principal.vendor
+
+
+def allow_private() -> bool:
+    """Whether webhooks and alert channels may point at private addresses (the workers' setting)."""
+    capp = current_app.extensions.get("celery")
+    w = capp.conf.get("auditor_worker") if capp is not None else None
+    return bool(getattr(w, "webhook_allow_private", False))
+
+
+def publish_delivery(delivery_id: int) -> None:
+    """Hand a stored delivery (a webhook's or an alert channel's) to the workers."""
+    try:
+        # Through this app's own Celery (its broker and queue), as any message of this app.
+        current_app.extensions["celery"].send_task("workers.tasks.deliver_webhook", args=(delivery_id,),
+                                                   retry=False, ignore_result=True)
+    except Exception as exc:  # any broker failure: the periodic sweep sends it later
+        log.warning("could not queue delivery %s (%s); the sweep will", delivery_id, exc.__class__.__name__)
+
+
+def get_owned(principal, db, model, object_id: int, what: str, field: str):
+    """The workspace's ``model`` object ``object_id``, or a 404 naming ``what`` (another
+    workspace's is simply not found)."""
+    obj = in_workspace(db, model, object_id, principal.workspace_id)
+    if obj is None:
+        raise ApiError(404, f"No {what} with id {object_id}.", field=field)
+    return obj
+
+
+def check_quota(principal, db, model, limit: int, what: str) -> None:
+    """A 409 when the workspace already has ``limit`` rows of ``model`` (``what``, plural)."""
+    n = db.scalar(select(func.count()).select_from(model).where(model.workspace_id == principal.workspace_id))
+    if n >= limit:
+        raise ApiError(409, f"A workspace has at most {limit} {what}; delete one first.", field="name")
+
+
+def delete_answer(db, obj, serialize) -> dict:
+    """Delete ``obj`` and answer it as it was."""
+    answer = serialize(obj)
+    db.delete(obj)
+    db.commit()
+    return answer

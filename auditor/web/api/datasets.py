@@ -7,6 +7,7 @@ from sqlalchemy import func, select
 from auditor import ingest
 from auditor.db import (
     Dataset,
+    ImportAttempt,
     ImportBatch,
     Item,
     Role,
@@ -129,16 +130,34 @@ def read_item(principal, db, dataset_id, item_id):
     return s.item(it, list(ds.labels))
 
 
+_KIND = Param("kind", "string", "Only those of this kind.", enum=("annotations", "gold", "predictions"))
+
+
+def _uploads(principal, db, dataset_id: int, model, kind: str | None, serialize, columns: list[str], name: str):
+    """A dataset's uploads of ``model`` (batches or rejected attempts), newest first; a vendor's own only."""
+    ds = get_dataset(principal, db, dataset_id)
+    stmt = select(model).where(model.dataset_id == ds.id).order_by(model.id.desc())
+    if kind:
+        stmt = stmt.where(model.kind == kind)
+    if principal.role == Role.VENDOR:
+        stmt = stmt.where(model.submitted_by_id == principal.user_id)
+    return Listing(stmt, serialize, columns, f"{name}-{ds.id}")
+
+
 @endpoint("GET", "/datasets/<int:dataset_id>/batches", summary="List import batches", tag="ingestion",
-          roles=READ_OR_VENDOR, listing=True, response=s.page_of("Batch"),
-          query=[Param("kind", "string", "Only batches of this kind.", enum=("annotations", "gold", "predictions"))])
+          roles=READ_OR_VENDOR, listing=True, response=s.page_of("Batch"), query=[_KIND])
 def list_batches(principal, db, dataset_id, kind):
     """Accepted uploads, newest first (a vendor sees only its own submissions)."""
-    ds = get_dataset(principal, db, dataset_id)
-    stmt = select(ImportBatch).where(ImportBatch.dataset_id == ds.id).order_by(ImportBatch.id.desc())
-    if kind:
-        stmt = stmt.where(ImportBatch.kind == kind)
-    if principal.role == Role.VENDOR:
-        stmt = stmt.where(ImportBatch.submitted_by_id == principal.user_id)
-    return Listing(stmt, s.batch, ["id", "kind", "format", "source_name", "release_id", "submitted_by",
-                                   "row_count", "data_version", "created_at"], f"batches-{ds.id}")
+    return _uploads(principal, db, dataset_id, ImportBatch, kind, s.batch,
+                    ["id", "kind", "format", "source_name", "release_id", "submitted_by", "row_count", "data_version",
+                     "created_at"], "batches")
+
+
+@endpoint("GET", "/datasets/<int:dataset_id>/import-attempts", summary="List rejected imports", tag="ingestion",
+          roles=READ_OR_VENDOR, listing=True, response=s.page_of("ImportAttempt"), query=[_KIND])
+def list_import_attempts(principal, db, dataset_id, kind):
+    """Rejected uploads, newest first (the dataset's latest 200): who, when, format, and the first
+    errors (a vendor sees only its own attempts). Nothing of their rows is kept."""
+    return _uploads(principal, db, dataset_id, ImportAttempt, kind, s.import_attempt,
+                    ["id", "kind", "format", "source_name", "submitted_by", "status_code", "bad_rows", "message",
+                     "errors", "created_at"], "import-attempts")

@@ -26,6 +26,7 @@ from auditor.ingest import (
     import_gold,
     import_predictions,
 )
+from auditor.ingest.attempts import record_rejected
 from auditor.ingest.errors import UploadTooLarge
 from auditor.web.api import serializers as s
 from auditor.web.api.common import get_dataset, get_release
@@ -111,17 +112,38 @@ def _field_map() -> dict[str, str]:
         raise ApiError(400, str(exc), field="field") from None
 
 
+def _reject(db, principal, dataset, kind: str, fmt: str | None, name: str | None, exc: ApiError,
+            errors=(), bad_rows: int = 0) -> ApiError:
+    """Record the rejected attempt (its first errors, never its rows) and return the error to raise.
+
+    Recording is best effort: whatever goes wrong there, the client still gets its 4xx."""
+    db.rollback()
+    try:
+        record_rejected(db, dataset.id, kind=kind, format=fmt, source_name=name, submitted_by=principal.email,
+                        submitted_by_id=principal.user_id, status_code=exc.status, message=exc.message,
+                        errors=errors, bad_rows=bad_rows)
+        db.commit()
+    except Exception as err:  # (the database may be the reason the import failed)
+        db.rollback()
+        log.warning("could not record a rejected import on dataset %s (%s)", dataset.id, err.__class__.__name__)
+    return exc
+
+
 def _run(db, principal, dataset, fn, *args, **kwargs) -> dict:
     # End the read-only transaction of the lookups: the import opens its own writing one.
     db.commit()
+    kind = fn.__name__.removeprefix("import_")
+    fmt, name = kwargs.get("format"), getattr(args[0], "name", None) if args else None
+
+    def rejected(exc: ApiError, errors=(), bad_rows: int = 0) -> ApiError:
+        return _reject(db, principal, dataset, kind, fmt, name, exc, errors, bad_rows)
+
     try:
         result = fn(db, dataset, *args, workspace=principal.workspace_slug, submitted_by=principal.email, **kwargs)
     except UploadTooLarge as exc:
-        db.rollback()
-        raise ApiError(413, str(exc), field="body") from None
+        raise rejected(ApiError(413, str(exc), field="body")) from None
     except ImportRejected as exc:
-        db.rollback()
-        record_import(fn.__name__.removeprefix("import_"), "rejected", exc.bad_rows)
+        record_import(kind, "rejected", exc.bad_rows)
         errors = [{"row": e.row, "field": e.field, "message": e.reason} for e in exc.errors]
         first = exc.errors[0] if exc.errors else None
         others = exc.bad_rows - 1
@@ -130,21 +152,18 @@ def _run(db, principal, dataset, fn, *args, **kwargs) -> dict:
                    (f" (and {others} more bad row{'s' if others != 1 else ''}"
                     + (f"; the first {listed} are listed in errors" if exc.bad_rows > listed else "") + ")"
                     if others > 0 else ""))
-        raise ApiError(400, message, field=first.field if first else None, errors=errors,
-                       code="batch_rejected") from None
+        raise rejected(ApiError(400, message, field=first.field if first else None, errors=errors,
+                                code="batch_rejected"), errors, exc.bad_rows) from None
     except IngestError as exc:
-        db.rollback()
-        record_import(fn.__name__.removeprefix("import_"), "rejected", 0)
-        raise ApiError(400, str(exc), code="batch_rejected") from None
+        record_import(kind, "rejected", 0)
+        raise rejected(ApiError(400, str(exc), code="batch_rejected")) from None
     except UnicodeDecodeError as exc:
-        db.rollback()
-        record_import(fn.__name__.removeprefix("import_"), "rejected", 0)
-        raise ApiError(400, f"The upload is not UTF-8 text: {exc.reason}.", field="file") from None
+        record_import(kind, "rejected", 0)
+        raise rejected(ApiError(400, f"The upload is not UTF-8 text: {exc.reason}.", field="file")) from None
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
         # A gzip upload cut short or corrupt: the client's file, not our failure.
-        db.rollback()
-        record_import(fn.__name__.removeprefix("import_"), "rejected", 0)
-        raise ApiError(400, f"The upload could not be decompressed: {exc}.", field="file") from None
+        record_import(kind, "rejected", 0)
+        raise rejected(ApiError(400, f"The upload could not be decompressed: {exc}.", field="file")) from None
     return result
 
 
@@ -205,9 +224,9 @@ def submit_annotations(principal, db, dataset_id, file_format, idempotency_key, 
                              .where(Annotation.dataset_id == ds.id, Annotation.batch_id == result.batch_id,
                                     Annotator.vendor.is_distinct_from(principal.vendor)).limit(1)).first()
         if foreign is not None:
-            db.rollback()
-            raise ApiError(403, f"Annotator {foreign[0]!r} belongs to vendor {foreign[1]!r}, not to "
-                                f"{principal.vendor!r}; nothing was written.", field="vendor")
+            raise _reject(db, principal, ds, "annotations", fmt, name, ApiError(
+                403, f"Annotator {foreign[0]!r} belongs to vendor {foreign[1]!r}, not to {principal.vendor!r}; "
+                     "nothing was written.", field="vendor"))
     return _accepted(db, principal, ds, result)
 
 

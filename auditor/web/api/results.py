@@ -3,8 +3,6 @@ bounds, BEST ceilings, alerts, quality over time; and the OpenAPI document itsel
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from flask import jsonify
 from sqlalchemy import Select, func, select
 
@@ -30,15 +28,12 @@ from auditor.jsonable import finite
 from auditor.web.api import serializers as s
 from auditor.web.api.common import (
     READ_OR_VENDOR,
-    WRITERS,
-    commit,
     get_dataset,
     get_model,
     get_run,
     vendor_scope,
 )
 from auditor.web.api.framework import Listing, Param, endpoint
-from auditor.web.errors import ApiError
 from auditor.web.security import READERS
 
 __all__: list[str] = []  # the operations register themselves with the route table
@@ -248,21 +243,6 @@ def list_alerts(principal, db, dataset_id, severity, unacknowledged):
         stmt = stmt.where(Alert.acknowledged_at.is_(None))
     return Listing(stmt, s.alert, ["id", "created_at", "severity", "kind", "subject", "message", "dataset_id",
                                    "audit_run_id", "acknowledged_at"], "alerts")
-
-
-@endpoint("POST", "/alerts/<int:alert_id>/acknowledge", summary="Acknowledge an alert", tag="results",
-          roles=WRITERS, response=s.ref("Alert"))
-def acknowledge_alert(principal, db, alert_id):
-    """Mark an alert as seen (it leaves the unacknowledged list); acknowledging again changes nothing."""
-    a = db.scalar(select(Alert).where(Alert.id == alert_id, Alert.workspace_id == principal.workspace_id)
-                  .with_for_update())
-    if a is None:
-        raise ApiError(404, f"No alert with id {alert_id}.", field="alert_id")
-    if a.acknowledged_at is None:
-        a.acknowledged_at = datetime.now(UTC)
-        a.acknowledged_by_id = principal.user_id
-        commit(db, f"Alert {alert_id}")
-    return s.alert(a)
 
 
 # --- the document itself ------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from auditor.db import (
     ApiToken,
     AuditRun,
     Dataset,
+    ImportAttempt,
     ImportBatch,
     Item,
     Model,
@@ -94,6 +95,13 @@ def batch(b: ImportBatch) -> dict:
             "source_name": b.source_name, "release_id": b.release_id, "submitted_by": b.submitted_by,
             "row_count": b.row_count, "data_version": b.data_version, "checksum": b.checksum,
             "idempotency_key": b.idempotency_key, "stats": b.stats, "created_at": _t(b.created_at)}
+
+
+def import_attempt(a: ImportAttempt) -> dict:
+    return {"id": a.id, "dataset_id": a.dataset_id, "kind": a.kind, "format": a.format,
+            "source_name": a.source_name, "submitted_by": a.submitted_by, "status_code": a.status_code,
+            "bad_rows": a.bad_rows, "message": a.message, "errors": list(a.errors or []),
+            "created_at": _t(a.created_at)}
 
 
 def _seconds(a: datetime | None, b: datetime | None) -> float | None:
@@ -190,7 +198,9 @@ def alert(a: Alert) -> dict:
     return {"id": a.id, "dataset_id": a.dataset_id, "audit_run_id": a.audit_run_id, "kind": a.kind,
             "severity": str(a.severity), "subject": a.subject, "message": a.message,
             "details": plain(a.details), "created_at": _t(a.created_at),
-            "acknowledged_at": _t(a.acknowledged_at)}
+            "acknowledged_at": _t(a.acknowledged_at), "acknowledged_by_id": a.acknowledged_by_id,
+            "assigned_to_id": a.assigned_to_id, "assigned_at": _t(a.assigned_at),
+            "snoozed_until": _t(a.snoozed_until), "updated_at": _t(a.updated_at)}
 
 
 def user(u: User) -> dict:
@@ -259,6 +269,13 @@ SCHEMAS: dict[str, dict] = {
                   kind=STR, format=STR, source_name=_n("string"), release_id=_n("integer"),
                   submitted_by=_n("string"), row_count=INT, data_version=INT, checksum=STR,
                   idempotency_key=_n("string"), stats=ANY_JSON, created_at=_n(TIME)),
+    "ImportAttempt": _obj(["id", "dataset_id", "kind", "status_code", "message", "errors"], id=INT, dataset_id=INT,
+                          kind=STR, format=_n("string"), source_name=_n("string"), submitted_by=_n("string"),
+                          status_code={"type": "integer", "description": "The answer's HTTP status."},
+                          bad_rows={"type": "integer", "description": "Bad rows in all (0: the file as a whole)."},
+                          message=STR, errors={"type": "array", "items": _obj(
+                              ["row", "message"], row=_n("integer"), field=_n("string"), message=STR)},
+                          created_at=_n(TIME)),
     "Accepted": _obj(["batch_id", "data_version", "dataset_id"], batch_id=INT, data_version=INT,
                      dataset_id=INT, kind=STR, row_count=INT, duplicate=BOOL),
     "AuditRun": _obj(["id", "dataset_id", "data_version", "status"], id=INT, dataset_id=INT,
@@ -328,7 +345,10 @@ SCHEMAS: dict[str, dict] = {
                       alpha=_n({"type": "array", "items": _n("number")}), created_at=_n(TIME)),
     "Alert": _obj(["id", "kind", "severity", "message"], id=INT, dataset_id=_n("integer"),
                   audit_run_id=_n("integer"), kind=STR, severity=STR, subject=_n("string"), message=STR,
-                  details=ANY_JSON, created_at=_n(TIME), acknowledged_at=_n(TIME)),
+                  details=ANY_JSON, created_at=_n(TIME), acknowledged_at=_n(TIME),
+                  acknowledged_by_id=_n("integer", "Who acknowledged it (a user id)."),
+                  assigned_to_id=_n("integer", "Who should act on it (a user id)."), assigned_at=_n(TIME),
+                  snoozed_until=_n(TIME, "Off the open list until then."), updated_at=_n(TIME)),
 }
 
 _RECORD_LIMIT = 1_000_000

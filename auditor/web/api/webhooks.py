@@ -13,13 +13,20 @@ import secrets
 from datetime import UTC, datetime
 
 from flask import current_app
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from auditor.db import DeliveryStatus, Webhook, WebhookDelivery
 from auditor.web.api import serializers as s
-from auditor.web.api.common import ADMIN, commit
+from auditor.web.api.common import (
+    ADMIN,
+    allow_private,
+    check_quota,
+    commit,
+    delete_answer,
+    get_owned,
+    publish_delivery,
+)
 from auditor.web.api.framework import Listing, Param, endpoint
-from auditor.web.db import in_workspace
 from auditor.web.errors import ApiError
 from auditor.webhooks import EVENTS, RefusedDestination, ping_delivery, validate_url
 from auditor.webhooks.http import MAX_URL_LENGTH
@@ -46,7 +53,9 @@ s.SCHEMAS.update({
         "properties": {"secret": {"type": "string", "description": "The signing secret: shown this once."}}}]},
     "WebhookDelivery": {
         "type": "object", "required": ["id", "webhook_id", "event", "status", "attempts"],
-        "properties": {"id": s.INT, "webhook_id": s.INT, "event": s.STR,
+        "properties": {"id": s.INT, "webhook_id": {"type": ["integer", "null"]},
+                       "channel_id": {"type": ["integer", "null"], "description": "The alert channel it goes to."},
+                       "event": s.STR,
                        "status": {"type": "string", "enum": [m.value for m in DeliveryStatus]},
                        "attempts": s.INT, "response_code": {"type": ["integer", "null"]},
                        "error": {"type": ["string", "null"]},
@@ -85,7 +94,7 @@ def webhook(h: Webhook) -> dict:
 
 
 def delivery(d: WebhookDelivery) -> dict:
-    return {"id": d.id, "webhook_id": d.webhook_id, "event": d.event, "status": str(d.status),
+    return {"id": d.id, "webhook_id": d.webhook_id, "channel_id": d.channel_id, "event": d.event, "status": str(d.status),
             "attempts": d.attempts, "response_code": d.response_code, "error": d.error,
             "history": list(d.history or []), "created_at": _t(d.created_at),
             "last_attempt_at": _t(d.last_attempt_at), "next_attempt_at": _t(d.next_attempt_at),
@@ -97,26 +106,8 @@ _DELIVERY_COLUMNS = ["id", "webhook_id", "event", "status", "attempts", "respons
                      "last_attempt_at", "next_attempt_at", "delivered_at"]
 
 
-def _allow_private() -> bool:
-    capp = current_app.extensions.get("celery")
-    w = capp.conf.get("auditor_worker") if capp is not None else None
-    return bool(getattr(w, "webhook_allow_private", False))
-
-
 def _get(principal, db, webhook_id: int) -> Webhook:
-    h = in_workspace(db, Webhook, webhook_id, principal.workspace_id)
-    if h is None:
-        raise ApiError(404, f"No webhook with id {webhook_id}.", field="webhook_id")
-    return h
-
-
-def _publish(delivery_id: int) -> None:
-    try:
-        # Through this app's own Celery (its broker and queue), as any message of this app.
-        current_app.extensions["celery"].send_task("workers.tasks.deliver_webhook", args=(delivery_id,),
-                                                   retry=False, ignore_result=True)
-    except Exception as exc:  # any broker failure: the periodic sweep sends it later
-        log.warning("could not queue webhook delivery %s (%s); the sweep will", delivery_id, exc.__class__.__name__)
+    return get_owned(principal, db, Webhook, webhook_id, "webhook", "webhook_id")
 
 
 @endpoint("GET", "/webhooks", summary="List webhooks", tag="webhooks", roles=ADMIN, listing=True,
@@ -132,12 +123,10 @@ def list_webhooks(principal, db):
 def create_webhook(principal, db, body):
     """A webhook that receives the workspace's events, signed with its secret (answered this once only)."""
     try:
-        url = validate_url(body["url"], allow_private=_allow_private())
+        url = validate_url(body["url"], allow_private=allow_private())
     except RefusedDestination as exc:
         raise ApiError(400, f"url: {exc}.", field="url") from None
-    n = db.scalar(select(func.count()).select_from(Webhook).where(Webhook.workspace_id == principal.workspace_id))
-    if n >= MAX_WEBHOOKS:
-        raise ApiError(409, f"A workspace has at most {MAX_WEBHOOKS} webhooks; delete one first.", field="url")
+    check_quota(principal, db, Webhook, MAX_WEBHOOKS, "webhooks")
     secret = body.get("secret") or "whsec_" + secrets.token_urlsafe(32)
     h = Webhook(workspace_id=principal.workspace_id, url=url, description=body.get("description", ""),
                 secret=secret, secret_prefix=secret[:min(10, len(secret) // 4)],
@@ -159,11 +148,7 @@ def get_webhook(principal, db, webhook_id):
           response=s.ref("Webhook"))
 def delete_webhook(principal, db, webhook_id):
     """Delete a webhook and its delivery log; deliveries still queued are dropped."""
-    h = _get(principal, db, webhook_id)
-    answer = webhook(h)
-    db.delete(h)
-    db.commit()
-    return answer
+    return delete_answer(db, _get(principal, db, webhook_id), webhook)
 
 
 def _set_active(principal, db, webhook_id: int, active: bool) -> dict:
@@ -198,7 +183,7 @@ def send_test_delivery(principal, db, webhook_id):
     h = _get(principal, db, webhook_id)
     delivery_id = ping_delivery(db, h, requested_by=principal.email)
     db.commit()
-    _publish(delivery_id)
+    publish_delivery(delivery_id)
     return delivery(db.get(WebhookDelivery, delivery_id))
 
 
