@@ -122,13 +122,14 @@ def create_app(test_config: dict | None = None) -> Flask:
     app.session_interface = _SessionInterface()
     app.json.sort_keys = False
 
-    from auditor.web import cache, db, errors, formatting, security
+    from auditor.web import cache, db, errors, formatting, security, timerange
 
     db.init_app(app)
     cache.init_app(app)
     security.init_app(app)
     errors.init_app(app)
     formatting.init_app(app)
+    timerange.init_app(app)
     from auditor.web import plan_panel  # the release page's plan panel
 
     plan_panel.init_app(app)

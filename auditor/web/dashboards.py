@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from itertools import pairwise
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -50,7 +50,9 @@ from auditor.db import (
 from auditor.db.models import LabelStudioConnector, MlflowConnector
 from auditor.db.queries_audit import latest_runs
 from auditor.stats.annotators import hoeffding_lower
-from auditor.web.tables import Column, table_state
+from auditor.stats.confusion import confusion_matrix
+from auditor.web.tables import COUNT_CAP, Column, table_state
+from auditor.web.timerange import TimeRange, time_range
 
 __all__ = [
     "HISTORY_RUNS",
@@ -61,7 +63,7 @@ __all__ = [
     "compare_page",
     "dataset_page",
     "feeds",
-    "items_page",
+    "leaderboard_page",
     "model_page",
     "overview",
     "release_page",
@@ -437,9 +439,11 @@ def next_steps(db: Session, pairs: list[tuple[int, int]]) -> dict[tuple[int, int
     return out
 
 
-def overview(db: Session, workspace_id: int, *, now: datetime | None = None) -> dict:
+def overview(db: Session, workspace_id: int, *, now: datetime | None = None, period: TimeRange | None = None) -> dict:
+    """The workspace at a glance; "what changed", "who changed" and the recent alerts follow
+    ``period`` (the page's time range; the last 7 days when not given)."""
     now = now or datetime.now(UTC)
-    since = now - timedelta(days=1)
+    period = period or time_range({}, default="7d", now=now)
     datasets = list(db.scalars(select(Dataset).where(Dataset.workspace_id == workspace_id).order_by(Dataset.name)))
     ids = [d.id for d in datasets]
     latest = latest_runs(db, ids)
@@ -461,31 +465,38 @@ def overview(db: Session, workspace_id: int, *, now: datetime | None = None) -> 
     # Who changed: the newest changes the detectors found, vendors and annotators alike.
     quality_changes = [{"change": ch, "dataset": name} for ch, name in db.execute(
         select(QualityChange, Dataset.name).join(Dataset, QualityChange.dataset_id == Dataset.id)
-        .where(Dataset.workspace_id == workspace_id)
+        .where(Dataset.workspace_id == workspace_id, *period.where(QualityChange.detected_at))
         .order_by(QualityChange.detected_at.desc(), QualityChange.id.desc()).limit(10))]
 
-    alerts = list(db.scalars(select(Alert).where(Alert.workspace_id == workspace_id)
+    alerts = list(db.scalars(select(Alert).where(Alert.workspace_id == workspace_id, *period.where(Alert.created_at))
                              .order_by(Alert.created_at.desc(), Alert.id.desc()).limit(10)))
     n_open = db.scalar(select(func.count()).select_from(
         select(Alert.id).where(Alert.workspace_id == workspace_id, Alert.acknowledged_at.is_(None))
         .limit(1001).subquery()))
+    return {"datasets": ds_rows, "vendors": vendors, "releases": releases, "alerts": alerts, "n_open_alerts": n_open,
+            "quality_changes": quality_changes, "changes": what_changed(db, workspace_id, period), "period": period}
+
+
+def what_changed(db: Session, workspace_id: int, period: TimeRange) -> dict:
+    """Uploads (per dataset and kind), audits (per state), new releases and alerts raised within
+    ``period``: grouped counts, bounded whatever the range."""
     batches = db.execute(select(Dataset.name, ImportBatch.kind, func.count(), func.sum(ImportBatch.row_count))
                          .join(Dataset, ImportBatch.dataset_id == Dataset.id)
-                         .where(Dataset.workspace_id == workspace_id, ImportBatch.created_at >= since)
-                         .group_by(Dataset.name, ImportBatch.kind).order_by(Dataset.name)).all()
-    runs_today = db.execute(select(AuditRun.status, func.count()).join(Dataset, AuditRun.dataset_id == Dataset.id)
-                            .where(Dataset.workspace_id == workspace_id, AuditRun.created_at >= since)
-                            .group_by(AuditRun.status)).all()
+                         .where(Dataset.workspace_id == workspace_id, *period.where(ImportBatch.created_at))
+                         .group_by(Dataset.name, ImportBatch.kind).order_by(Dataset.name).limit(200)).all()
+    runs = db.execute(select(AuditRun.status, func.count()).join(Dataset, AuditRun.dataset_id == Dataset.id)
+                      .where(Dataset.workspace_id == workspace_id, *period.where(AuditRun.created_at))
+                      .group_by(AuditRun.status)).all()
     new_releases = db.execute(select(Model.name, Release.version, Release.id, Model.id)
                               .join(Model, Release.model_id == Model.id)
-                              .where(Model.workspace_id == workspace_id, Release.created_at >= since)
+                              .where(Model.workspace_id == workspace_id, *period.where(Release.created_at))
                               .order_by(Release.created_at.desc()).limit(20)).all()
-    n_alerts_today = db.scalar(select(func.count()).select_from(Alert)
-                               .where(Alert.workspace_id == workspace_id, Alert.created_at >= since))
-    changes = {"batches": [{"dataset": n, "kind": str(k), "n": c, "rows": int(r or 0)} for n, k, c, r in batches],
-               "runs": {str(s): c for s, c in runs_today}, "releases": new_releases, "n_alerts": n_alerts_today}
-    return {"datasets": ds_rows, "vendors": vendors, "releases": releases, "alerts": alerts, "n_open_alerts": n_open,
-            "quality_changes": quality_changes, "changes": changes}
+    n_alerts = db.scalar(select(func.count()).select_from(
+        select(Alert.id).where(Alert.workspace_id == workspace_id, *period.where(Alert.created_at))
+        .limit(COUNT_CAP + 1).subquery()))
+    return {"batches": [{"dataset": n, "kind": str(k), "n": c, "rows": int(r or 0)} for n, k, c, r in batches],
+            "runs": {str(s): c for s, c in runs}, "n_runs": sum(c for _, c in runs), "releases": new_releases,
+            "n_alerts": n_alerts, "n_uploads": sum(c for *_, c, _r in batches)}
 
 
 # --- dataset -------------------------------------------------------------------------------------
@@ -607,56 +618,6 @@ def dataset_page(db: Session, ds: Dataset) -> dict:
                        "gold": (windows.get((ds.id, v.vendor, "gold_accuracy")) or [None])[0],
                        "change": found.get((ds.id, v.vendor))} for v in reports]
     return out
-
-
-ITEM_COLUMNS = (Column("item", "item"), Column("labels", "labels", sortable=False),
-                Column("n", "labels given", sortable=False, numeric=True),
-                Column("plurality", "plurality", sortable=False), Column("gold", "gold", sortable=False))
-
-
-def items_page(db: Session, ds: Dataset, args=None) -> dict:
-    """The dataset's items, one page at a time by item id (keyset: ``after``/``before`` an id, so
-    any page costs one index range), filtered by an id prefix and to gold items."""
-    table = table_state("items", ITEM_COLUMNS, default_sort="item", per_page=50, args=args,
-                        filters={"gold": ("1",)}, query_label="item id starts with")
-    table.volatile = ("after", "before")
-    args = args if args is not None else {}
-    after, before = (args.get("after") or "")[:512], (args.get("before") or "")[:512]
-    stmt = select(Item).where(Item.dataset_id == ds.id)
-    if table.q:
-        escaped = table.q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        stmt = stmt.where(Item.external_id.like(escaped + "%", escape="\\"))
-    if table.filters.get("gold"):
-        stmt = stmt.where(Item.gold_label.is_not(None))
-    descending = table.direction == "desc"
-    going_back = bool(before) and not after
-    if after:
-        stmt = stmt.where(Item.external_id < after if descending else Item.external_id > after)
-    elif before:
-        stmt = stmt.where(Item.external_id > before if descending else Item.external_id < before)
-    backwards = descending != going_back
-    stmt = stmt.order_by(Item.external_id.desc() if backwards else Item.external_id.asc()).limit(table.per_page + 1)
-    rows = list(db.scalars(stmt))
-    more = len(rows) > table.per_page
-    rows = rows[: table.per_page]
-    if going_back:
-        rows.reverse()
-    labels = list(ds.labels)
-    table.rows = []
-    for it in rows:
-        counts = list(it.label_counts or [0] * len(labels))[: len(labels)]
-        top = max(counts, default=0)
-        table.rows.append({"item": it.external_id, "counts": {labels[i]: n for i, n in enumerate(counts) if n},
-                           "n": sum(counts), "plurality": [labels[i] for i, n in enumerate(counts) if n == top and n],
-                           "gold": labels[it.gold_label] if it.gold_label is not None and it.gold_label < len(labels)
-                           else None})
-    first, last = (table.rows[0]["item"], table.rows[-1]["item"]) if table.rows else (None, None)
-    # Forward (from the start or after an id): more rows mean a next page; having come "after" one, a previous.
-    # Backward (before an id): the id we came from is on the next page; more rows mean a previous one.
-    table.has_next = bool(table.rows) if going_back else more
-    has_previous = more if going_back else bool(after)
-    return {"dataset": ds, "table": table, "next_after": last if table.has_next else None,
-            "previous_before": first if has_previous else None}
 
 
 # --- models and releases ------------------------------------------------------------------------
@@ -858,7 +819,9 @@ ANNOTATOR_COLUMNS = (
     Column("items", "items (latest audit)", numeric=True, first="desc",
            title="items where at least one other annotator labelled too"),
     Column("audit_agreement", "agreement with the others (latest audit)", numeric=True),
-    Column("lower", "lower bound (95%)", numeric=True),
+    Column("lower", "lower bound (95%)", numeric=True, first="desc",
+           title="the Hoeffding 95% lower bound on the annotator's accuracy in the latest audit: the ranking "
+                 "(a few lucky items do not put an annotator on top)"),
 )
 
 _ANNOTATOR_KEYS = {
@@ -880,12 +843,15 @@ def _pooled(windows: list[QualityWindow], metric: str) -> tuple[float | None, fl
 
 
 def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None, args=None,
-                with_price: bool = True) -> dict:
+                with_price: bool = True, period: TimeRange | None = None) -> dict:
     """``dataset_ids``: only these datasets (a vendor user sees the datasets it is granted).
     ``args``: the query string (``dataset_id`` picks the dataset shown in detail; the annotator
     table's sort, filter and page). ``with_price``: the vendor's price per label and its expert
-    equivalence per unit cost on each dataset (for those who may read prices)."""
+    equivalence per unit cost on each dataset (for those who may read prices). ``period``: the
+    weeks charted, the changes and alerts listed and the audits charted (the latest figures
+    stay the latest)."""
     args = {} if args is None else args
+    period = period or time_range({}, default="all")
     price = plans.price_rows(db, workspace_id, [vendor]).get(vendor) if with_price else None
     # The per-annotator lists are read for the latest report only (below), not for every run.
     stmt = (select(VendorReport, AuditRun, Dataset).options(defer(VendorReport.annotators), defer(VendorReport.details))
@@ -905,7 +871,8 @@ def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None
     # The vendor's weekly quality: its whole series on each dataset (the charts) and its changes.
     q = QualityWindow
     wstmt = (select(q).join(Dataset, q.dataset_id == Dataset.id)
-             .where(Dataset.workspace_id == workspace_id, q.grouping == "vendor", q.group_name == vendor)
+             .where(Dataset.workspace_id == workspace_id, q.grouping == "vendor", q.group_name == vendor,
+                    *period.where(q.window_start))
              .order_by(q.dataset_id, q.window_key, q.metric))
     if dataset_ids is not None:
         wstmt = wstmt.where(Dataset.id.in_(list(dataset_ids) or [-1]))
@@ -918,7 +885,8 @@ def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None
     changes: dict[int, list[QualityChange]] = defaultdict(list)
     for ch in db.scalars(select(QualityChange).where(QualityChange.dataset_id.in_(ids or [-1]),
                                                      QualityChange.grouping == "vendor",
-                                                     QualityChange.group_name == vendor)
+                                                     QualityChange.group_name == vendor,
+                                                     *period.where(QualityChange.detected_at))
                          .order_by(QualityChange.detected_at.desc(), QualityChange.id.desc())):
         changes[ch.dataset_id].append(ch)
 
@@ -975,6 +943,7 @@ def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None
         if not reps:
             entry["n_annotators"] = len(people)
         entry["chart"] = None
+        reps = [(rep, run) for rep, run in reps if period.contains(run.finished_at or run.created_at)]
         if reps:
             entry["chart"] = {
                 "x_label": "data version", "y_label": "upper bound on raters' accuracy",
@@ -986,9 +955,10 @@ def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None
                 "x_label": "data version", "y_label": "expert equivalence of k vendor raters", "y_digits": 2,
                 "series": [{"name": "expert equivalence",
                             "points": [[run.data_version, rep.expert_equivalence] for rep, run in reps]}]}
-    table = table_state("annotators-1", ANNOTATOR_COLUMNS, default_sort="agreement", per_page=50, args=args,
-                        filters={"changed": ("1",)}, query_label="annotator id contains")
+    table = table_state("annotators-1", ANNOTATOR_COLUMNS, default_sort="lower", default_direction="desc",
+                        per_page=50, args=args, filters={"changed": ("1",)}, query_label="annotator id contains")
     if selected is not None:
+        selected["confusion"] = confusion_view(db, selected["dataset"], vendor=vendor)
         people = selected["annotators"]
         if table.q:
             people = [a for a in people if table.q.lower() in a["annotator"].lower()]
@@ -996,12 +966,54 @@ def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None
             people = [a for a in people if a["change"] is not None]
         table.page_rows(table.sort_rows(people, _ANNOTATOR_KEYS, tiebreak=lambda a: a["annotator"]))
         selected["table"] = table
-    alert_stmt = select(Alert).where(Alert.workspace_id == workspace_id, Alert.subject == vendor)
+    alert_stmt = select(Alert).where(Alert.workspace_id == workspace_id, Alert.subject == vendor,
+                                     *period.where(Alert.created_at))
     if dataset_ids is not None:
         alert_stmt = alert_stmt.where(Alert.dataset_id.in_(list(dataset_ids) or [-1]))
     alerts = list(db.scalars(alert_stmt.order_by(Alert.created_at.desc()).limit(50)))
     return {"vendor": vendor, "datasets": charts, "selected": selected, "table": table, "alerts": alerts,
-            "with_price": with_price, "price": price}
+            "with_price": with_price, "price": price, "period": period}
+
+
+LEADERBOARD_COLUMNS = (
+    Column("rank", "rank", sortable=False, numeric=True),
+    Column("annotator", "annotator"), Column("vendor", "vendor"),
+    Column("lower", "lower bound (95%)", numeric=True, first="desc",
+           title="Hoeffding 95% lower bound on the annotator's accuracy (Theorem 3): the ranking"),
+    Column("agreement", "agreement with the others", numeric=True, first="desc",
+           title="agreement with the plurality of the other annotators on its items (the point estimate)"),
+    Column("items", "items", numeric=True, first="desc", title="items where at least one other annotator labelled"),
+)
+_LEADER_KEYS = {"annotator": lambda a: a["annotator"], "vendor": lambda a: a["vendor"] or "",
+                "lower": lambda a: a["lower"], "agreement": lambda a: a["agreement"], "items": lambda a: a["n_items"]}
+
+
+def leaderboard_page(db: Session, ds: Dataset, args=None) -> dict:
+    """Every annotator on the dataset in its latest audit, all vendors together, ranked by the
+    lower bound on its accuracy (not the point estimate: twenty lucky items do not top the
+    list); filtered by vendor and annotator id, paged. Reads the latest audit's reports only."""
+    run = latest_runs(db, [ds.id]).get(ds.id)
+    people = []
+    if run is not None:
+        for vendor, records in db.execute(select(VendorReport.vendor, VendorReport.annotators)
+                                          .where(VendorReport.audit_run_id == run.id)):
+            people += [(vendor, r) for r in records or []]
+        people += [(None, r) for r in (run.summary or {}).get("annotators_without_vendor") or []]
+    rows = [{"annotator": r.get("annotator"), "vendor": vendor, "lower": r.get("lower_confidence"),
+             "agreement": r.get("agreement"), "n_items": r.get("n_items")} for vendor, r in people]
+    vendors = sorted({r["vendor"] for r in rows if r["vendor"]})
+    table = table_state("leaderboard", LEADERBOARD_COLUMNS, default_sort="lower", default_direction="desc",
+                        per_page=50, args=args, filters={"vendor": tuple(vendors)}, query_label="annotator id contains")
+    ranked = table.sort_rows(rows, _LEADER_KEYS, tiebreak=lambda a: (str(a["vendor"] or ""), str(a["annotator"])))
+    # The rank is by the lower bound whatever the order shown.
+    for i, r in enumerate(sorted(rows, key=lambda a: -(a["lower"] if a["lower"] is not None else -1.0))):
+        r["rank"] = i + 1 if r["lower"] is not None else None
+    if table.q:
+        ranked = [r for r in ranked if table.q.lower() in str(r["annotator"]).lower()]
+    if "vendor" in table.filters:
+        ranked = [r for r in ranked if r["vendor"] == table.filters["vendor"]]
+    table.page_rows(ranked)
+    return {"dataset": ds, "run": run, "table": table, "vendors": vendors}
 
 
 VENDOR_COLUMNS = (
@@ -1066,16 +1078,18 @@ def _with_price(out: dict, price: VendorPrice | None, report: VendorReport | Non
     return out
 
 
-def annotator_page(db: Session, ds: Dataset, person: Annotator) -> dict:
+def annotator_page(db: Session, ds: Dataset, person: Annotator, *, period: TimeRange | None = None) -> dict:
     """One annotator on one dataset: its weekly series, its accuracy on gold, the changes found,
-    its bound in the latest audit, the items it labelled and its latest disagreements."""
+    its bound in the latest audit, the items it labelled, its latest disagreements and its
+    confusion matrix against gold. ``period``: the weeks, changes and disagreements shown."""
+    period = period or time_range({}, default="all")
     q, c = QualityWindow, QualityChange
     windows = list(db.scalars(select(q).where(q.dataset_id == ds.id, q.grouping == "annotator",
-                                              q.group_name == person.external_id)
+                                              q.group_name == person.external_id, *period.where(q.window_start))
                               .order_by(q.window_key, q.metric)))
     changes = list(db.scalars(select(c).where(c.dataset_id == ds.id, c.grouping == "annotator",
-                                              c.group_name == person.external_id)
-                              .order_by(c.detected_at.desc(), c.id.desc())))
+                                              c.group_name == person.external_id, *period.where(c.detected_at))
+                              .order_by(c.detected_at.desc(), c.id.desc()).limit(200)))
     n_items = db.scalar(select(func.count()).select_from(Annotation)
                         .where(Annotation.dataset_id == ds.id, Annotation.annotator_id == person.id))
     weeks = _weeks(windows)
@@ -1095,7 +1109,41 @@ def annotator_page(db: Session, ds: Dataset, person: Annotator) -> dict:
             "chart": _quality_chart(windows, changes, batch=ds.quality_window == "batch"),
             "gold_pooled": gold, "gold_items": gold_items, "agreement_pooled": agreement,
             "agreement_items": agreement_items, "audit": audit, "run": run,
-            "disagreements": disagreements(db, ds, person), "recent_labels": RECENT_LABELS}
+            "disagreements": disagreements(db, ds, person, period=period), "recent_labels": RECENT_LABELS,
+            "period": period, "confusion": confusion_view(db, ds, annotator_ids=[person.id])}
+
+
+#: Gold items a confusion matrix reads at most (the newest by id); a page says when there are more.
+CONFUSION_GOLD_ITEMS = 20_000
+
+
+def confusion_view(db: Session, ds: Dataset, *, annotator_ids: list[int] | None = None,
+                   vendor: str | None = None) -> dict | None:
+    """The confusion matrix against gold of some annotators' labels (``annotator_ids``) or a
+    vendor's (``vendor``) on the dataset's gold items (at most :data:`CONFUSION_GOLD_ITEMS`,
+    the newest): one grouped statement of at most K² rows, each gold item's labels read
+    by the annotation key (item first). None when no such label is on a gold item."""
+    golden = select(Item.id, Item.gold_label).where(Item.dataset_id == ds.id, Item.gold_label.is_not(None))
+    gold = golden.order_by(Item.id.desc()).limit(CONFUSION_GOLD_ITEMS).subquery()
+    stmt = (select(gold.c.gold_label, Annotation.label, func.count())
+            .join(Annotation, (Annotation.item_id == gold.c.id) & (Annotation.dataset_id == ds.id)))
+    if annotator_ids is not None:
+        stmt = stmt.where(Annotation.annotator_id.in_(annotator_ids or [-1]))
+    if vendor is not None:
+        stmt = stmt.join(Annotator, Annotator.id == Annotation.annotator_id).where(Annotator.vendor == vendor)
+    labels = list(ds.labels)
+    cells = [(t, p, n) for t, p, n in db.execute(stmt.group_by(gold.c.gold_label, Annotation.label))
+             if 0 <= t < len(labels) and 0 <= p < len(labels)]
+    if not cells:
+        return None
+    capped = db.scalar(golden.with_only_columns(Item.id).order_by(Item.id.desc())
+                       .offset(CONFUSION_GOLD_ITEMS).limit(1)) is not None
+    t, p, n = zip(*cells, strict=True)
+    m = confusion_matrix(t, p, n, n_classes=len(labels))
+    return {"labels": labels, "counts": m.counts.tolist(), "n": m.n, "accuracy": m.accuracy,
+            "recall": [None if math.isnan(x) else float(x) for x in m.recall],
+            "precision": [None if math.isnan(x) else float(x) for x in m.precision],
+            "capped": capped, "max_items": CONFUSION_GOLD_ITEMS}
 
 
 #: The annotator's most recent labels looked at for disagreements, and how many are listed.
@@ -1103,15 +1151,18 @@ RECENT_LABELS = 500
 LISTED_DISAGREEMENTS = 25
 
 
-def disagreements(db: Session, ds: Dataset, person: Annotator) -> list[dict]:
-    """Of the annotator's most recent labels, those that differ from every plurality label
-    of the *other* annotators on the item (ties counted as agreement), newest first."""
+def disagreements(db: Session, ds: Dataset, person: Annotator, *, period: TimeRange | None = None) -> list[dict]:
+    """Of the annotator's most recent labels (by when they were labelled, or uploaded when the
+    upload gave no time; within ``period``), those that differ from every plurality label of
+    the *other* annotators on the item (ties counted as agreement), newest first. One index
+    range (dataset, annotator, time), however many labels the annotator has."""
+    when = func.coalesce(Annotation.annotated_at, Annotation.created_at)
     rows = db.execute(
-        select(Annotation.label, func.coalesce(Annotation.annotated_at, Annotation.created_at), Item.external_id,
-               Item.label_counts, Item.gold_label)
+        select(Annotation.label, when, Item.external_id, Item.label_counts, Item.gold_label)
         .join(Item, Item.id == Annotation.item_id)
-        .where(Annotation.dataset_id == ds.id, Annotation.annotator_id == person.id)
-        .order_by(Annotation.data_version.desc(), Annotation.item_id).limit(RECENT_LABELS)).all()
+        .where(Annotation.dataset_id == ds.id, Annotation.annotator_id == person.id,
+               *(period.where(when) if period is not None else ()))
+        .order_by(when.desc(), Annotation.item_id.desc()).limit(RECENT_LABELS)).all()
     labels = list(ds.labels)
     out = []
     for label, when, item, counts, gold in rows:
@@ -1143,9 +1194,10 @@ ALERT_COLUMNS = (
 _SEVERITY_RANK = {AlertSeverity.INFO.value: 0, AlertSeverity.WARNING.value: 1, AlertSeverity.CRITICAL.value: 2}
 
 
-def alerts_page(db: Session, workspace_id: int, args=None) -> dict:
-    """The workspace's alerts, filtered (open / acknowledged / all, severity, kind, dataset, text)
-    and paged in SQL; newest first by default, open ones only."""
+def alerts_page(db: Session, workspace_id: int, args=None, *, period: TimeRange | None = None) -> dict:
+    """The workspace's alerts, filtered (open / acknowledged / all, severity, kind, dataset, text,
+    raised within ``period``) and paged in SQL; newest first by default, open ones only."""
+    period = period or time_range({}, default="all")
     datasets = db.execute(select(Dataset.id, Dataset.name).where(Dataset.workspace_id == workspace_id)
                           .order_by(Dataset.name)).all()
     table = table_state("alerts", ALERT_COLUMNS, default_sort="created", default_direction="desc", per_page=50,
@@ -1155,7 +1207,7 @@ def alerts_page(db: Session, workspace_id: int, args=None) -> dict:
                                  "dataset_id": tuple(str(d.id) for d in datasets)})
     status = table.filters.get("status", "open")
     stmt = (select(Alert, Dataset.name).outerjoin(Dataset, Alert.dataset_id == Dataset.id)
-            .where(Alert.workspace_id == workspace_id))
+            .where(Alert.workspace_id == workspace_id, *period.where(Alert.created_at)))
     if status == "open":
         stmt = stmt.where(Alert.acknowledged_at.is_(None))
     elif status == "acknowledged":
@@ -1175,7 +1227,7 @@ def alerts_page(db: Session, workspace_id: int, args=None) -> dict:
                                   "acknowledged": Alert.acknowledged_at}, Alert.id)
     table.fetch(db, stmt)
     return {"table": table, "datasets": datasets, "status": status, "kinds": ALERT_KINDS,
-            "severities": [s.value for s in AlertSeverity]}
+            "severities": [s.value for s in AlertSeverity], "period": period}
 
 
 # --- audit runs -----------------------------------------------------------------------------------
@@ -1188,15 +1240,18 @@ RUN_COLUMNS = (
 )
 
 
-def audit_runs(db: Session, workspace_id: int, args=None) -> dict:
-    """The workspace's audit runs, newest first, filtered by dataset and state, paged in SQL."""
+def audit_runs(db: Session, workspace_id: int, args=None, *, period: TimeRange | None = None) -> dict:
+    """The workspace's audit runs, newest first, filtered by dataset, state and when they were
+    queued (``period``), paged in SQL."""
+    period = period or time_range({}, default="all")
     datasets = db.execute(select(Dataset.id, Dataset.name).where(Dataset.workspace_id == workspace_id)
                           .order_by(Dataset.name)).all()
     table = table_state("runs", RUN_COLUMNS, default_sort="run", default_direction="desc", per_page=50, args=args,
                         filters={"status": tuple(s.value for s in AuditStatus),
                                  "dataset_id": tuple(str(d.id) for d in datasets)})
     stmt = (select(AuditRun, Dataset.name).options(defer(AuditRun.summary), defer(AuditRun.parameters))
-            .join(Dataset, AuditRun.dataset_id == Dataset.id).where(Dataset.workspace_id == workspace_id))
+            .join(Dataset, AuditRun.dataset_id == Dataset.id)
+            .where(Dataset.workspace_id == workspace_id, *period.where(AuditRun.created_at)))
     if "status" in table.filters:
         stmt = stmt.where(AuditRun.status == AuditStatus(table.filters["status"]))
     if "dataset_id" in table.filters:
@@ -1204,7 +1259,8 @@ def audit_runs(db: Session, workspace_id: int, args=None) -> dict:
     stmt = table.sql_order(stmt, {"run": AuditRun.id, "dataset": Dataset.name, "version": AuditRun.data_version,
                                   "status": AuditRun.status, "queued": AuditRun.created_at}, AuditRun.id)
     table.fetch(db, stmt)
-    return {"table": table, "runs": table.rows, "datasets": datasets, "statuses": [s.value for s in AuditStatus]}
+    return {"table": table, "runs": table.rows, "datasets": datasets, "statuses": [s.value for s in AuditStatus],
+            "period": period}
 
 
 def _seconds(later: datetime | None, earlier: datetime | None) -> float | None:

@@ -13,8 +13,8 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from auditor.audit import plans
-from auditor.db import Alert, AuditRun, Dataset, Model, Release, Role
-from auditor.web import dashboards
+from auditor.db import Alert, AuditRun, Dataset, Item, Model, Release, Role
+from auditor.web import dashboards, item_pages, timerange
 from auditor.web.api.common import WRITERS
 from auditor.web.api.serializers import BODIES
 from auditor.web.cache import cached
@@ -39,7 +39,8 @@ def _int_arg(name: str) -> int | None:
 @login_required()
 @cached
 def alerts():
-    data = dashboards.alerts_page(get_session(), g.principal.workspace_id, request.args)
+    data = dashboards.alerts_page(get_session(), g.principal.workspace_id, request.args,
+                                  period=timerange.page_range("all"))
     return render_template("alerts.html", can_acknowledge=g.principal.role in _ACKNOWLEDGERS, **data)
 
 
@@ -191,7 +192,34 @@ def set_vendor_price():
 @login_required()
 @cached
 def items(dataset_id: int):
-    return render_template("items.html", **dashboards.items_page(get_session(), _dataset(dataset_id), request.args))
+    return render_template("items.html", **item_pages.items_page(get_session(), _dataset(dataset_id), request.args))
+
+
+#: An item id in a URL longer than this names no item (ids are stored up to this length).
+_MAX_ITEM_ID = 512
+
+
+@bp.get("/datasets/<int:dataset_id>/items/<path:external_id>")
+@login_required()
+@cached
+def item(dataset_id: int, external_id: str):
+    """One item: its labels by annotator and vendor, gold, the plurality, each release's prediction."""
+    db = get_session()
+    ds = _dataset(dataset_id)
+    found = db.scalar(select(Item).where(Item.dataset_id == ds.id, Item.external_id == external_id)
+                      ) if len(external_id) <= _MAX_ITEM_ID else None
+    if found is None:
+        abort(404)
+    return render_template("item.html", **item_pages.item_page(db, ds, found))
+
+
+@bp.get("/datasets/<int:dataset_id>/leaderboard")
+@login_required()
+@cached
+def leaderboard(dataset_id: int):
+    """Every annotator of every vendor on a dataset, ranked by the lower bound on its accuracy."""
+    return render_template("leaderboard.html", **dashboards.leaderboard_page(get_session(), _dataset(dataset_id),
+                                                                              request.args))
 
 
 @bp.get("/api/v1/docs")

@@ -63,11 +63,10 @@ class TimeRange:
         return None if self.end is None else (self.end - timedelta(microseconds=1)).date()
 
     def args(self) -> dict[str, str]:
-        """The query parameters that choose this range (none for the page's default)."""
-        if self.key == self.default and self.note is None:
-            return {}
+        """The query parameters that choose this range on any page (links to other pages)."""
         if self.key == "custom":
-            return {"range": "custom", "from": f"{self.first_day:%Y-%m-%d}", "to": f"{self.last_day:%Y-%m-%d}"}
+            days = {"from": self.first_day, "to": self.last_day}
+            return {"range": "custom", **{k: f"{d:%Y-%m-%d}" for k, d in days.items() if d is not None}}
         return {"range": self.key}
 
     def contains(self, when: datetime | None) -> bool:
