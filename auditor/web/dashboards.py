@@ -755,12 +755,37 @@ def release_page(db: Session, release: Release, model: Model, dataset_id: int | 
     return out
 
 
-def compare_page(db: Session, workspace_id: int, first: tuple[Release, Model], second: tuple[Release, Model],
-                 dataset_id: int | None) -> dict:
-    """Two releases side by side on a dataset both were audited on: L with its interval, S (the
-    badge's and the paper's), since when certified, survey equivalence, BEST gap."""
-    pair = [first, second]
-    ids = [first[0].id, second[0].id]
+#: Releases one comparison puts side by side, at most.
+COMPARE_MAX = 6
+#: Items whose predictions a comparison reads for its per-item differences (in item id order),
+#: and how many differing items it lists.
+COMPARE_SCAN_ITEMS = 5_000
+COMPARE_LISTED_ITEMS = 50
+#: The figures a comparison shows: (key, label, how to read it off a side); the difference of
+#: each is the later release's value minus the first's.
+_COMPARE_FIGURES = (
+    ("l", "L", lambda s: (s["view"] or {}).get("l")),
+    ("u_t", "U_t", lambda s: (s["view"] or {}).get("u_t")),
+    ("u_e", "U_e", lambda s: (s["view"] or {}).get("u_e")),
+    ("margin", "L − U_t", lambda s: (s["view"] or {}).get("margin")),
+    ("s_anytime", "S anytime", lambda s: (s["view"] or {}).get("s_anytime_t")),
+    ("s_paper", "S paper (OMS)", lambda s: (s["view"] or {}).get("s_oms_t")),
+    ("s_badge", "S (badge)", lambda s: (s["view"] or {}).get("s")),
+    ("n_items", "items behind L", lambda s: (s["view"] or {}).get("n_items_lower")),
+)
+
+
+def _difference(a, b) -> float | None:
+    return b - a if isinstance(a, int | float) and isinstance(b, int | float) else None
+
+
+def compare_page(db: Session, workspace_id: int, chosen: list[tuple[Release, Model]], dataset_id: int | None) -> dict:
+    """Releases side by side (two or more, the first the reference) on a dataset all were audited
+    on: L with its interval and the items behind it, U, S (the badge's and the paper's), since
+    when certified, each scorer's score, survey equivalence and gap to BEST, the difference of
+    every figure from the first release, a warning when they rest on different items, and the
+    items whose predicted labels differ."""
+    ids = [rel.id for rel, _ in chosen]
     by_release: dict[int, set[int]] = defaultdict(set)
     names = {}
     for ds_id, name, rid in db.execute(
@@ -769,9 +794,10 @@ def compare_page(db: Session, workspace_id: int, first: tuple[Release, Model], s
             .where(Certification.release_id.in_(ids), Dataset.workspace_id == workspace_id).distinct()):
         by_release[rid].add(ds_id)
         names[ds_id] = name
-    common = sorted(by_release[ids[0]] & by_release[ids[1]], key=lambda d: names[d])
-    out: dict = {"pair": pair, "datasets": [(d, names[d]) for d in common], "dataset_id": None, "sides": [],
-                 "chart": None, "power_charts": [], "l_note": L_INTERVAL_NOTE, "ce_note": CE_NOTE}
+    common = sorted(set.intersection(*(by_release[i] for i in ids)), key=lambda d: names[d])
+    out: dict = {"pair": chosen, "chosen": chosen, "datasets": [(d, names[d]) for d in common], "dataset_id": None,
+                 "sides": [], "chart": None, "power_charts": [], "l_note": L_INTERVAL_NOTE, "ce_note": CE_NOTE,
+                 "figures": [], "warnings": [], "item_diffs": None}
     if not common:
         return out
     ds_id = dataset_id if dataset_id in common else common[0]
@@ -784,7 +810,7 @@ def compare_page(db: Session, workspace_id: int, first: tuple[Release, Model], s
     bests: dict[int, dict] = defaultdict(dict)
     for b in db.scalars(select(BestScore).where(BestScore.audit_run_id.in_(run_ids or [-1])).order_by(BestScore.metric)):
         bests[b.audit_run_id][b.metric] = best_rows([b])[0]
-    for rel, mod in pair:
+    for rel, mod in chosen:
         c = certs.get(rel.id)
         views = [curve_view(x) for x in curves if c is not None and x.release_id == rel.id
                  and x.audit_run_id == c.audit_run_id]
@@ -792,11 +818,13 @@ def compare_page(db: Session, workspace_id: int, first: tuple[Release, Model], s
         out["sides"].append({"release": rel, "model": mod, "view": cert_view(c, since.get((rel.id, ds_id))),
                              "curves": {v["scorer"]: v for v in views},
                              "gaps": {v["scorer"]: best_gap(v, best) for v in views}})
+    out["scorers"] = sorted({k for s in out["sides"] for k in s["curves"]})
+    out["figures"] = _compare_figures(out["sides"], out["scorers"])
+    out["warnings"] = _compare_warnings(out["sides"])
     rows = [{"release": s["release"], "view": s["view"]} for s in out["sides"] if s["view"] is not None]
     if rows:
         out["chart"] = _timeline_chart(rows, label_of=lambda r: f"{r['release'].version}")
         out["chart"]["x_label"] = "release"
-    out["scorers"] = sorted({k for s in out["sides"] for k in s["curves"]})
     newest = max(run_ids) if run_ids else None
     best = bests.get(newest, {})
     base = next((c for c in curves if c.audit_run_id == newest and c.release_id is None and c.vendor is None), None)
@@ -805,7 +833,86 @@ def compare_page(db: Session, workspace_id: int, first: tuple[Release, Model], s
                   for s in out["sides"] if scorer in s["curves"]]
         human = base if base is not None and base.scorer == scorer else marked[-1][1]
         out["power_charts"].append(_power_chart(human, marked, best))
+    out["item_diffs"] = compare_items(db, db.get(Dataset, ds_id), ids)
     return out
+
+
+def _compare_figures(sides: list[dict], scorers: list[str]) -> list[dict]:
+    """Every figure of every side and its difference from the first side's."""
+    readers = list(_COMPARE_FIGURES)
+    for scorer in scorers:
+        readers += [
+            (f"score-{scorer}", scorer_label(scorer), lambda s, k=scorer: (s["curves"].get(k) or {}).get("score")),
+            (f"equivalence-{scorer}", f"survey equivalence ({scorer.replace('_', ' ')})",
+             lambda s, k=scorer: (s["curves"].get(k) or {}).get("equivalence")),
+            (f"gap-{scorer}", f"gap to BEST ({scorer.replace('_', ' ')})",
+             lambda s, k=scorer: (s["gaps"].get(k) or {}).get("gap")),
+        ]
+    out = []
+    for key, label, read in readers:
+        values = [read(s) for s in sides]
+        out.append({"key": key, "label": label, "values": values,
+                    "differences": [_difference(values[0], v) for v in values[1:]]})
+    return out
+
+
+def _compare_warnings(sides: list[dict]) -> list[str]:
+    """What makes the differences hard to read: releases scored on different numbers of items,
+    or in audits of different data versions."""
+    out = []
+    named = [(f"{s['model'].name} {s['release'].version}", s["view"]) for s in sides]
+    counts = {name: v["n_items_lower"] for name, v in named if v is not None and v["n_items_lower"] is not None}
+    if len(set(counts.values())) > 1:
+        listed = ", ".join(f"{name}: {n:,}" for name, n in counts.items())
+        out.append(f"These releases were scored on different items ({listed}): each difference mixes the change of "
+                   "model with the change of items. Compare them on the same items (predictions for every "
+                   "release on the same items) before reading a difference as the model's.")
+    versions = {name: v["data_version"] for name, v in named if v is not None}
+    if len(set(versions.values())) > 1:
+        listed = ", ".join(f"{name}: {n}" for name, n in versions.items())
+        out.append(f"Their latest verdicts come from audits of different data versions ({listed}).")
+    missing = [name for name, v in named if v is None]
+    if missing:
+        out.append("Not audited on this dataset: " + ", ".join(missing) + ".")
+    return out
+
+
+def compare_items(db: Session, ds: Dataset | None, release_ids: list[int]) -> dict | None:
+    """Items the releases label differently: the first :data:`COMPARE_SCAN_ITEMS` items (by id)
+    that the first release predicted, each looked up for the others by the prediction key;
+    at most :data:`COMPARE_LISTED_ITEMS` listed, with the plurality and gold beside them."""
+    from auditor.db import Prediction
+    from auditor.web.item_pages import plurality, predicted_label
+
+    if ds is None or len(release_ids) < 2:
+        return None
+    first = list(db.execute(select(Prediction, Item).join(Item, Item.id == Prediction.item_id)
+                            .where(Prediction.release_id == release_ids[0], Prediction.dataset_id == ds.id)
+                            .order_by(Prediction.item_id).limit(COMPARE_SCAN_ITEMS)))
+    item_ids = [p.item_id for p, _ in first]
+    others: dict[tuple[int, int], Prediction] = {}
+    for at in range(0, len(item_ids), _KEYS_PER_QUERY):
+        chunk = item_ids[at:at + _KEYS_PER_QUERY]
+        for p in db.scalars(select(Prediction).where(Prediction.release_id.in_(release_ids[1:]),
+                                                     Prediction.item_id.in_(chunk))):
+            others[(p.release_id, p.item_id)] = p
+    labels = list(ds.labels)
+    name = lambda code: labels[code] if code is not None and 0 <= code < len(labels) else None  # noqa: E731
+    rows, n_differ, n_common = [], 0, 0
+    for p, it in first:
+        codes = [predicted_label(p)] + [predicted_label(others.get((r, p.item_id))) for r in release_ids[1:]]
+        if any(c is None for c in codes):
+            continue
+        n_common += 1
+        if len(set(codes)) == 1:
+            continue
+        n_differ += 1
+        if len(rows) < COMPARE_LISTED_ITEMS:
+            rows.append({"item": it.external_id, "labels": [name(c) for c in codes],
+                         "plurality": [labels[i] for i in plurality(it.label_counts, len(labels))],
+                         "gold": name(it.gold_label)})
+    return {"rows": rows, "n_differ": n_differ, "n_common": n_common, "scanned": len(first),
+            "capped": len(first) >= COMPARE_SCAN_ITEMS, "listed": COMPARE_LISTED_ITEMS, "dataset_id": ds.id}
 
 
 # --- vendors and annotators ----------------------------------------------------------------------

@@ -29,7 +29,7 @@ from auditor.db import (
 )
 from auditor.web.tables import Column, table_state
 
-__all__ = ["ITEM_FILTERS", "item_page", "items_page", "plurality"]
+__all__ = ["ITEM_FILTERS", "item_page", "items_page", "plurality", "predicted_label"]
 
 ITEM_COLUMNS = (Column("item", "item"), Column("labels", "labels", sortable=False),
                 Column("n", "labels given", sortable=False, numeric=True),
@@ -55,7 +55,7 @@ def plurality(counts: list[int] | None, n_classes: int) -> list[int]:
     return [i for i, n in enumerate(counts) if n == top and n > 0]
 
 
-def _prediction_label(p: Prediction | None) -> int | None:
+def predicted_label(p: Prediction | None) -> int | None:
     if p is None:
         return None
     if p.label is not None:
@@ -155,7 +155,7 @@ def items_page(db: Session, ds: Dataset, args=None) -> dict:
 def _item_row(it: Item, labels: list[str], prediction: Prediction | None) -> dict:
     counts = list(it.label_counts or [0] * len(labels))[: len(labels)]
     top = plurality(counts, len(labels))
-    predicted = _prediction_label(prediction)
+    predicted = predicted_label(prediction)
     return {"item": it.external_id, "counts": {labels[i]: n for i, n in enumerate(counts) if n},
             "n": sum(counts), "plurality": [labels[i] for i in top], "gold": _name(labels, it.gold_label),
             "gold_off": it.gold_label is not None and bool(top) and it.gold_label not in top,
@@ -203,7 +203,7 @@ def _filtered_page(db: Session, stmt, table, after: str, show: str, release_id: 
         for it in chunk:
             scan.scanned += 1
             scan.last = it.external_id
-            if _keep(show, it, n_classes, _prediction_label(found.get(it.id))):
+            if _keep(show, it, n_classes, predicted_label(found.get(it.id))):
                 kept.append(it)
                 if it.id in found:
                     predicted[it.id] = found[it.id]
@@ -243,7 +243,7 @@ def item_page(db: Session, ds: Dataset, it: Item) -> dict:
         p = preds.get(rid)
         if p is None:
             continue
-        code = _prediction_label(p)
+        code = predicted_label(p)
         probs = list(p.probabilities or [])
         predictions.append({"release_id": rid, "release": name, "label": _name(labels, code),
                             "probability": probs[code] if code is not None and code < len(probs) else None,

@@ -95,21 +95,40 @@ def release(release_id: int):
     return render_template("release.html", **data)
 
 
+def _compared_ids() -> list[int | None] | None:
+    """The releases to compare, in order: ``a`` and ``b`` (the first two), then each ``r``
+    (at most :data:`~auditor.web.dashboards.COMPARE_MAX` in all); None when fewer than two
+    are named. A value that is not a release id is a 404."""
+    raw = [request.args[k] for k in ("a", "b") if request.args.get(k)] + \
+        [v for v in request.args.getlist("r")[: dashboards.COMPARE_MAX] if v]
+    if len(raw) < 2:
+        return None
+    ids = []
+    for value in raw[: dashboards.COMPARE_MAX]:
+        n = int(value) if value.isdigit() and len(value) <= 10 else None
+        ids.append(n if n is not None and n <= _MAX_ID else None)
+    return list(dict.fromkeys(ids))
+
+
 @bp.get("/compare")
 @login_required()
 @cached
 def compare():
-    """Two releases side by side (``a`` and ``b``); without them, a form to pick them."""
+    """Releases side by side (``a`` and ``b``, and more as ``r``); without two, a form to pick them."""
     db = get_session()
     choices = db.execute(select(Release, Model).join(Model, Release.model_id == Model.id)
                          .where(Model.workspace_id == g.principal.workspace_id)
                          .order_by(Model.name, Release.released_at.desc().nulls_last(), Release.id.desc())
                          .limit(500)).all()
-    if "a" not in request.args or "b" not in request.args:
-        return render_template("compare.html", choices=choices, pair=None, sides=[])
-    first, second = _release(_int_arg("a")), _release(_int_arg("b"))
-    data = dashboards.compare_page(db, g.principal.workspace_id, first, second, _int_arg("dataset_id"))
-    return render_template("compare.html", choices=choices, **data)
+    ids = _compared_ids()
+    if ids is None:
+        return render_template("compare.html", choices=choices, pair=None, chosen=[], sides=[],
+                               max_releases=dashboards.COMPARE_MAX)
+    chosen = [_release(i) for i in ids]
+    if len(chosen) < 2:
+        abort(400, description="r: name at least two different releases to compare.")
+    data = dashboards.compare_page(db, g.principal.workspace_id, chosen, _int_arg("dataset_id"))
+    return render_template("compare.html", choices=choices, max_releases=dashboards.COMPARE_MAX, **data)
 
 
 @bp.get("/vendors")
