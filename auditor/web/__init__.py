@@ -122,7 +122,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     app.session_interface = _SessionInterface()
     app.json.sort_keys = False
 
-    from auditor.web import cache, db, errors, formatting, security, timerange
+    from auditor.web import cache, currency, db, errors, formatting, security, timerange
 
     db.init_app(app)
     cache.init_app(app)
@@ -130,6 +130,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     errors.init_app(app)
     formatting.init_app(app)
     timerange.init_app(app)
+    currency.init_app(app)
     from auditor.web import plan_panel  # the release page's plan panel
 
     plan_panel.init_app(app)

@@ -1124,7 +1124,7 @@ def leaderboard_page(db: Session, ds: Dataset, args=None) -> dict:
 
 
 VENDOR_COLUMNS = (
-    Column("vendor", "vendor"), Column("dataset", "dataset"),
+    Column("vendor", "vendor"), Column("change", "detected change", first="desc"), Column("dataset", "dataset"),
     Column("annotators", "annotators", numeric=True, first="desc"),
     Column("agreement", "agreement, latest week", numeric=True),
     Column("gold", "gold accuracy, latest week", numeric=True),
@@ -1135,7 +1135,6 @@ VENDOR_COLUMNS = (
     Column("per_cost", "experts per unit cost", numeric=True, first="desc",
            title="expert raters one unit of money spent on this vendor's labels is worth: expert equivalence "
                  "of its raters on an item ÷ (its labels per item × its price per label)"),
-    Column("change", "detected change", first="desc"),
 )
 
 _VENDOR_KEYS = {

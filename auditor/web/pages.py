@@ -207,6 +207,28 @@ def set_vendor_price():
     return redirect(local_path(request.form.get("next", "")) or url_for("ui.vendors"))
 
 
+@bp.post("/workspace-currency")
+@login_required()
+def set_workspace_currency():
+    """The currency the workspace's costs are shown in (admins; the CSRF token is checked before
+    this runs). New prices without a currency of their own are in it too."""
+    from auditor.db import Workspace
+    from auditor.web.currency import valid_currency
+
+    if g.principal.role != Role.ADMIN:
+        abort(403)
+    raw = request.form.get("currency", "")
+    code = valid_currency(raw)
+    if code is None:
+        abort(400, description=f"currency: must be a currency code of 3 to 8 letters, such as USD or EUR; "
+                               f"got {raw[:40]!r}.")
+    db = get_session()
+    db.get(Workspace, g.principal.workspace_id).currency = code
+    db.commit()
+    flash(f"Costs are now shown in {code}.")
+    return redirect(local_path(request.form.get("next", "")) or url_for("ui.vendors"))
+
+
 @bp.get("/datasets/<int:dataset_id>/items")
 @login_required()
 @cached

@@ -197,7 +197,7 @@ def test_sorting_a_demo_table_reorders_it(browser, server, demo):
                 "rs => rs.map(r => r.dataset.vendor + ' / ' + r.dataset.dataset)")
 
         def u_t():
-            return [float(t) for t in table.locator("tbody tr td:nth-child(7)").all_inner_texts()]
+            return [float(t) for t in table.locator('tbody tr td[data-label="U_t"]').all_inner_texts()]
 
         before = rows()
         table.locator('thead th[data-column="u_t"] a.sort').click()
