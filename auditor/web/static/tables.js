@@ -1,5 +1,5 @@
 /* Auditor's tables: a CSV download on every data table, and tables that scroll sideways
- * reachable by keyboard.
+ * reachable by keyboard (and the time range picker's one convenience).
  *
  * Every <table class="data"> gets a "Download CSV" button after it: the table as shown (its
  * headings and the rows of this page), each cell's text as read on the page. A table whose
@@ -82,7 +82,18 @@
     }
   }
 
+  // The time range picker: typing a date chooses "custom dates" (the form works without this too).
+  function rangePickers() {
+    Array.prototype.forEach.call(document.querySelectorAll("form.range-pick"), function (form) {
+      var select = form.querySelector("select[name=range]");
+      Array.prototype.forEach.call(form.querySelectorAll("input[type=date]"), function (input) {
+        input.addEventListener("change", function () { if (select) select.value = "custom"; });
+      });
+    });
+  }
+
   function init() {
+    rangePickers();
     var tables = Array.prototype.slice.call(document.querySelectorAll("table.data"));
     tables.forEach(addCsv);
     var check = function () { tables.forEach(reachable); };
