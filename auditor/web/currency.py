@@ -46,4 +46,4 @@ def money(x, digits: int = 2) -> Markup | str:
 
 def init_app(app: Flask) -> None:
     app.add_template_filter(money)
-    app.context_processor(lambda: {"workspace_currency": workspace_currency})
+    app.jinja_env.globals["workspace_currency"] = workspace_currency

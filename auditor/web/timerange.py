@@ -172,4 +172,5 @@ def init_app(app: Flask) -> None:
         """The range chosen in this page's URL, for links to the other pages that have one."""
         return {k: request.args[k][:16] for k in PARAMS if request.args.get(k)}
 
-    app.context_processor(lambda: {"range_args": range_args, "range_labels": LABELS, "range_choices": CHOICES})
+    # Globals, not a context processor: the picker is a macro, imported without the page's context.
+    app.jinja_env.globals.update(range_args=range_args, range_labels=LABELS, range_choices=CHOICES)

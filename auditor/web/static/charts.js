@@ -363,7 +363,7 @@
   function zoomParam(id) { return "zoom-" + id; }
 
   function zoomText(range, type) {
-    if (type === "time") return isoDate(range[0]) + ".." + isoDate(range[1] + DAY - 1);
+    if (type === "time") return isoDate(range[0]) + ".." + isoDate(range[1]);
     return range.map(function (v) { return String(+v.toFixed(4)); }).join("..");
   }
 
@@ -375,7 +375,7 @@
     var read = type === "time" ? function (t) { return /^\d{4}-\d{2}-\d{2}$/.test(t) ? Date.parse(t + "T00:00:00Z") : NaN; }
                                : function (t) { return /^-?\d+(\.\d+)?$/.test(t) ? parseFloat(t) : NaN; };
     var lo = read(parts[0]), hi = read(parts[1]);
-    if (type === "time") hi += DAY;  // to the end of that day
+    if (type === "time") hi += DAY - 1;  // to the end of that day
     return finite(lo) && finite(hi) && hi > lo ? [lo, hi] : null;
   }
 
