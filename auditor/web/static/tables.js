@@ -53,8 +53,11 @@
     button.type = "button";
     button.className = "table-csv";
     button.textContent = "Download CSV";
-    var name = label(table);
-    button.setAttribute("aria-label", "Download the table “" + name + "” as CSV");
+    // The visible words start the accessible name; which table follows for a screen reader.
+    var which = document.createElement("span");
+    which.className = "visually-hidden";
+    which.textContent = " of the table “" + label(table) + "”";
+    button.appendChild(which);
     button.addEventListener("click", function () {
       var blob = new Blob(["\ufeff" + toCsv(table)], {type: "text/csv;charset=utf-8"});
       var a = document.createElement("a");
