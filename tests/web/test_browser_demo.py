@@ -154,6 +154,14 @@ def test_every_demo_page_stays_on_the_host_draws_its_charts_and_fits_the_screen(
             w.shot(f"demo/{name}-{width}")
             if width == NARROW:
                 assert w.document_width() <= width, (path, w.document_width())
+            else:  # the content takes the window (no cap near 1210 px)
+                assert w.page.evaluate("document.querySelector('main').clientWidth") >= width - 20, path
+            if name == "vendors" and width == WIDE:
+                # Every column in view at 1400 px, the detected change second.
+                wrap = w.page.locator("table#vendors-index").locator("xpath=..")
+                scroll, shown = wrap.evaluate("e => [e.scrollWidth, e.clientWidth]")
+                assert scroll <= shown, (scroll, shown)
+                assert w.page.locator("table#vendors-index thead th").nth(1).get_attribute("data-column") == "change"
             assert not w.errors, (path, w.errors)
         assert seen_charts >= 15
         w.check_clean()
