@@ -653,7 +653,8 @@ def test_the_api_docs_page_serves_swagger_ui_from_this_site(app, client):
 
 
 @pytest.mark.parametrize("name", ["overview", "alerts", "audit-runs", "run", "vendors", "vendor", "release",
-                                  "compare", "model", "dataset", "items"])
+                                  "compare", "model", "dataset", "items", "items-disagreement", "item",
+                                  "leaderboard", "overview-90-days", "alerts-custom"])
 def test_statements_per_page_do_not_grow_with_the_history(app, long, short, name):
     counts = []
     for tenant, ds, model, releases in (short, long):
@@ -662,7 +663,11 @@ def test_statements_per_page_do_not_grow_with_the_history(app, long, short, name
         path = {"overview": "/", "alerts": "/alerts", "audit-runs": "/audit-runs", "run": f"/audit-runs/{run}",
                 "vendors": "/vendors", "vendor": f"/vendors/v-big?dataset_id={ds}",
                 "release": f"/releases/{releases[0]}", "compare": f"/compare?a={releases[0]}&b={releases[1]}",
-                "model": f"/models/{model}", "dataset": f"/datasets/{ds}", "items": f"/datasets/{ds}/items"}[name]
+                "model": f"/models/{model}", "dataset": f"/datasets/{ds}", "items": f"/datasets/{ds}/items",
+                "items-disagreement": f"/datasets/{ds}/items?show=disagreement",
+                "item": f"/datasets/{ds}/items/item-00001", "leaderboard": f"/datasets/{ds}/leaderboard",
+                "overview-90-days": "/?range=90d", "alerts-custom": "/alerts?range=custom&from=2026-01-05&to=2026-01-06",
+                }[name]
         client = _session(app, tenant)
         # A first view may do one-off work (the release page's plan panel asks a worker for a plan):
         # count it, and a later view under another URL (not served from the response cache).
