@@ -315,3 +315,29 @@ def test_token_calls_record_no_visit(app, seeded):
     assert r.status_code == 200
     with factory() as db:
         assert db.scalar(select(User.last_seen_at).where(User.id == seeded.tenant.user_ids["viewer"])) is None
+
+
+def test_the_daily_pages_on_sqlite(sqlite_engine):
+    """The embedded default (SQLite) serves the same pages from the same code."""
+    from auditor.web import create_app
+    from tests.web.conftest import app_config, seed
+
+    app = create_app(app_config(sqlite_engine))
+    try:
+        data = seed(app, name="embedded")
+        client = _session(app, data.tenant)
+        ds, ids = data.dataset_id, list(data.release_ids.values())
+        factory = make_session_factory(app.extensions["auditor.engine"])
+        with factory() as db:
+            item = db.scalar(select(Item.external_id).where(Item.dataset_id == ds).order_by(Item.external_id))
+            person = db.scalar(select(Annotator.external_id).where(Annotator.workspace_id == data.tenant.workspace_id)
+                               .order_by(Annotator.external_id))
+        for path in ("/?range=visit", "/?range=custom&from=2026-01-01&to=2026-12-31", "/alerts?range=30d",
+                     "/audit-runs?range=7d", f"/vendors/acme-labeling?dataset_id={ds}&range=90d",
+                     f"/datasets/{ds}/annotators/{person}?range=all", f"/datasets/{ds}/items?show=disagreement",
+                     f"/datasets/{ds}/items?show=model_error", f"/datasets/{ds}/items/{item}",
+                     f"/datasets/{ds}/leaderboard", "/compare?" + "&".join(f"r={i}" for i in ids)):
+            _page(client, path)
+        assert 'id="confusion-annotator"' in _page(client, f"/datasets/{ds}/annotators/{person}")
+    finally:
+        app.extensions["auditor.engine"].dispose()
