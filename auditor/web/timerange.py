@@ -32,7 +32,6 @@ VISIT_GAP = timedelta(hours=1)
 TOUCH_EVERY = timedelta(minutes=5)
 #: The earliest date a custom range may start (older dates are clamped to it).
 EARLIEST = date(2000, 1, 1)
-PARAMS = ("range", "from", "to")
 
 
 @dataclass(frozen=True)
@@ -168,9 +167,5 @@ def page_range(default: str) -> TimeRange:
 
 
 def init_app(app: Flask) -> None:
-    def range_args() -> dict[str, str]:
-        """The range chosen in this page's URL, for links to the other pages that have one."""
-        return {k: request.args[k][:16] for k in PARAMS if request.args.get(k)}
-
     # Globals, not a context processor: the picker is a macro, imported without the page's context.
-    app.jinja_env.globals.update(range_args=range_args, range_labels=LABELS, range_choices=CHOICES)
+    app.jinja_env.globals.update(range_labels=LABELS, range_choices=CHOICES)
