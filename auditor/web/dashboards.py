@@ -462,10 +462,11 @@ def overview(db: Session, workspace_id: int, *, now: datetime | None = None, per
     vendors = _vendor_rows(db, run_ids, names)
     releases = _latest_release_rows(db, workspace_id, run_ids)
 
-    # Who changed: the newest changes the detectors found, vendors and annotators alike.
+    # Who changed: the newest changes the detectors found (by when an audit found them, within the
+    # range: news since then), vendors and annotators alike.
     quality_changes = [{"change": ch, "dataset": name} for ch, name in db.execute(
         select(QualityChange, Dataset.name).join(Dataset, QualityChange.dataset_id == Dataset.id)
-        .where(Dataset.workspace_id == workspace_id, *period.where(QualityChange.detected_at))
+        .where(Dataset.workspace_id == workspace_id, *period.where(QualityChange.created_at))
         .order_by(QualityChange.detected_at.desc(), QualityChange.id.desc()).limit(10))]
 
     alerts = list(db.scalars(select(Alert).where(Alert.workspace_id == workspace_id, *period.where(Alert.created_at))
