@@ -60,7 +60,9 @@ __all__ = [
     "annotator_page",
     "audit_run_page",
     "audit_runs",
+    "compare_items",
     "compare_page",
+    "confusion_view",
     "dataset_page",
     "feeds",
     "leaderboard_page",
@@ -69,6 +71,7 @@ __all__ = [
     "release_page",
     "vendor_page",
     "vendors_index",
+    "what_changed",
 ]
 
 #: The release page's history: at most this many audits, newest first.
