@@ -1,6 +1,6 @@
 """The dashboards' pages beyond the first ones (their views join the ``ui`` blueprint): alerts
-(with acknowledging), audit runs, releases and their comparison, vendors (with their prices),
-items, and the API docs."""
+(with acknowledging), audit runs, releases and their comparison, vendors (with their prices and
+the workspace's currency), items and one item, a dataset's leaderboard, and the API docs."""
 
 from __future__ import annotations
 
