@@ -1223,7 +1223,7 @@ def annotator_page(db: Session, ds: Dataset, person: Annotator, *, period: TimeR
             "period": period, "confusion": confusion_view(db, ds, annotator_ids=[person.id])}
 
 
-#: Gold items a confusion matrix reads at most (the newest by id); a page says when there are more.
+#: Gold items a confusion matrix reads at most (the first by item id); a page says when there are more.
 CONFUSION_GOLD_ITEMS = 20_000
 
 
@@ -1231,10 +1231,11 @@ def confusion_view(db: Session, ds: Dataset, *, annotator_ids: list[int] | None 
                    vendor: str | None = None) -> dict | None:
     """The confusion matrix against gold of some annotators' labels (``annotator_ids``) or a
     vendor's (``vendor``) on the dataset's gold items (at most :data:`CONFUSION_GOLD_ITEMS`,
-    the newest): one grouped statement of at most K² rows, each gold item's labels read
+    the first by item id): one grouped statement of at most K² rows, each gold item's labels read
     by the annotation key (item first). None when no such label is on a gold item."""
     golden = select(Item.id, Item.gold_label).where(Item.dataset_id == ds.id, Item.gold_label.is_not(None))
-    gold = golden.order_by(Item.id.desc()).limit(CONFUSION_GOLD_ITEMS).subquery()
+    # In the order of the (dataset, item id) index: the scan stops at the cap.
+    gold = golden.order_by(Item.external_id).limit(CONFUSION_GOLD_ITEMS).subquery()
     stmt = (select(gold.c.gold_label, Annotation.label, func.count())
             .join(Annotation, (Annotation.item_id == gold.c.id) & (Annotation.dataset_id == ds.id)))
     if annotator_ids is not None:
@@ -1244,10 +1245,11 @@ def confusion_view(db: Session, ds: Dataset, *, annotator_ids: list[int] | None 
     labels = list(ds.labels)
     cells = [(t, p, n) for t, p, n in db.execute(stmt.group_by(gold.c.gold_label, Annotation.label))
              if 0 <= t < len(labels) and 0 <= p < len(labels)]
+    # (Asked whether or not there are cells: the same statements for every page.)
+    capped = db.scalar(golden.with_only_columns(Item.id).order_by(Item.external_id)
+                       .offset(CONFUSION_GOLD_ITEMS).limit(1)) is not None
     if not cells:
         return None
-    capped = db.scalar(golden.with_only_columns(Item.id).order_by(Item.id.desc())
-                       .offset(CONFUSION_GOLD_ITEMS).limit(1)) is not None
     t, p, n = zip(*cells, strict=True)
     m = confusion_matrix(t, p, n, n_classes=len(labels))
     return {"labels": labels, "counts": m.counts.tolist(), "n": m.n, "accuracy": m.accuracy,

@@ -13,7 +13,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from auditor.db import (
     Annotation,
@@ -341,3 +341,17 @@ def test_the_daily_pages_on_sqlite(sqlite_engine):
         assert 'id="confusion-annotator"' in _page(client, f"/datasets/{ds}/annotators/{person}")
     finally:
         app.extensions["auditor.engine"].dispose()
+
+
+def test_a_confusion_matrix_reads_a_bounded_number_of_gold_items(app, seeded, monkeypatch):
+    from auditor.web import dashboards
+
+    monkeypatch.setattr(dashboards, "CONFUSION_GOLD_ITEMS", 5)
+    factory = make_session_factory(app.extensions["auditor.engine"])
+    with factory() as db:
+        first = db.scalars(select(Item.id).where(Item.dataset_id == seeded.dataset_id, Item.gold_label.is_not(None))
+                           .order_by(Item.external_id).limit(5)).all()
+        n = db.scalar(select(func.count()).select_from(Annotation).join(Annotator, Annotator.id == Annotation.annotator_id)
+                      .where(Annotation.item_id.in_(first), Annotator.vendor == "acme-labeling"))
+    page = _page(_session(app, seeded.tenant), f"/vendors/acme-labeling?dataset_id={seeded.dataset_id}")
+    assert f"acme-labeling's {n:,} labels on gold items (the first 5 gold items by item id)" in _text(page)
