@@ -2,7 +2,8 @@
 
 The dashboards serve their chart library (uPlot, MIT) and the API docs page its viewer
 (Swagger UI, Apache-2.0) from Auditor itself: no CDN, and the Content-Security-Policy
-allows scripts from this origin only. Which package, version and files are vendored,
+allows scripts from this origin only. The accessibility tests' checker (axe-core, MPL-2.0)
+is pinned here too: the tests load it into each page from this origin; no page does. Which package, version and files are vendored,
 and the SHA-256 of each file, is pinned in ``auditor/web/static/vendor/vendored.json``.
 
     python scripts/refresh_vendored.py --check          # the committed files match the pins (offline)

@@ -87,14 +87,19 @@ def price_rows(session: Session, workspace_id: int, vendors=None) -> dict[str, V
 
 def set_price(session: Session, workspace_id: int, vendor: str, price_per_label: float,
               currency: str | None = None) -> VendorPrice:
-    """Set a vendor's price per label (``currency`` None keeps its old one, else USD), and drop
-    the workspace's stored plans, whose costs are stale now (the caller commits)."""
+    """Set a vendor's price per label (``currency`` None keeps its old one, else the workspace's
+    currency, USD unless set), and drop the workspace's stored plans, whose costs are stale now
+    (the caller commits)."""
     row = session.scalars(select(VendorPrice).where(VendorPrice.workspace_id == workspace_id,
                                                     VendorPrice.vendor == vendor)).first()
     if row is None:
         row = VendorPrice(workspace_id=workspace_id, vendor=vendor)
         session.add(row)
     row.price_per_label = float(price_per_label)
+    if not (currency or row.currency):
+        from auditor.db import Workspace
+
+        currency = session.scalar(select(Workspace.currency).where(Workspace.id == workspace_id))
     row.currency = (currency or row.currency or "USD").upper()
     forget_plans(session, workspace_id)
     return row

@@ -181,6 +181,8 @@ class Workspace(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     slug: Mapped[str] = mapped_column(String(100), unique=True)
     name: Mapped[str] = mapped_column(String(200))
+    #: The currency the workspace's costs are shown in (ISO 4217 code; USD unless set).
+    currency: Mapped[str] = mapped_column(String(8), default="USD", server_default="USD")
     created_at: Mapped[datetime] = _created()
 
     datasets: Mapped[list[Dataset]] = relationship(back_populates="workspace", passive_deletes=True)
@@ -214,6 +216,8 @@ class User(Base):
     vendor: Mapped[str | None] = mapped_column(String(200))
     password_hash: Mapped[str | None] = mapped_column(String(255))
     is_active: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    #: When the user last opened a page (written at most every few minutes; "since my last visit").
+    last_seen_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = _created()
 
     workspace: Mapped[Workspace] = relationship()
@@ -355,6 +359,11 @@ class Annotation(Base):
     batch_id: Mapped[int] = mapped_column(BigInteger)
     data_version: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = _created()
+
+
+# An annotator's labels on a dataset by time, newest first (its latest disagreements).
+Index("ix_annotation_annotator_time", Annotation.dataset_id, Annotation.annotator_id,
+      func.coalesce(Annotation.annotated_at, Annotation.created_at))
 
 
 class AnnotationHistory(Base):

@@ -41,6 +41,7 @@ from auditor.stats.certification import (
     upper_bounds,
 )
 from auditor.stats.confseq import ConfidenceSequence, MeanStream, confidence_sequence
+from auditor.stats.confusion import ConfusionMatrix, confusion_matrix
 
 # --- vendor and annotator quality over time ---
 # isort: split

@@ -122,7 +122,16 @@ def create_app(test_config: dict | None = None) -> Flask:
     app.session_interface = _SessionInterface()
     app.json.sort_keys = False
 
-    from auditor.web import cache, compression, db, errors, formatting, security
+    from auditor.web import (
+        cache,
+        compression,
+        currency,
+        db,
+        errors,
+        formatting,
+        security,
+        timerange,
+    )
 
     compression.init_app(app)
     db.init_app(app)
@@ -130,6 +139,8 @@ def create_app(test_config: dict | None = None) -> Flask:
     security.init_app(app)
     errors.init_app(app)
     formatting.init_app(app)
+    timerange.init_app(app)
+    currency.init_app(app)
     from auditor.web import plan_panel  # the release page's plan panel
 
     plan_panel.init_app(app)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from itertools import pairwise
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -53,7 +53,9 @@ from auditor.db import (
 from auditor.db.models import LabelStudioConnector, MlflowConnector
 from auditor.db.queries_audit import latest_runs
 from auditor.stats.annotators import hoeffding_lower
-from auditor.web.tables import Column, like_pattern, table_state
+from auditor.stats.confusion import confusion_matrix
+from auditor.web.tables import COUNT_CAP, Column, like_pattern, table_state
+from auditor.web.timerange import TimeRange, time_range
 
 __all__ = [
     "HISTORY_RUNS",
@@ -61,15 +63,18 @@ __all__ = [
     "annotator_page",
     "audit_run_page",
     "audit_runs",
+    "compare_items",
     "compare_page",
+    "confusion_view",
     "dataset_page",
     "feeds",
-    "items_page",
+    "leaderboard_page",
     "model_page",
     "overview",
     "release_page",
     "vendor_page",
     "vendors_index",
+    "what_changed",
 ]
 
 #: The release page's history: at most this many audits, newest first.
@@ -440,9 +445,11 @@ def next_steps(db: Session, pairs: list[tuple[int, int]]) -> dict[tuple[int, int
     return out
 
 
-def overview(db: Session, workspace_id: int, *, now: datetime | None = None) -> dict:
+def overview(db: Session, workspace_id: int, *, now: datetime | None = None, period: TimeRange | None = None) -> dict:
+    """The workspace at a glance; "what changed", "who changed" and the recent alerts follow
+    ``period`` (the page's time range; the last 7 days when not given)."""
     now = now or datetime.now(UTC)
-    since = now - timedelta(days=1)
+    period = period or time_range({}, default="7d", now=now)
     datasets = list(db.scalars(select(Dataset).where(Dataset.workspace_id == workspace_id).order_by(Dataset.name)))
     ids = [d.id for d in datasets]
     latest = latest_runs(db, ids)
@@ -461,34 +468,42 @@ def overview(db: Session, workspace_id: int, *, now: datetime | None = None) -> 
     vendors = _vendor_rows(db, run_ids, names)
     releases = _latest_release_rows(db, workspace_id, run_ids)
 
-    # Who changed: the newest changes the detectors found, vendors and annotators alike.
+    # Who changed: the newest changes the detectors found (by when an audit found them, within the
+    # range: news since then), vendors and annotators alike.
     quality_changes = [{"change": ch, "dataset": name} for ch, name in db.execute(
         select(QualityChange, Dataset.name).join(Dataset, QualityChange.dataset_id == Dataset.id)
-        .where(Dataset.workspace_id == workspace_id)
+        .where(Dataset.workspace_id == workspace_id, *period.where(QualityChange.created_at))
         .order_by(QualityChange.detected_at.desc(), QualityChange.id.desc()).limit(10))]
 
-    alerts = list(db.scalars(select(Alert).where(Alert.workspace_id == workspace_id)
+    alerts = list(db.scalars(select(Alert).where(Alert.workspace_id == workspace_id, *period.where(Alert.created_at))
                              .order_by(Alert.created_at.desc(), Alert.id.desc()).limit(10)))
     n_open = db.scalar(select(func.count()).select_from(
         select(Alert.id).where(Alert.workspace_id == workspace_id, Alert.acknowledged_at.is_(None))
         .limit(1001).subquery()))
+    return {"datasets": ds_rows, "vendors": vendors, "releases": releases, "alerts": alerts, "n_open_alerts": n_open,
+            "quality_changes": quality_changes, "changes": what_changed(db, workspace_id, period), "period": period}
+
+
+def what_changed(db: Session, workspace_id: int, period: TimeRange) -> dict:
+    """Uploads (per dataset and kind), audits (per state), new releases and alerts raised within
+    ``period``: grouped counts, bounded whatever the range."""
     batches = db.execute(select(Dataset.name, ImportBatch.kind, func.count(), func.sum(ImportBatch.row_count))
                          .join(Dataset, ImportBatch.dataset_id == Dataset.id)
-                         .where(Dataset.workspace_id == workspace_id, ImportBatch.created_at >= since)
-                         .group_by(Dataset.name, ImportBatch.kind).order_by(Dataset.name)).all()
-    runs_today = db.execute(select(AuditRun.status, func.count()).join(Dataset, AuditRun.dataset_id == Dataset.id)
-                            .where(Dataset.workspace_id == workspace_id, AuditRun.created_at >= since)
-                            .group_by(AuditRun.status)).all()
+                         .where(Dataset.workspace_id == workspace_id, *period.where(ImportBatch.created_at))
+                         .group_by(Dataset.name, ImportBatch.kind).order_by(Dataset.name).limit(200)).all()
+    runs = db.execute(select(AuditRun.status, func.count()).join(Dataset, AuditRun.dataset_id == Dataset.id)
+                      .where(Dataset.workspace_id == workspace_id, *period.where(AuditRun.created_at))
+                      .group_by(AuditRun.status)).all()
     new_releases = db.execute(select(Model.name, Release.version, Release.id, Model.id)
                               .join(Model, Release.model_id == Model.id)
-                              .where(Model.workspace_id == workspace_id, Release.created_at >= since)
+                              .where(Model.workspace_id == workspace_id, *period.where(Release.created_at))
                               .order_by(Release.created_at.desc()).limit(20)).all()
-    n_alerts_today = db.scalar(select(func.count()).select_from(Alert)
-                               .where(Alert.workspace_id == workspace_id, Alert.created_at >= since))
-    changes = {"batches": [{"dataset": n, "kind": str(k), "n": c, "rows": int(r or 0)} for n, k, c, r in batches],
-               "runs": {str(s): c for s, c in runs_today}, "releases": new_releases, "n_alerts": n_alerts_today}
-    return {"datasets": ds_rows, "vendors": vendors, "releases": releases, "alerts": alerts, "n_open_alerts": n_open,
-            "quality_changes": quality_changes, "changes": changes}
+    n_alerts = db.scalar(select(func.count()).select_from(
+        select(Alert.id).where(Alert.workspace_id == workspace_id, *period.where(Alert.created_at))
+        .limit(COUNT_CAP + 1).subquery()))
+    return {"batches": [{"dataset": n, "kind": str(k), "n": c, "rows": int(r or 0)} for n, k, c, r in batches],
+            "runs": {str(s): c for s, c in runs}, "n_runs": sum(c for _, c in runs), "releases": new_releases,
+            "n_alerts": n_alerts, "n_uploads": sum(c for *_, c, _r in batches)}
 
 
 # --- dataset -------------------------------------------------------------------------------------
@@ -610,56 +625,6 @@ def dataset_page(db: Session, ds: Dataset) -> dict:
                        "gold": (windows.get((ds.id, v.vendor, "gold_accuracy")) or [None])[0],
                        "change": found.get((ds.id, v.vendor))} for v in reports]
     return out
-
-
-ITEM_COLUMNS = (Column("item", "item"), Column("labels", "labels", sortable=False),
-                Column("n", "labels given", sortable=False, numeric=True),
-                Column("plurality", "plurality", sortable=False), Column("gold", "gold", sortable=False))
-
-
-def items_page(db: Session, ds: Dataset, args=None) -> dict:
-    """The dataset's items, one page at a time by item id (keyset: ``after``/``before`` an id, so
-    any page costs one index range), filtered by an id prefix and to gold items."""
-    table = table_state("items", ITEM_COLUMNS, default_sort="item", per_page=50, args=args,
-                        filters={"gold": ("1",)}, query_label="item id starts with")
-    table.volatile = ("after", "before")
-    args = args if args is not None else {}
-    after, before = (args.get("after") or "")[:512], (args.get("before") or "")[:512]
-    stmt = select(Item).where(Item.dataset_id == ds.id)
-    if table.q:
-        escaped = table.q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        stmt = stmt.where(Item.external_id.like(escaped + "%", escape="\\"))
-    if table.filters.get("gold"):
-        stmt = stmt.where(Item.gold_label.is_not(None))
-    descending = table.direction == "desc"
-    going_back = bool(before) and not after
-    if after:
-        stmt = stmt.where(Item.external_id < after if descending else Item.external_id > after)
-    elif before:
-        stmt = stmt.where(Item.external_id > before if descending else Item.external_id < before)
-    backwards = descending != going_back
-    stmt = stmt.order_by(Item.external_id.desc() if backwards else Item.external_id.asc()).limit(table.per_page + 1)
-    rows = list(db.scalars(stmt))
-    more = len(rows) > table.per_page
-    rows = rows[: table.per_page]
-    if going_back:
-        rows.reverse()
-    labels = list(ds.labels)
-    table.rows = []
-    for it in rows:
-        counts = list(it.label_counts or [0] * len(labels))[: len(labels)]
-        top = max(counts, default=0)
-        table.rows.append({"item": it.external_id, "counts": {labels[i]: n for i, n in enumerate(counts) if n},
-                           "n": sum(counts), "plurality": [labels[i] for i, n in enumerate(counts) if n == top and n],
-                           "gold": labels[it.gold_label] if it.gold_label is not None and it.gold_label < len(labels)
-                           else None})
-    first, last = (table.rows[0]["item"], table.rows[-1]["item"]) if table.rows else (None, None)
-    # Forward (from the start or after an id): more rows mean a next page; having come "after" one, a previous.
-    # Backward (before an id): the id we came from is on the next page; more rows mean a previous one.
-    table.has_next = bool(table.rows) if going_back else more
-    has_previous = more if going_back else bool(after)
-    return {"dataset": ds, "table": table, "next_after": last if table.has_next else None,
-            "previous_before": first if has_previous else None}
 
 
 # --- models and releases ------------------------------------------------------------------------
@@ -797,12 +762,37 @@ def release_page(db: Session, release: Release, model: Model, dataset_id: int | 
     return out
 
 
-def compare_page(db: Session, workspace_id: int, first: tuple[Release, Model], second: tuple[Release, Model],
-                 dataset_id: int | None) -> dict:
-    """Two releases side by side on a dataset both were audited on: L with its interval, S (the
-    badge's and the paper's), since when certified, survey equivalence, BEST gap."""
-    pair = [first, second]
-    ids = [first[0].id, second[0].id]
+#: Releases one comparison puts side by side, at most.
+COMPARE_MAX = 6
+#: Items whose predictions a comparison reads for its per-item differences (in item id order),
+#: and how many differing items it lists.
+COMPARE_SCAN_ITEMS = 5_000
+COMPARE_LISTED_ITEMS = 50
+#: The figures a comparison shows: (key, label, how to read it off a side); the difference of
+#: each is the later release's value minus the first's.
+_COMPARE_FIGURES = (
+    ("l", "L", lambda s: (s["view"] or {}).get("l")),
+    ("u_t", "U_t", lambda s: (s["view"] or {}).get("u_t")),
+    ("u_e", "U_e", lambda s: (s["view"] or {}).get("u_e")),
+    ("margin", "L − U_t", lambda s: (s["view"] or {}).get("margin")),
+    ("s_anytime", "S anytime", lambda s: (s["view"] or {}).get("s_anytime_t")),
+    ("s_paper", "S paper (OMS)", lambda s: (s["view"] or {}).get("s_oms_t")),
+    ("s_badge", "S (badge)", lambda s: (s["view"] or {}).get("s")),
+    ("n_items", "items behind L", lambda s: (s["view"] or {}).get("n_items_lower")),
+)
+
+
+def _difference(a, b) -> float | None:
+    return b - a if isinstance(a, int | float) and isinstance(b, int | float) else None
+
+
+def compare_page(db: Session, workspace_id: int, chosen: list[tuple[Release, Model]], dataset_id: int | None) -> dict:
+    """Releases side by side (two or more, the first the reference) on a dataset all were audited
+    on: L with its interval and the items behind it, U, S (the badge's and the paper's), since
+    when certified, each scorer's score, survey equivalence and gap to BEST, the difference of
+    every figure from the first release, a warning when they rest on different items, and the
+    items whose predicted labels differ."""
+    ids = [rel.id for rel, _ in chosen]
     by_release: dict[int, set[int]] = defaultdict(set)
     names = {}
     for ds_id, name, rid in db.execute(
@@ -811,9 +801,10 @@ def compare_page(db: Session, workspace_id: int, first: tuple[Release, Model], s
             .where(Certification.release_id.in_(ids), Dataset.workspace_id == workspace_id).distinct()):
         by_release[rid].add(ds_id)
         names[ds_id] = name
-    common = sorted(by_release[ids[0]] & by_release[ids[1]], key=lambda d: names[d])
-    out: dict = {"pair": pair, "datasets": [(d, names[d]) for d in common], "dataset_id": None, "sides": [],
-                 "chart": None, "power_charts": [], "l_note": L_INTERVAL_NOTE, "ce_note": CE_NOTE}
+    common = sorted(set.intersection(*(by_release[i] for i in ids)), key=lambda d: names[d])
+    out: dict = {"pair": chosen, "chosen": chosen, "datasets": [(d, names[d]) for d in common], "dataset_id": None,
+                 "sides": [], "chart": None, "power_charts": [], "l_note": L_INTERVAL_NOTE, "ce_note": CE_NOTE,
+                 "figures": [], "warnings": [], "item_diffs": None}
     if not common:
         return out
     ds_id = dataset_id if dataset_id in common else common[0]
@@ -826,7 +817,7 @@ def compare_page(db: Session, workspace_id: int, first: tuple[Release, Model], s
     bests: dict[int, dict] = defaultdict(dict)
     for b in db.scalars(select(BestScore).where(BestScore.audit_run_id.in_(run_ids or [-1])).order_by(BestScore.metric)):
         bests[b.audit_run_id][b.metric] = best_rows([b])[0]
-    for rel, mod in pair:
+    for rel, mod in chosen:
         c = certs.get(rel.id)
         views = [curve_view(x) for x in curves if c is not None and x.release_id == rel.id
                  and x.audit_run_id == c.audit_run_id]
@@ -834,11 +825,13 @@ def compare_page(db: Session, workspace_id: int, first: tuple[Release, Model], s
         out["sides"].append({"release": rel, "model": mod, "view": cert_view(c, since.get((rel.id, ds_id))),
                              "curves": {v["scorer"]: v for v in views},
                              "gaps": {v["scorer"]: best_gap(v, best) for v in views}})
+    out["scorers"] = sorted({k for s in out["sides"] for k in s["curves"]})
+    out["figures"] = _compare_figures(out["sides"], out["scorers"])
+    out["warnings"] = _compare_warnings(out["sides"])
     rows = [{"release": s["release"], "view": s["view"]} for s in out["sides"] if s["view"] is not None]
     if rows:
         out["chart"] = _timeline_chart(rows, label_of=lambda r: f"{r['release'].version}")
         out["chart"]["x_label"] = "release"
-    out["scorers"] = sorted({k for s in out["sides"] for k in s["curves"]})
     newest = max(run_ids) if run_ids else None
     best = bests.get(newest, {})
     base = next((c for c in curves if c.audit_run_id == newest and c.release_id is None and c.vendor is None), None)
@@ -847,7 +840,86 @@ def compare_page(db: Session, workspace_id: int, first: tuple[Release, Model], s
                   for s in out["sides"] if scorer in s["curves"]]
         human = base if base is not None and base.scorer == scorer else marked[-1][1]
         out["power_charts"].append(_power_chart(human, marked, best))
+    out["item_diffs"] = compare_items(db, db.get(Dataset, ds_id), ids)
     return out
+
+
+def _compare_figures(sides: list[dict], scorers: list[str]) -> list[dict]:
+    """Every figure of every side and its difference from the first side's."""
+    readers = list(_COMPARE_FIGURES)
+    for scorer in scorers:
+        readers += [
+            (f"score-{scorer}", scorer_label(scorer), lambda s, k=scorer: (s["curves"].get(k) or {}).get("score")),
+            (f"equivalence-{scorer}", f"survey equivalence ({scorer.replace('_', ' ')})",
+             lambda s, k=scorer: (s["curves"].get(k) or {}).get("equivalence")),
+            (f"gap-{scorer}", f"gap to BEST ({scorer.replace('_', ' ')})",
+             lambda s, k=scorer: (s["gaps"].get(k) or {}).get("gap")),
+        ]
+    out = []
+    for key, label, read in readers:
+        values = [read(s) for s in sides]
+        out.append({"key": key, "label": label, "values": values,
+                    "differences": [_difference(values[0], v) for v in values[1:]]})
+    return out
+
+
+def _compare_warnings(sides: list[dict]) -> list[str]:
+    """What makes the differences hard to read: releases scored on different numbers of items,
+    or in audits of different data versions."""
+    out = []
+    named = [(f"{s['model'].name} {s['release'].version}", s["view"]) for s in sides]
+    counts = {name: v["n_items_lower"] for name, v in named if v is not None and v["n_items_lower"] is not None}
+    if len(set(counts.values())) > 1:
+        listed = ", ".join(f"{name}: {n:,}" for name, n in counts.items())
+        out.append(f"These releases were scored on different items ({listed}): each difference mixes the change of "
+                   "model with the change of items. Compare them on the same items (predictions for every "
+                   "release on the same items) before reading a difference as the model's.")
+    versions = {name: v["data_version"] for name, v in named if v is not None}
+    if len(set(versions.values())) > 1:
+        listed = ", ".join(f"{name}: {n}" for name, n in versions.items())
+        out.append(f"Their latest verdicts come from audits of different data versions ({listed}).")
+    missing = [name for name, v in named if v is None]
+    if missing:
+        out.append("Not audited on this dataset: " + ", ".join(missing) + ".")
+    return out
+
+
+def compare_items(db: Session, ds: Dataset | None, release_ids: list[int]) -> dict | None:
+    """Items the releases label differently: the first :data:`COMPARE_SCAN_ITEMS` items (by id)
+    that the first release predicted, each looked up for the others by the prediction key;
+    at most :data:`COMPARE_LISTED_ITEMS` listed, with the plurality and gold beside them."""
+    from auditor.db import Prediction
+    from auditor.web.item_pages import plurality, predicted_label
+
+    if ds is None or len(release_ids) < 2:
+        return None
+    first = list(db.execute(select(Prediction, Item).join(Item, Item.id == Prediction.item_id)
+                            .where(Prediction.release_id == release_ids[0], Prediction.dataset_id == ds.id)
+                            .order_by(Prediction.item_id).limit(COMPARE_SCAN_ITEMS)))
+    item_ids = [p.item_id for p, _ in first]
+    others: dict[tuple[int, int], Prediction] = {}
+    for at in range(0, len(item_ids), _KEYS_PER_QUERY):
+        chunk = item_ids[at:at + _KEYS_PER_QUERY]
+        for p in db.scalars(select(Prediction).where(Prediction.release_id.in_(release_ids[1:]),
+                                                     Prediction.item_id.in_(chunk))):
+            others[(p.release_id, p.item_id)] = p
+    labels = list(ds.labels)
+    name = lambda code: labels[code] if code is not None and 0 <= code < len(labels) else None  # noqa: E731
+    rows, n_differ, n_common = [], 0, 0
+    for p, it in first:
+        codes = [predicted_label(p)] + [predicted_label(others.get((r, p.item_id))) for r in release_ids[1:]]
+        if any(c is None for c in codes):
+            continue
+        n_common += 1
+        if len(set(codes)) == 1:
+            continue
+        n_differ += 1
+        if len(rows) < COMPARE_LISTED_ITEMS:
+            rows.append({"item": it.external_id, "labels": [name(c) for c in codes],
+                         "plurality": [labels[i] for i in plurality(it.label_counts, len(labels))],
+                         "gold": name(it.gold_label)})
+    return {"rows": rows, "n_differ": n_differ, "n_common": n_common, "scanned": len(first),
+            "capped": len(first) >= COMPARE_SCAN_ITEMS, "listed": COMPARE_LISTED_ITEMS, "dataset_id": ds.id}
 
 
 # --- vendors and annotators ----------------------------------------------------------------------
@@ -861,7 +933,9 @@ ANNOTATOR_COLUMNS = (
     Column("items", "items (latest audit)", numeric=True, first="desc",
            title="items where at least one other annotator labelled too"),
     Column("audit_agreement", "agreement with the others (latest audit)", numeric=True),
-    Column("lower", "lower bound (95%)", numeric=True),
+    Column("lower", "lower bound (95%)", numeric=True, first="desc",
+           title="the Hoeffding 95% lower bound on the annotator's accuracy in the latest audit: the ranking "
+                 "(a few lucky items do not put an annotator on top)"),
 )
 
 _ANNOTATOR_KEYS = {
@@ -883,12 +957,15 @@ def _pooled(windows: list[QualityWindow], metric: str) -> tuple[float | None, fl
 
 
 def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None, args=None,
-                with_price: bool = True) -> dict:
+                with_price: bool = True, period: TimeRange | None = None) -> dict:
     """``dataset_ids``: only these datasets (a vendor user sees the datasets it is granted).
     ``args``: the query string (``dataset_id`` picks the dataset shown in detail; the annotator
     table's sort, filter and page). ``with_price``: the vendor's price per label and its expert
-    equivalence per unit cost on each dataset (for those who may read prices)."""
+    equivalence per unit cost on each dataset (for those who may read prices). ``period``: the
+    weeks charted, the changes and alerts listed and the audits charted (the latest figures
+    stay the latest)."""
     args = {} if args is None else args
+    period = period or time_range({}, default="all")
     price = plans.price_rows(db, workspace_id, [vendor]).get(vendor) if with_price else None
     # The per-annotator lists are read for the latest report only (below), not for every run.
     stmt = (select(VendorReport, AuditRun, Dataset).options(defer(VendorReport.annotators), defer(VendorReport.details))
@@ -908,7 +985,8 @@ def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None
     # The vendor's weekly quality: its whole series on each dataset (the charts) and its changes.
     q = QualityWindow
     wstmt = (select(q).join(Dataset, q.dataset_id == Dataset.id)
-             .where(Dataset.workspace_id == workspace_id, q.grouping == "vendor", q.group_name == vendor)
+             .where(Dataset.workspace_id == workspace_id, q.grouping == "vendor", q.group_name == vendor,
+                    *period.where(q.window_start))
              .order_by(q.dataset_id, q.window_key, q.metric))
     if dataset_ids is not None:
         wstmt = wstmt.where(Dataset.id.in_(list(dataset_ids) or [-1]))
@@ -921,7 +999,8 @@ def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None
     changes: dict[int, list[QualityChange]] = defaultdict(list)
     for ch in db.scalars(select(QualityChange).where(QualityChange.dataset_id.in_(ids or [-1]),
                                                      QualityChange.grouping == "vendor",
-                                                     QualityChange.group_name == vendor)
+                                                     QualityChange.group_name == vendor,
+                                                     *period.where(QualityChange.detected_at))
                          .order_by(QualityChange.detected_at.desc(), QualityChange.id.desc())):
         changes[ch.dataset_id].append(ch)
 
@@ -978,6 +1057,7 @@ def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None
         if not reps:
             entry["n_annotators"] = len(people)
         entry["chart"] = None
+        reps = [(rep, run) for rep, run in reps if period.contains(run.finished_at or run.created_at)]
         if reps:
             entry["chart"] = {
                 "x_label": "data version", "y_label": "upper bound on raters' accuracy",
@@ -989,9 +1069,10 @@ def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None
                 "x_label": "data version", "y_label": "expert equivalence of k vendor raters", "y_digits": 2,
                 "series": [{"name": "expert equivalence",
                             "points": [[run.data_version, rep.expert_equivalence] for rep, run in reps]}]}
-    table = table_state("annotators-1", ANNOTATOR_COLUMNS, default_sort="agreement", per_page=50, args=args,
-                        filters={"changed": ("1",)}, query_label="annotator id contains")
+    table = table_state("annotators-1", ANNOTATOR_COLUMNS, default_sort="lower", default_direction="desc",
+                        per_page=50, args=args, filters={"changed": ("1",)}, query_label="annotator id contains")
     if selected is not None:
+        selected["confusion"] = confusion_view(db, selected["dataset"], vendor=vendor)
         people = selected["annotators"]
         if table.q:
             people = [a for a in people if table.q.lower() in a["annotator"].lower()]
@@ -999,16 +1080,58 @@ def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None
             people = [a for a in people if a["change"] is not None]
         table.page_rows(table.sort_rows(people, _ANNOTATOR_KEYS, tiebreak=lambda a: a["annotator"]))
         selected["table"] = table
-    alert_stmt = select(Alert).where(Alert.workspace_id == workspace_id, Alert.subject == vendor)
+    alert_stmt = select(Alert).where(Alert.workspace_id == workspace_id, Alert.subject == vendor,
+                                     *period.where(Alert.created_at))
     if dataset_ids is not None:
         alert_stmt = alert_stmt.where(Alert.dataset_id.in_(list(dataset_ids) or [-1]))
     alerts = list(db.scalars(alert_stmt.order_by(Alert.created_at.desc()).limit(50)))
     return {"vendor": vendor, "datasets": charts, "selected": selected, "table": table, "alerts": alerts,
-            "with_price": with_price, "price": price}
+            "with_price": with_price, "price": price, "period": period}
+
+
+LEADERBOARD_COLUMNS = (
+    Column("rank", "rank", sortable=False, numeric=True),
+    Column("annotator", "annotator"), Column("vendor", "vendor"),
+    Column("lower", "lower bound (95%)", numeric=True, first="desc",
+           title="Hoeffding 95% lower bound on the annotator's accuracy (Theorem 3): the ranking"),
+    Column("agreement", "agreement with the others", numeric=True, first="desc",
+           title="agreement with the plurality of the other annotators on its items (the point estimate)"),
+    Column("items", "items", numeric=True, first="desc", title="items where at least one other annotator labelled"),
+)
+_LEADER_KEYS = {"annotator": lambda a: a["annotator"], "vendor": lambda a: a["vendor"] or "",
+                "lower": lambda a: a["lower"], "agreement": lambda a: a["agreement"], "items": lambda a: a["n_items"]}
+
+
+def leaderboard_page(db: Session, ds: Dataset, args=None) -> dict:
+    """Every annotator on the dataset in its latest audit, all vendors together, ranked by the
+    lower bound on its accuracy (not the point estimate: twenty lucky items do not top the
+    list); filtered by vendor and annotator id, paged. Reads the latest audit's reports only."""
+    run = latest_runs(db, [ds.id]).get(ds.id)
+    people = []
+    if run is not None:
+        for vendor, records in db.execute(select(VendorReport.vendor, VendorReport.annotators)
+                                          .where(VendorReport.audit_run_id == run.id)):
+            people += [(vendor, r) for r in records or []]
+        people += [(None, r) for r in (run.summary or {}).get("annotators_without_vendor") or []]
+    rows = [{"annotator": r.get("annotator"), "vendor": vendor, "lower": r.get("lower_confidence"),
+             "agreement": r.get("agreement"), "n_items": r.get("n_items")} for vendor, r in people]
+    vendors = sorted({r["vendor"] for r in rows if r["vendor"]})
+    table = table_state("leaderboard", LEADERBOARD_COLUMNS, default_sort="lower", default_direction="desc",
+                        per_page=50, args=args, filters={"vendor": tuple(vendors)}, query_label="annotator id contains")
+    ranked = table.sort_rows(rows, _LEADER_KEYS, tiebreak=lambda a: (str(a["vendor"] or ""), str(a["annotator"])))
+    # The rank is by the lower bound whatever the order shown.
+    for i, r in enumerate(sorted(rows, key=lambda a: -(a["lower"] if a["lower"] is not None else -1.0))):
+        r["rank"] = i + 1 if r["lower"] is not None else None
+    if table.q:
+        ranked = [r for r in ranked if table.q.lower() in str(r["annotator"]).lower()]
+    if "vendor" in table.filters:
+        ranked = [r for r in ranked if r["vendor"] == table.filters["vendor"]]
+    table.page_rows(ranked)
+    return {"dataset": ds, "run": run, "table": table, "vendors": vendors}
 
 
 VENDOR_COLUMNS = (
-    Column("vendor", "vendor"), Column("dataset", "dataset"),
+    Column("vendor", "vendor"), Column("change", "detected change", first="desc"), Column("dataset", "dataset"),
     Column("annotators", "annotators", numeric=True, first="desc"),
     Column("agreement", "agreement, latest week", numeric=True),
     Column("gold", "gold accuracy, latest week", numeric=True),
@@ -1019,7 +1142,6 @@ VENDOR_COLUMNS = (
     Column("per_cost", "experts per unit cost", numeric=True, first="desc",
            title="expert raters one unit of money spent on this vendor's labels is worth: expert equivalence "
                  "of its raters on an item ÷ (its labels per item × its price per label)"),
-    Column("change", "detected change", first="desc"),
 )
 
 _VENDOR_KEYS = {
@@ -1069,16 +1191,18 @@ def _with_price(out: dict, price: VendorPrice | None, report: VendorReport | Non
     return out
 
 
-def annotator_page(db: Session, ds: Dataset, person: Annotator) -> dict:
+def annotator_page(db: Session, ds: Dataset, person: Annotator, *, period: TimeRange | None = None) -> dict:
     """One annotator on one dataset: its weekly series, its accuracy on gold, the changes found,
-    its bound in the latest audit, the items it labelled and its latest disagreements."""
+    its bound in the latest audit, the items it labelled, its latest disagreements and its
+    confusion matrix against gold. ``period``: the weeks, changes and disagreements shown."""
+    period = period or time_range({}, default="all")
     q, c = QualityWindow, QualityChange
     windows = list(db.scalars(select(q).where(q.dataset_id == ds.id, q.grouping == "annotator",
-                                              q.group_name == person.external_id)
+                                              q.group_name == person.external_id, *period.where(q.window_start))
                               .order_by(q.window_key, q.metric)))
     changes = list(db.scalars(select(c).where(c.dataset_id == ds.id, c.grouping == "annotator",
-                                              c.group_name == person.external_id)
-                              .order_by(c.detected_at.desc(), c.id.desc())))
+                                              c.group_name == person.external_id, *period.where(c.detected_at))
+                              .order_by(c.detected_at.desc(), c.id.desc()).limit(200)))
     n_items = db.scalar(select(func.count()).select_from(Annotation)
                         .where(Annotation.dataset_id == ds.id, Annotation.annotator_id == person.id))
     weeks = _weeks(windows)
@@ -1098,7 +1222,43 @@ def annotator_page(db: Session, ds: Dataset, person: Annotator) -> dict:
             "chart": _quality_chart(windows, changes, batch=ds.quality_window == "batch"),
             "gold_pooled": gold, "gold_items": gold_items, "agreement_pooled": agreement,
             "agreement_items": agreement_items, "audit": audit, "run": run,
-            "disagreements": disagreements(db, ds, person), "recent_labels": RECENT_LABELS}
+            "disagreements": disagreements(db, ds, person, period=period), "recent_labels": RECENT_LABELS,
+            "period": period, "confusion": confusion_view(db, ds, annotator_ids=[person.id])}
+
+
+#: Gold items a confusion matrix reads at most (the first by item id); a page says when there are more.
+CONFUSION_GOLD_ITEMS = 20_000
+
+
+def confusion_view(db: Session, ds: Dataset, *, annotator_ids: list[int] | None = None,
+                   vendor: str | None = None) -> dict | None:
+    """The confusion matrix against gold of some annotators' labels (``annotator_ids``) or a
+    vendor's (``vendor``) on the dataset's gold items (at most :data:`CONFUSION_GOLD_ITEMS`,
+    the first by item id): one grouped statement of at most K² rows, each gold item's labels read
+    by the annotation key (item first). None when no such label is on a gold item."""
+    golden = select(Item.id, Item.gold_label).where(Item.dataset_id == ds.id, Item.gold_label.is_not(None))
+    # In the order of the (dataset, item id) index: the scan stops at the cap.
+    gold = golden.order_by(Item.external_id).limit(CONFUSION_GOLD_ITEMS).subquery()
+    stmt = (select(gold.c.gold_label, Annotation.label, func.count())
+            .join(Annotation, (Annotation.item_id == gold.c.id) & (Annotation.dataset_id == ds.id)))
+    if annotator_ids is not None:
+        stmt = stmt.where(Annotation.annotator_id.in_(annotator_ids or [-1]))
+    if vendor is not None:
+        stmt = stmt.join(Annotator, Annotator.id == Annotation.annotator_id).where(Annotator.vendor == vendor)
+    labels = list(ds.labels)
+    cells = [(t, p, n) for t, p, n in db.execute(stmt.group_by(gold.c.gold_label, Annotation.label))
+             if 0 <= t < len(labels) and 0 <= p < len(labels)]
+    # (Asked whether or not there are cells: the same statements for every page.)
+    capped = db.scalar(golden.with_only_columns(Item.id).order_by(Item.external_id)
+                       .offset(CONFUSION_GOLD_ITEMS).limit(1)) is not None
+    if not cells:
+        return None
+    t, p, n = zip(*cells, strict=True)
+    m = confusion_matrix(t, p, n, n_classes=len(labels))
+    return {"labels": labels, "counts": m.counts.tolist(), "n": m.n, "accuracy": m.accuracy,
+            "recall": [None if math.isnan(x) else float(x) for x in m.recall],
+            "precision": [None if math.isnan(x) else float(x) for x in m.precision],
+            "capped": capped, "max_items": CONFUSION_GOLD_ITEMS}
 
 
 #: The annotator's most recent labels looked at for disagreements, and how many are listed.
@@ -1106,15 +1266,18 @@ RECENT_LABELS = 500
 LISTED_DISAGREEMENTS = 25
 
 
-def disagreements(db: Session, ds: Dataset, person: Annotator) -> list[dict]:
-    """Of the annotator's most recent labels, those that differ from every plurality label
-    of the *other* annotators on the item (ties counted as agreement), newest first."""
+def disagreements(db: Session, ds: Dataset, person: Annotator, *, period: TimeRange | None = None) -> list[dict]:
+    """Of the annotator's most recent labels (by when they were labelled, or uploaded when the
+    upload gave no time; within ``period``), those that differ from every plurality label of
+    the *other* annotators on the item (ties counted as agreement), newest first. One index
+    range (dataset, annotator, time), however many labels the annotator has."""
+    when = func.coalesce(Annotation.annotated_at, Annotation.created_at)
     rows = db.execute(
-        select(Annotation.label, func.coalesce(Annotation.annotated_at, Annotation.created_at), Item.external_id,
-               Item.label_counts, Item.gold_label)
+        select(Annotation.label, when, Item.external_id, Item.label_counts, Item.gold_label)
         .join(Item, Item.id == Annotation.item_id)
-        .where(Annotation.dataset_id == ds.id, Annotation.annotator_id == person.id)
-        .order_by(Annotation.data_version.desc(), Annotation.item_id).limit(RECENT_LABELS)).all()
+        .where(Annotation.dataset_id == ds.id, Annotation.annotator_id == person.id,
+               *(period.where(when) if period is not None else ()))
+        .order_by(when.desc(), Annotation.item_id.desc()).limit(RECENT_LABELS)).all()
     labels = list(ds.labels)
     out = []
     for label, when, item, counts, gold in rows:
@@ -1146,10 +1309,12 @@ _SEVERITY_RANK = {AlertSeverity.INFO.value: 0, AlertSeverity.WARNING.value: 1, A
 ALERT_STATUSES = ("open", "snoozed", "acknowledged", "all")
 
 
-def alerts_page(db: Session, workspace_id: int, args=None, *, user_id: int | None = None) -> dict:
+def alerts_page(db: Session, workspace_id: int, args=None, *, user_id: int | None = None,
+                period: TimeRange | None = None) -> dict:
     """The workspace's alerts, filtered (open / snoozed / acknowledged / all, severity, kind, dataset,
-    assignee, text) and paged in SQL; newest first by default, open ones only (not acknowledged,
-    not snoozed)."""
+    assignee, text, raised within ``period``) and paged in SQL; newest first by default, open ones only
+    (not acknowledged, not snoozed)."""
+    period = period or time_range({}, default="all")
     datasets = db.execute(select(Dataset.id, Dataset.name).where(Dataset.workspace_id == workspace_id)
                           .order_by(Dataset.name)).all()
     table = table_state("alerts", ALERT_COLUMNS, default_sort="created", default_direction="desc", per_page=50,
@@ -1164,7 +1329,7 @@ def alerts_page(db: Session, workspace_id: int, args=None, *, user_id: int | Non
             .outerjoin(Dataset, Alert.dataset_id == Dataset.id)
             .outerjoin(assignee, assignee.id == Alert.assigned_to_id)
             .outerjoin(acker, acker.id == Alert.acknowledged_by_id)
-            .where(Alert.workspace_id == workspace_id))
+            .where(Alert.workspace_id == workspace_id, *period.where(Alert.created_at)))
     now = datetime.now(UTC)
     awake = or_(Alert.snoozed_until.is_(None), Alert.snoozed_until <= now)
     if status == "open":
@@ -1192,7 +1357,8 @@ def alerts_page(db: Session, workspace_id: int, args=None, *, user_id: int | Non
                                   "assignee": assignee.email, "acknowledged": Alert.acknowledged_at}, Alert.id)
     table.fetch(db, stmt)
     return {"table": table, "datasets": datasets, "status": status, "statuses": ALERT_STATUSES, "kinds": ALERT_KINDS,
-            "severities": [s.value for s in AlertSeverity], "snoozed": lambda a: is_snoozed(a, now)}
+            "severities": [s.value for s in AlertSeverity], "snoozed": lambda a: is_snoozed(a, now),
+            "period": period}
 
 
 # --- audit runs -----------------------------------------------------------------------------------
@@ -1205,15 +1371,18 @@ RUN_COLUMNS = (
 )
 
 
-def audit_runs(db: Session, workspace_id: int, args=None) -> dict:
-    """The workspace's audit runs, newest first, filtered by dataset and state, paged in SQL."""
+def audit_runs(db: Session, workspace_id: int, args=None, *, period: TimeRange | None = None) -> dict:
+    """The workspace's audit runs, newest first, filtered by dataset, state and when they were
+    queued (``period``), paged in SQL."""
+    period = period or time_range({}, default="all")
     datasets = db.execute(select(Dataset.id, Dataset.name).where(Dataset.workspace_id == workspace_id)
                           .order_by(Dataset.name)).all()
     table = table_state("runs", RUN_COLUMNS, default_sort="run", default_direction="desc", per_page=50, args=args,
                         filters={"status": tuple(s.value for s in AuditStatus),
                                  "dataset_id": tuple(str(d.id) for d in datasets)})
     stmt = (select(AuditRun, Dataset.name).options(defer(AuditRun.summary), defer(AuditRun.parameters))
-            .join(Dataset, AuditRun.dataset_id == Dataset.id).where(Dataset.workspace_id == workspace_id))
+            .join(Dataset, AuditRun.dataset_id == Dataset.id)
+            .where(Dataset.workspace_id == workspace_id, *period.where(AuditRun.created_at)))
     if "status" in table.filters:
         stmt = stmt.where(AuditRun.status == AuditStatus(table.filters["status"]))
     if "dataset_id" in table.filters:
@@ -1221,7 +1390,8 @@ def audit_runs(db: Session, workspace_id: int, args=None) -> dict:
     stmt = table.sql_order(stmt, {"run": AuditRun.id, "dataset": Dataset.name, "version": AuditRun.data_version,
                                   "status": AuditRun.status, "queued": AuditRun.created_at}, AuditRun.id)
     table.fetch(db, stmt)
-    return {"table": table, "runs": table.rows, "datasets": datasets, "statuses": [s.value for s in AuditStatus]}
+    return {"table": table, "runs": table.rows, "datasets": datasets, "statuses": [s.value for s in AuditStatus],
+            "period": period}
 
 
 def _seconds(later: datetime | None, earlier: datetime | None) -> float | None:

@@ -6,6 +6,7 @@ Plain Python (not Jinja macros): a 100-release table calls them thousands of tim
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 
 from flask import Flask, url_for
 from markupsafe import Markup, escape
@@ -197,9 +198,64 @@ def gap(g) -> Markup | str:
         g["bound"], g["best"], g["score"], f" ({g['unit']})" if g["unit"] else "", g["gap"])
 
 
+#: Rows of a chart's data table (its text alternative); a longer series says how many are left out.
+CHART_TABLE_ROWS = 400
+
+
+def _chart_x(spec: dict, x) -> str:
+    kind = spec.get("x_type") or ("category" if spec.get("x_ticks") else "number")
+    if kind == "time":
+        when = datetime.fromtimestamp(x / 1000, tz=UTC)
+        return f"{when:%Y-%m-%d}" if spec.get("x_unit_days") else f"{when:%Y-%m-%d %H:%M}"
+    if kind == "category":
+        ticks = spec.get("x_ticks") or []
+        return str(ticks[int(x)]) if isinstance(x, int | float) and 0 <= int(x) < len(ticks) else str(x)
+    return f"{x:g}" if isinstance(x, int | float) else str(x)
+
+
+def _chart_value(y, low=None, high=None, digits: int = 3) -> str:
+    if not isinstance(y, int | float) or not math.isfinite(y):
+        return ""
+    out = f"{y:.{digits}f}"
+    if isinstance(low, int | float) and isinstance(high, int | float) and math.isfinite(low) and math.isfinite(high):
+        out += f" [{low:.{digits}f}, {high:.{digits}f}]"
+    return out
+
+
+def chart_table(spec: dict) -> dict:
+    """A chart's data as a table, its text alternative: one row per x value, one column per
+    series (its value and 95% interval), then its markers, changes and reference lines."""
+    digits = int(spec.get("y_digits") or 3)
+    series = spec.get("series") or []
+    by_x: dict = {}
+    for i, s in enumerate(series):
+        bands = {b[0]: b for b in s.get("band") or [] if len(b) == 3}
+        for p in s.get("points") or []:
+            if len(p) >= 2 and p[1] is not None:
+                band = bands.get(p[0], (None, None, None))
+                by_x.setdefault(p[0], {})[i] = _chart_value(p[1], band[1], band[2], digits)
+    xs = sorted(x for x in by_x if isinstance(x, int | float))
+    rows = [[_chart_x(spec, x), *(by_x[x].get(i, "") for i in range(len(series)))] for x in xs[:CHART_TABLE_ROWS]]
+    notes = []
+    for m in spec.get("markers") or []:
+        at = "" if m.get("x") is None else f" at {spec.get('marker_x_word') or spec.get('x_label') or 'x'} {m['x']:.2f}"
+        notes.append(f"{m.get('label')}: {_chart_value(m.get('y'), m.get('y_low'), m.get('y_high'), digits)}{at}"
+                     + (f" ({m['note']})" if m.get("note") else ""))
+    for b in spec.get("badges") or []:
+        if b.get("y") is not None:
+            notes.append(f"{_chart_x(spec, b['x'])}: {'certified' if b.get('certified') else 'not certified'}")
+    for v in spec.get("vlines") or []:
+        notes.append(f"{v.get('label')}" + (f" ({v['note']})" if v.get("note") else ""))
+    for h in spec.get("hlines") or []:
+        notes.append(str(h.get("label")))
+    return {"x_label": spec.get("x_label") or "x", "names": [s.get("name") for s in series], "rows": rows,
+            "left_out": max(0, len(xs) - CHART_TABLE_ROWS), "notes": notes}
+
+
 def init_app(app: Flask) -> None:
     app.context_processor(lambda: {"has_endpoint": lambda name: name in app.view_functions})
     app.add_template_filter(interval)
+    app.add_template_filter(chart_table)
     app.add_template_filter(against)
     app.add_template_filter(seconds)
     app.add_template_filter(when)

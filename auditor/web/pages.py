@@ -1,6 +1,7 @@
 """The dashboards' pages beyond the first ones (their views join the ``ui`` blueprint): alerts
-(their lifecycle is in :mod:`auditor.web.alerting_pages`), audit runs, releases and their comparison, vendors (with their prices),
-items, and the API docs."""
+(their lifecycle is in :mod:`auditor.web.alerting_pages`), audit runs, releases and their comparison,
+vendors (with their prices and the workspace's currency), items and one item, a dataset's leaderboard,
+and the API docs."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from auditor.audit import plans
-from auditor.db import AuditRun, Dataset, Model, Release, Role
-from auditor.web import dashboards
+from auditor.db import AuditRun, Dataset, Item, Model, Release, Role
+from auditor.web import dashboards, item_pages, timerange
 from auditor.web.api.common import WRITERS
 from auditor.web.api.serializers import BODIES
 from auditor.web.cache import cached
@@ -38,7 +39,8 @@ def _int_arg(name: str) -> int | None:
 @login_required()
 @cached
 def alerts():
-    data = dashboards.alerts_page(get_session(), g.principal.workspace_id, request.args, user_id=g.principal.user_id)
+    data = dashboards.alerts_page(get_session(), g.principal.workspace_id, request.args, user_id=g.principal.user_id,
+                                  period=timerange.page_range("all"))
     return render_template("alerts.html", can_acknowledge=g.principal.role in _ACKNOWLEDGERS, **data)
 
 
@@ -74,21 +76,40 @@ def release(release_id: int):
     return render_template("release.html", **data)
 
 
+def _compared_ids() -> list[int | None] | None:
+    """The releases to compare, in order: ``a`` and ``b`` (the first two), then each ``r``
+    (at most :data:`~auditor.web.dashboards.COMPARE_MAX` in all); None when fewer than two
+    are named. A value that is not a release id is a 404."""
+    raw = [request.args[k] for k in ("a", "b") if request.args.get(k)] + \
+        [v for v in request.args.getlist("r")[: dashboards.COMPARE_MAX] if v]
+    if len(raw) < 2:
+        return None
+    ids = []
+    for value in raw[: dashboards.COMPARE_MAX]:
+        n = int(value) if value.isdigit() and len(value) <= 10 else None
+        ids.append(n if n is not None and n <= _MAX_ID else None)
+    return list(dict.fromkeys(ids))
+
+
 @bp.get("/compare")
 @login_required()
 @cached
 def compare():
-    """Two releases side by side (``a`` and ``b``); without them, a form to pick them."""
+    """Releases side by side (``a`` and ``b``, and more as ``r``); without two, a form to pick them."""
     db = get_session()
     choices = db.execute(select(Release, Model).join(Model, Release.model_id == Model.id)
                          .where(Model.workspace_id == g.principal.workspace_id)
                          .order_by(Model.name, Release.released_at.desc().nulls_last(), Release.id.desc())
                          .limit(500)).all()
-    if "a" not in request.args or "b" not in request.args:
-        return render_template("compare.html", choices=choices, pair=None, sides=[])
-    first, second = _release(_int_arg("a")), _release(_int_arg("b"))
-    data = dashboards.compare_page(db, g.principal.workspace_id, first, second, _int_arg("dataset_id"))
-    return render_template("compare.html", choices=choices, **data)
+    ids = _compared_ids()
+    if ids is None:
+        return render_template("compare.html", choices=choices, pair=None, chosen=[], sides=[],
+                               max_releases=dashboards.COMPARE_MAX)
+    chosen = [_release(i) for i in ids]
+    if len(chosen) < 2:
+        abort(400, description="r: name at least two different releases to compare.")
+    data = dashboards.compare_page(db, g.principal.workspace_id, chosen, _int_arg("dataset_id"))
+    return render_template("compare.html", choices=choices, max_releases=dashboards.COMPARE_MAX, **data)
 
 
 @bp.get("/vendors")
@@ -167,11 +188,60 @@ def set_vendor_price():
     return redirect(local_path(request.form.get("next", "")) or url_for("ui.vendors"))
 
 
+@bp.post("/workspace-currency")
+@login_required()
+def set_workspace_currency():
+    """The currency the workspace's costs are shown in (admins; the CSRF token is checked before
+    this runs). New prices without a currency of their own are in it too."""
+    from auditor.db import Workspace
+    from auditor.web.currency import valid_currency
+
+    if g.principal.role != Role.ADMIN:
+        abort(403)
+    raw = request.form.get("currency", "")
+    code = valid_currency(raw)
+    if code is None:
+        abort(400, description=f"currency: must be a currency code of 3 to 8 letters, such as USD or EUR; "
+                               f"got {raw[:40]!r}.")
+    db = get_session()
+    db.get(Workspace, g.principal.workspace_id).currency = code
+    db.commit()
+    flash(f"Costs are now shown in {code}.")
+    return redirect(local_path(request.form.get("next", "")) or url_for("ui.vendors"))
+
+
 @bp.get("/datasets/<int:dataset_id>/items")
 @login_required()
 @cached
 def items(dataset_id: int):
-    return render_template("items.html", **dashboards.items_page(get_session(), _dataset(dataset_id), request.args))
+    return render_template("items.html", **item_pages.items_page(get_session(), _dataset(dataset_id), request.args))
+
+
+#: An item id in a URL longer than this names no item (ids are stored up to this length).
+_MAX_ITEM_ID = 512
+
+
+@bp.get("/datasets/<int:dataset_id>/items/<path:external_id>")
+@login_required()
+@cached
+def item(dataset_id: int, external_id: str):
+    """One item: its labels by annotator and vendor, gold, the plurality, each release's prediction."""
+    db = get_session()
+    ds = _dataset(dataset_id)
+    found = db.scalar(select(Item).where(Item.dataset_id == ds.id, Item.external_id == external_id)
+                      ) if len(external_id) <= _MAX_ITEM_ID else None
+    if found is None:
+        abort(404)
+    return render_template("item.html", **item_pages.item_page(db, ds, found))
+
+
+@bp.get("/datasets/<int:dataset_id>/leaderboard")
+@login_required()
+@cached
+def leaderboard(dataset_id: int):
+    """Every annotator of every vendor on a dataset, ranked by the lower bound on its accuracy."""
+    return render_template("leaderboard.html", **dashboards.leaderboard_page(get_session(), _dataset(dataset_id),
+                                                                              request.args))
 
 
 @bp.get("/api/v1/docs")

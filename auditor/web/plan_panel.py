@@ -31,14 +31,37 @@ def _summary(plan: dict) -> list[dict]:
     return rows[:PANEL_ROWS]
 
 
+#: The top of the relabel list shown in the panel, each item linked to its page.
+RELABEL_SHOWN = 10
+
+
+def _relabel_top(release_id: int, dataset_id: int) -> list[dict]:
+    """The first :data:`RELABEL_SHOWN` items of the stored relabel list, with their ids (two
+    lookups by key)."""
+    from sqlalchemy import select
+
+    from auditor.db import Item
+    from auditor.db.models import ReleasePlan
+
+    db = get_session()
+    ranked = db.scalar(select(ReleasePlan.relabel).where(ReleasePlan.release_id == release_id,
+                                                         ReleasePlan.dataset_id == dataset_id)) or []
+    top = [(int(r[0]), r[1], int(r[2])) for r in ranked[:RELABEL_SHOWN]]
+    ext = dict(db.execute(select(Item.id, Item.external_id).where(Item.dataset_id == dataset_id,
+                                                                  Item.id.in_([i for i, _, _ in top] or [-1]))).all())
+    return [{"rank": k + 1, "item": ext[i], "gain": gain, "labels": n} for k, (i, gain, n) in enumerate(top) if i in ext]
+
+
 def release_plan(release_id: int, dataset_id: int | None) -> dict | None:
-    """The panel's data: the API's view of the stored plan, with a short table of designs."""
+    """The panel's data: the API's view of the stored plan, with a short table of designs and
+    the top of its relabel list."""
     if dataset_id is None:
         return None
     from auditor.web.api.plans import fetch_plan
 
     view, _ = fetch_plan(get_session(), release_id, dataset_id)
     view["rows"] = _summary(view["plan"]) if view.get("plan") else []
+    view["relabel_top"] = _relabel_top(release_id, dataset_id) if view.get("plan") else []
     return view
 
 

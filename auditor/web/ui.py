@@ -20,7 +20,7 @@ from flask import (
 from sqlalchemy import select
 
 from auditor.db import Annotator, Dataset, Model, Role, User, Workspace
-from auditor.web import dashboards
+from auditor.web import dashboards, timerange
 from auditor.web.cache import cached
 from auditor.web.db import get_session, in_workspace
 from auditor.web.security import limiter, load_principal, verify_password
@@ -43,6 +43,8 @@ def login_required(*, readers_only: bool = True):
                 if principal.role == Role.VENDOR and principal.vendor:
                     return redirect(url_for("ui.vendor", name=principal.vendor))
                 abort(403)
+            if principal.via == "session" and request.method == "GET":
+                timerange.note_visit(get_session(), principal.user_id)
             return fn(**kwargs)
 
         return wrapper
@@ -115,7 +117,7 @@ def logout():
 @login_required()
 @cached
 def overview():
-    data = dashboards.overview(get_session(), g.principal.workspace_id)
+    data = dashboards.overview(get_session(), g.principal.workspace_id, period=timerange.page_range("7d"))
     return render_template("overview.html", **data)
 
 
@@ -160,7 +162,7 @@ def vendor(name: str):
     db = get_session()
     granted = None if principal.reads_all else principal.grants
     data = dashboards.vendor_page(db, principal.workspace_id, name, dataset_ids=granted, args=request.args,
-                                  with_price=principal.reads_all)
+                                  with_price=principal.reads_all, period=timerange.page_range("all"))
     from auditor.web.pages import PRICE_SETTERS
 
     return render_template("vendor.html", can_price=principal.role in PRICE_SETTERS, **data)
@@ -182,7 +184,8 @@ def annotator(dataset_id: int, external_id: str):
                                                 Annotator.external_id == external_id)).first()
     if person is None or (not principal.reads_all and person.vendor != principal.vendor):
         abort(404)
-    return render_template("annotator.html", **dashboards.annotator_page(db, ds, person))
+    return render_template("annotator.html", **dashboards.annotator_page(db, ds, person,
+                                                                         period=timerange.page_range("all")))
 
 
 @bp.get("/audit-runs")
@@ -190,7 +193,7 @@ def annotator(dataset_id: int, external_id: str):
 @cached
 def audit_runs():
     return render_template("audit_runs.html", **dashboards.audit_runs(get_session(), g.principal.workspace_id,
-                                                                      request.args))
+                                                                      request.args, period=timerange.page_range("all")))
 
 
 # --- access: admins revoke tokens and (de)activate users ---------------------------------------

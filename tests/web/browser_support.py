@@ -155,6 +155,7 @@ def series(page, figure: str, kinds=("series", "marker", "badge")) -> list[dict]
 
 def hover(page, figure: str, series_index: int, x: float, y: float) -> str:
     """Move the mouse onto the point (x, y) of a series and return the tooltip's text."""
+    page.locator(f"{figure} .u-over").scroll_into_view_if_needed()  # the mouse only reaches the viewport
     left, top = page.evaluate(_POSITION, [figure, series_index, x, y])
     page.mouse.move(left, top)
     tip = page.locator(f"{figure} .chart-tip")

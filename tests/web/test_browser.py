@@ -177,8 +177,13 @@ def test_quality_over_time_pages_chart_dates_bands_changes_and_sort(app, watched
         return table.locator(f"tbody tr td:nth-child({column})").evaluate_all(
             "cells => cells.map(c => c.dataset.sortValue === '' ? null : parseFloat(c.dataset.sortValue))")
 
-    # Worst first: ascending by the latest week's agreement.
+    # Ranked by the lower bound on accuracy (the surest first); a click on a heading sorts by it.
     assert sorted(order()) == annotators_of("acme-labeling")
+    assert table.locator('thead th[data-column="lower"]').get_attribute("aria-sort") == "descending"
+    assert values(7) == sorted(values(7), reverse=True)
+    heading = table.locator('thead th[data-column="agreement"]')
+    heading.locator("a.sort").click()
+    page.wait_for_load_state("load")
     heading = table.locator('thead th[data-column="agreement"]')
     assert heading.get_attribute("aria-sort") == "ascending"
     assert values(2) == sorted(values(2))

@@ -13,6 +13,7 @@ smaller, in ``test-artifacts/readme/``.
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from urllib.parse import quote
@@ -56,14 +57,16 @@ def demo(app):
 
 
 def _pages(app, demo) -> list[tuple[str, str]]:
-    """(name, path) of every page of the workspace: each dataset, its items and imports, each audit run,
-    vendor (on each of its datasets), one annotator of each vendor on each dataset, model,
-    release, a comparison, the lists, an alert, the admin pages and the API docs."""
+    """(name, path) of every page of the workspace: each dataset, its items (all, and those
+    annotators disagree on), one item, its imports, its annotators' leaderboard, each audit run, vendor
+    (on each of its datasets), one annotator of each vendor on each dataset, model, release,
+    comparisons of two and three releases, the lists, an alert, the admin pages and the API docs."""
     from auditor.db import (
         Alert,
         Annotator,
         AuditRun,
         Dataset,
+        Item,
         Model,
         QualityWindow,
         Release,
@@ -92,6 +95,14 @@ def _pages(app, demo) -> list[tuple[str, str]]:
         releases = db.execute(select(Release.id, Release.version).where(Release.model_id.in_(models))
                               .order_by(Release.released_at, Release.id)).all()
         alerts = db.scalars(select(Alert.id).where(Alert.workspace_id == w).order_by(Alert.id).limit(1)).all()
+        # One item per dataset that annotators disagree on (its page), found by key order.
+        items = {}
+        for d in ids:
+            for ext, counts in db.execute(select(Item.external_id, Item.label_counts).where(Item.dataset_id == d)
+                                          .order_by(Item.external_id).limit(200)):
+                if sum(1 for n in counts or [] if n) > 1:
+                    items[d] = ext
+                    break
     names = dict(datasets)
     pages = [("overview", "/"), ("alerts", "/alerts"), ("alerts-all", "/alerts?status=all"),
              ("audit-runs", "/audit-runs"), ("vendors", "/vendors"), ("compare-pick", "/compare"),
@@ -102,6 +113,9 @@ def _pages(app, demo) -> list[tuple[str, str]]:
     pages += [(f"items-{names[d]}", f"/datasets/{d}/items") for d in ids]
     pages += [(f"imports-{names[d]}", f"/datasets/{d}/imports") for d in ids]
     pages += [("alerting", "/alerting")] + [(f"alert-{a}", f"/alerts/{a}") for a in alerts]
+    pages += [(f"items-disagreement-{names[d]}", f"/datasets/{d}/items?show=disagreement") for d in ids]
+    pages += [(f"item-{names[d]}", f"/datasets/{d}/items/{quote(items[d], safe='')}") for d in ids if d in items]
+    pages += [(f"leaderboard-{names[d]}", f"/datasets/{d}/leaderboard") for d in ids]
     pages += [(f"run-{r}", f"/audit-runs/{r}") for r in runs]
     pages += [(f"vendor-{v}-{names[d]}", f"/vendors/{quote(v, safe='')}?dataset_id={d}") for v, d in sorted(vendors)]
     pages += [(f"annotator-{a}-{names[d]}", f"/datasets/{d}/annotators/{quote(a, safe='')}")
@@ -110,6 +124,8 @@ def _pages(app, demo) -> list[tuple[str, str]]:
     pages += [(f"release-{v}", f"/releases/{r}") for r, v in releases]
     (a, va), (b, vb) = releases[-2:]
     pages.append((f"compare-{va}-{vb}", f"/compare?a={a}&b={b}"))
+    pages.append(("compare-three", "/compare?" + "&".join(f"r={r}" for r, _ in releases[-3:])))
+    pages.append(("overview-30-days", "/?range=30d"))
     return [(re.sub(r"[^a-z0-9.]+", "-", n.lower()), p) for n, p in pages]
 
 
@@ -142,6 +158,14 @@ def test_every_demo_page_stays_on_the_host_draws_its_charts_and_fits_the_screen(
             w.shot(f"demo/{name}-{width}")
             if width == NARROW:
                 assert w.document_width() <= width, (path, w.document_width())
+            else:  # the content takes the window (no cap near 1210 px)
+                assert w.page.evaluate("document.querySelector('main').clientWidth") >= width - 20, path
+            if name == "vendors" and width == WIDE:
+                # Every column in view at 1400 px, the detected change second.
+                wrap = w.page.locator("table#vendors-index").locator("xpath=..")
+                scroll, shown = wrap.evaluate("e => [e.scrollWidth, e.clientWidth]")
+                assert scroll <= shown, (scroll, shown)
+                assert w.page.locator("table#vendors-index thead th").nth(1).get_attribute("data-column") == "change"
             assert not w.errors, (path, w.errors)
         assert seen_charts >= 15
         w.check_clean()
@@ -201,7 +225,7 @@ def test_sorting_a_demo_table_reorders_it(browser, server, demo):
                 "rs => rs.map(r => r.dataset.vendor + ' / ' + r.dataset.dataset)")
 
         def u_t():
-            return [float(t) for t in table.locator("tbody tr td:nth-child(7)").all_inner_texts()]
+            return [float(t) for t in table.locator('tbody tr td[data-label="U_t"]').all_inner_texts()]
 
         before = rows()
         table.locator('thead th[data-column="u_t"] a.sort').click()
@@ -260,6 +284,50 @@ def test_acknowledging_a_demo_alert_takes_it_off_the_open_list(browser, server, 
         assert "acknowledged" in w.page.inner_text(f'table#alerts tr[data-alert="{alert_id}"]')
         with demo["factory"]() as db:
             assert db.get(Alert, alert_id).acknowledged_at is not None
+        w.check_clean()
+    finally:
+        w.close()
+
+
+#: axe-core's impacts that fail a page (its minor and moderate findings are reported, not failed).
+_FAILING = ("serious", "critical")
+_AXE = """async () => {
+  document.querySelectorAll('details').forEach(d => { d.open = true; });  // the charts' data tables too
+  const result = await axe.run(document, {resultTypes: ['violations']});
+  return result.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
+    nodes: v.nodes.slice(0, 4).map(n => n.target.join(' ') + ' :: ' + (n.failureSummary || '').slice(0, 240))}));
+}"""
+
+
+@pytest.mark.parametrize("width", [WIDE, NARROW])
+def test_no_demo_page_has_a_serious_or_critical_accessibility_finding(browser, server, demo, pages, width):
+    """axe-core (the pinned build vendored beside the other browser files, loaded from this site)
+    on every page of the demo at 1400 and 390 px: no serious or critical finding."""
+    w = Watched(browser, server, width=width)
+    found: dict[str, list] = {}
+    try:
+        def check(name: str) -> None:
+            w.page.add_script_tag(url=server + "/static/vendor/axe-core/axe.min.js")
+            w.page.wait_for_selector("html[data-tables-ready]", state="attached", timeout=10_000)
+            bad = [v for v in w.page.evaluate(_AXE) if v["impact"] in _FAILING]
+            if bad:
+                found[name] = bad
+
+        w.page.goto(server + "/login")
+        w.settle()
+        check("login")
+        w.login(demo["slug"], demo["email"])
+        for name, path in pages:
+            w.page.goto(server + path)
+            if name == "api-docs":
+                w.page.wait_for_selector("#swagger-ui[data-ready]", timeout=20_000)
+            w.settle(what=path)
+            check(name)
+        summary = {name: [f"{v['impact']} {v['id']} ({v['help']}): {v['nodes']}" for v in bad]
+                   for name, bad in found.items()}
+        (ARTIFACTS / "demo").mkdir(parents=True, exist_ok=True)
+        (ARTIFACTS / "demo" / f"axe-{width}.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+        assert not found, "\n".join(f"{name}: {lines}" for name, lines in summary.items())
         w.check_clean()
     finally:
         w.close()

@@ -550,15 +550,16 @@ def test_releases_never_audited_together_say_so(app, seeded, long):
 # --- vendors and annotators -------------------------------------------------------------------------
 
 
-def test_a_large_vendor_lists_its_annotators_worst_first_in_pages(app, long):
+def test_a_large_vendor_ranks_its_annotators_by_their_lower_bound_in_pages(app, long):
     tenant, ds, *_ = long
     client = _session(app, tenant)
     page = _page(client, f"/vendors/v-big?dataset_id={ds}")
     table = _table(page, "annotators-1")
     shown = _rows(table, "data-annotator")
-    values = [float(v) for v in re.findall(r'<td class="n" data-sort-value="([^"]*)"', table)[::5]]
+    # Five sortable figures per row; the fifth is the 95% lower bound of the latest audit.
+    lower = [float(v) for v in re.findall(r'<td class="n" data-sort-value="([^"]*)"', table)[4::5]]
     assert len(shown) == 50 and "1–50 of 120" in _text(page)
-    assert values == sorted(values)  # the weakest first
+    assert lower == sorted(lower, reverse=True)  # the ranking: the surest first
     rest = _rows(_table(_page(client, f"/vendors/v-big?dataset_id={ds}&page=3"), "annotators-1"), "data-annotator")
     assert len(rest) == 20 and not set(rest) & set(shown)
     everyone = _rows(_table(_page(client, f"/vendors/v-big?dataset_id={ds}&per_page=100&sort=annotator"),
@@ -643,7 +644,8 @@ def test_the_api_docs_page_serves_swagger_ui_from_this_site(app, client):
     assert r.status_code == 200 and r.headers["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
     body = r.get_data(as_text=True)
     scripts = re.findall(r'<script src="([^"]+)"', body)
-    assert scripts == ["/static/charts.js", "/static/vendor/swagger-ui/swagger-ui-bundle.js", "/static/api_docs.js"]
+    assert scripts == ["/static/charts.js", "/static/tables.js", "/static/vendor/swagger-ui/swagger-ui-bundle.js",
+                       "/static/api_docs.js"]
     assert 'data-spec-url="/api/v1/openapi.json"' in body
     assert not re.search(r'(src|href)="(https?:)?//', body)
     for path in [*scripts, "/static/vendor/swagger-ui/swagger-ui.css"]:
@@ -651,7 +653,8 @@ def test_the_api_docs_page_serves_swagger_ui_from_this_site(app, client):
 
 
 @pytest.mark.parametrize("name", ["overview", "alerts", "audit-runs", "run", "vendors", "vendor", "release",
-                                  "compare", "model", "dataset", "items"])
+                                  "compare", "model", "dataset", "items", "items-disagreement", "item",
+                                  "leaderboard", "overview-90-days", "alerts-custom"])
 def test_statements_per_page_do_not_grow_with_the_history(app, long, short, name):
     counts = []
     for tenant, ds, model, releases in (short, long):
@@ -660,7 +663,11 @@ def test_statements_per_page_do_not_grow_with_the_history(app, long, short, name
         path = {"overview": "/", "alerts": "/alerts", "audit-runs": "/audit-runs", "run": f"/audit-runs/{run}",
                 "vendors": "/vendors", "vendor": f"/vendors/v-big?dataset_id={ds}",
                 "release": f"/releases/{releases[0]}", "compare": f"/compare?a={releases[0]}&b={releases[1]}",
-                "model": f"/models/{model}", "dataset": f"/datasets/{ds}", "items": f"/datasets/{ds}/items"}[name]
+                "model": f"/models/{model}", "dataset": f"/datasets/{ds}", "items": f"/datasets/{ds}/items",
+                "items-disagreement": f"/datasets/{ds}/items?show=disagreement",
+                "item": f"/datasets/{ds}/items/item-00001", "leaderboard": f"/datasets/{ds}/leaderboard",
+                "overview-90-days": "/?range=90d", "alerts-custom": "/alerts?range=custom&from=2026-01-05&to=2026-01-06",
+                }[name]
         client = _session(app, tenant)
         # A first view may do one-off work (the release page's plan panel asks a worker for a plan):
         # count it, and a later view under another URL (not served from the response cache).
@@ -672,7 +679,7 @@ def test_statements_per_page_do_not_grow_with_the_history(app, long, short, name
     assert counts[0] == counts[1], counts
 
 
-def test_snow_rte_vendor_page_pages_its_164_workers_worst_first(app, datasets_dir):
+def test_snow_rte_vendor_page_ranks_its_164_workers_by_lower_bound(app, datasets_dir):
     """Snow et al.'s RTE labels (164 Mechanical Turk workers) imported through the API as one
     vendor, gold included: its page lists the workers 50 at a time, weakest agreement first."""
     import pandas as pd
@@ -696,8 +703,12 @@ def test_snow_rte_vendor_page_pages_its_164_workers_worst_first(app, datasets_di
     workers = frame["!amt_worker_ids"].nunique()
     assert workers == 164 and f"1–50 of {workers}" in _text(page)
     table = _table(page, "annotators-1")
-    values = [float(v) for v in re.findall(r'<td class="n" data-sort-value="([^"]*)"', table)[::5]]
-    assert len(values) == 50 and values == sorted(values)
+    cells = [float(v) if v else None for v in re.findall(r'<td class="n" data-sort-value="([^"]*)"', table)]
+    items, agreement, lower = cells[2::5], cells[3::5], cells[4::5]
+    assert len(lower) == 50 and lower == sorted(lower, reverse=True)
+    # Ranked by the lower bound, not the point estimate: workers with a higher agreement over
+    # fewer items (RTE's many 20-item workers) rank below the surest one.
+    assert any(a > agreement[0] and n < items[0] for a, n in zip(agreement, items, strict=True))
     last = _rows(_table(_page(session, "/vendors/mturk?page=4"), "annotators-1"), "data-annotator")
     assert len(last) == workers - 150
     summary = _text(re.search(r'<tr data-dataset="snow-rte">(.*?)</tr>', page, re.S).group(1))

@@ -317,7 +317,8 @@ def test_annotator_page_lists_its_disagreements_with_the_others_plurality(app, h
     page = _page(_session(app, history.tenant, "analyst"), f"/datasets/{history.dataset_id}/annotators/bolt-02")
     table = re.search(r'<table class="data" id="disagreements">(.*?)</table>', page, re.S).group(1)
     body = table.split("<tbody>", 1)[1]
-    rows = [[_text(c) for c in re.findall(r"<td>(.*?)</td>", r, re.S)] for r in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
+    rows = [[_text(c) for c in re.findall(r"<td>(.*?)</td>", r, re.S)]
+            for r in re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.S)]
     assert 0 < len(rows) <= 25
     by_item: dict[str, Counter] = {}
     mine: dict[str, str] = {}

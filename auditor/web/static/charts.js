@@ -151,7 +151,10 @@
     });
     if (built.type === "category") return [-0.5, Math.max(hi, 0) + 0.5];
     if (built.type === "time") {
+      // Half a unit either side; a lone point (one audit, one week) gets a week around it, never
+      // uPlot's own range for one value (which spans 1970 to 2080).
       var half = 0.5 * (spec.x_unit_days || 1) * DAY;
+      if (lo === hi) half = Math.max(half, 3.5 * DAY);
       return [lo - half, hi + half];
     }
     if (lo === hi) return [lo - 1, hi + 1];
@@ -355,6 +358,173 @@
     tip.style.left = (left + 14 + tip.offsetWidth > width ? Math.max(0, left - 14 - tip.offsetWidth) : left + 14) + "px";
   }
 
+  // --- zoom in the URL: zoom-<chart id>=<from>..<to> (dates for time axes) -----------------------
+
+  function zoomParam(id) { return "zoom-" + id; }
+
+  function zoomText(range, type) {
+    if (type === "time") return isoDate(range[0]) + ".." + isoDate(range[1]);
+    return range.map(function (v) { return String(+v.toFixed(4)); }).join("..");
+  }
+
+  function readZoom(id, type) {
+    var raw = new URLSearchParams(window.location.search).get(zoomParam(id));
+    if (!raw || raw.length > 80) return null;
+    var parts = raw.split("..");
+    if (parts.length !== 2) return null;
+    var read = type === "time" ? function (t) { return /^\d{4}-\d{2}-\d{2}$/.test(t) ? Date.parse(t + "T00:00:00Z") : NaN; }
+                               : function (t) { return /^-?\d+(\.\d+)?$/.test(t) ? parseFloat(t) : NaN; };
+    var lo = read(parts[0]), hi = read(parts[1]);
+    if (type === "time") hi += DAY - 1;  // to the end of that day
+    return finite(lo) && finite(hi) && hi > lo ? [lo, hi] : null;
+  }
+
+  function writeZoom(id, range, type) {
+    if (!window.history || !window.history.replaceState) return;
+    var url = new URL(window.location.href);
+    if (range) url.searchParams.set(zoomParam(id), zoomText(range, type));
+    else url.searchParams.delete(zoomParam(id));
+    window.history.replaceState(window.history.state, "", url.pathname + url.search + url.hash);
+  }
+
+  // --- downloads: the chart as a PNG (its canvas on white, with its caption) or an SVG drawing ----
+
+  function save(blob, name) {
+    var a = document.createElement("a");
+    a.href = URL.createObjectURL(blob);
+    a.download = name;
+    document.body.appendChild(a);
+    a.click();
+    setTimeout(function () { URL.revokeObjectURL(a.href); a.remove(); }, 0);
+  }
+
+  function caption(figure) {
+    var c = figure.querySelector("figcaption");
+    return c ? c.textContent.trim() : "";
+  }
+
+  function png(figure, u, name) {
+    var src = u.ctx.canvas, dpr = uPlot.pxRatio, head = Math.round(24 * dpr);
+    var out = document.createElement("canvas");
+    out.width = src.width; out.height = src.height + head;
+    var ctx = out.getContext("2d");
+    ctx.fillStyle = "#ffffff";
+    ctx.fillRect(0, 0, out.width, out.height);
+    ctx.fillStyle = INK;
+    ctx.font = FONT.replace("12px", Math.round(13 * dpr) + "px");
+    ctx.textBaseline = "middle";
+    ctx.fillText(caption(figure).slice(0, 200), 8 * dpr, head / 2, out.width - 16 * dpr);
+    ctx.drawImage(src, 0, head);
+    out.toBlob(function (blob) { save(blob, name + ".png"); }, "image/png");
+  }
+
+  function esc(text) {
+    return String(text).replace(/[&<>"]/g, function (c) { return {"&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;"}[c]; });
+  }
+
+  /* The chart drawn again as SVG from uPlot's own scales: the plot's frame, grid and tick labels,
+   * each band, line and point, markers, badges and reference lines; the caption as its title. */
+  function svg(figure, u, spec, built) {
+    var box = u.bbox, dpr = uPlot.pxRatio, head = 24;
+    var L = box.left / dpr, T = box.top / dpr + head, W = box.width / dpr, H = box.height / dpr;
+    var X = function (v) { return L + u.valToPos(v, "x"); }, Y = function (v) { return T + u.valToPos(v, "y"); };
+    var inX = function (v) { var p = u.valToPos(v, "x"); return p >= -0.5 && p <= W + 0.5; };
+    var out = [], f = function (v) { return (+v).toFixed(1); };
+    var width = u.width, height = u.height + head;
+    out.push('<svg xmlns="http://www.w3.org/2000/svg" width="' + width + '" height="' + height + '" viewBox="0 0 ' +
+             width + " " + height + '" font-family="system-ui, sans-serif" font-size="12">');
+    out.push("<title>" + esc(caption(figure)) + "</title>");
+    out.push('<rect width="100%" height="100%" fill="#ffffff"/>');
+    out.push('<text x="8" y="16" font-size="13" fill="' + INK + '">' + esc(caption(figure).slice(0, 200)) + "</text>");
+    out.push('<defs><clipPath id="plot"><rect x="' + f(L) + '" y="' + f(T) + '" width="' + f(W) + '" height="' + f(H) +
+             '"/></clipPath></defs>');
+    // Axes: grid lines and tick labels as uPlot placed them.
+    u.axes.forEach(function (axis, i) {
+      var splits = axis._splits || [], values = axis._values || [], horizontal = i === 0;
+      splits.forEach(function (v, k) {
+        if (!finite(v)) return;
+        if (horizontal) {
+          if (!inX(v)) return;
+          out.push('<line x1="' + f(X(v)) + '" x2="' + f(X(v)) + '" y1="' + f(T) + '" y2="' + f(T + H) + '" stroke="#eaeef2"/>');
+          out.push('<text x="' + f(X(v)) + '" y="' + f(T + H + 16) + '" text-anchor="middle" fill="' + INK + '">' +
+                   esc(values[k] === undefined ? "" : values[k]) + "</text>");
+        } else {
+          out.push('<line x1="' + f(L) + '" x2="' + f(L + W) + '" y1="' + f(Y(v)) + '" y2="' + f(Y(v)) + '" stroke="#eaeef2"/>');
+          out.push('<text x="' + f(L - 6) + '" y="' + f(Y(v) + 4) + '" text-anchor="end" fill="' + INK + '">' +
+                   esc(values[k] === undefined ? "" : values[k]) + "</text>");
+        }
+      });
+    });
+    out.push('<rect x="' + f(L) + '" y="' + f(T) + '" width="' + f(W) + '" height="' + f(H) + '" fill="none" stroke="#8c959f"/>');
+    out.push('<text x="' + f(L + W / 2) + '" y="' + f(T + H + 32) + '" text-anchor="middle" fill="' + INK + '">' +
+             esc(spec.x_label || "") + "</text>");
+    out.push('<text transform="translate(14 ' + f(T + H / 2) + ') rotate(-90)" text-anchor="middle" fill="' + INK + '">' +
+             esc(spec.y_label || "") + "</text>");
+    out.push('<g clip-path="url(#plot)">');
+    var xs = u.data[0];
+    built.roles.forEach(function (r, i) {
+      if (!u.series[i].show) return;
+      var ys = u.data[i];
+      if (r.role === "series" && r.lo !== undefined) {
+        var lo = u.data[r.lo], hi = u.data[r.hi], top = [], bottom = [];
+        xs.forEach(function (x, j) { if (finite(lo[j]) && finite(hi[j])) { top.push(f(X(x)) + "," + f(Y(hi[j]))); bottom.unshift(f(X(x)) + "," + f(Y(lo[j]))); } });
+        if (top.length > 1) out.push('<polygon points="' + top.concat(bottom).join(" ") + '" fill="' + rgba(r.color, 0.16) + '"/>');
+        else if (top.length === 1) out.push('<polyline points="' + top[0] + " " + bottom[0] + '" stroke="' + rgba(r.color, 0.45) + '" stroke-width="6"/>');
+      }
+      var pts = [];
+      xs.forEach(function (x, j) { if (finite(ys[j])) pts.push([X(x), Y(ys[j])]); });
+      if (r.role === "series") {
+        var dash = r.style === "dashed" ? ' stroke-dasharray="7 4"' : (r.style === "dotted" ? ' stroke-dasharray="2 3"' : "");
+        if (pts.length > 1) out.push('<polyline points="' + pts.map(function (p) { return f(p[0]) + "," + f(p[1]); }).join(" ") +
+                                     '" fill="none" stroke="' + r.color + '" stroke-width="2"' + dash + "/>");
+        pts.forEach(function (p) { out.push('<circle cx="' + f(p[0]) + '" cy="' + f(p[1]) + '" r="3" fill="' + r.color + '"/>'); });
+      } else if (r.role === "marker" || r.role === "badge") {
+        var fill = r.role === "badge" && !r.certified ? "#ffffff" : r.color, rad = r.role === "badge" ? 6 : 5;
+        pts.forEach(function (p) {
+          out.push('<circle cx="' + f(p[0]) + '" cy="' + f(p[1]) + '" r="' + rad + '" fill="' + fill + '" stroke="' +
+                   (r.role === "badge" ? r.color : INK) + '" stroke-width="2"/>');
+          if (r.role === "marker") out.push('<text x="' + f(p[0] + 8) + '" y="' + f(p[1] - 8) + '" fill="' + r.color + '">' + esc(r.name) + "</text>");
+        });
+      }
+    });
+    (spec.hlines || []).forEach(function (h) {
+      if (!finite(h.y)) return;
+      var c = h.kind === "threshold" ? NO : MUTED;
+      out.push('<line x1="' + f(L) + '" x2="' + f(L + W) + '" y1="' + f(Y(h.y)) + '" y2="' + f(Y(h.y)) + '" stroke="' + c +
+               '" stroke-width="1.5" stroke-dasharray="6 4"/>');
+      out.push('<text x="' + f(L + W - 6) + '" y="' + f(Y(h.y) - 4) + '" text-anchor="end" fill="' + c + '">' + esc(h.label || "") + "</text>");
+    });
+    (spec.vlines || []).forEach(function (v, k) {
+      if (!finite(v.x) || !inX(v.x)) return;
+      var c = v.kind === "drop" ? NO : (v.kind === "rise" ? OK : INK);
+      out.push('<line x1="' + f(X(v.x)) + '" x2="' + f(X(v.x)) + '" y1="' + f(T) + '" y2="' + f(T + H) + '" stroke="' + c +
+               '" stroke-width="2" stroke-dasharray="5 3"/>');
+      out.push('<text x="' + f(X(v.x) + 6) + '" y="' + f(T + 14 + 16 * (k % 4)) + '" fill="' + c + '">' +
+               esc(v.label + (v.note ? " (" + v.note + ")" : "")) + "</text>");
+    });
+    out.push("</g>");
+    out.push("</svg>");
+    return out.join("\n");
+  }
+
+  function downloads(figure, u, spec, built) {
+    var div = document.createElement("div");
+    div.className = "chart-actions";
+    var name = (figure.getAttribute("data-chart") || "chart").replace(/[^a-z0-9-]+/gi, "-");
+    [["PNG", function () { png(figure, u, name); }],
+     ["SVG", function () { save(new Blob([svg(figure, u, spec, built)], {type: "image/svg+xml"}), name + ".svg"); }]
+    ].forEach(function (pair) {
+      var b = document.createElement("button");
+      b.type = "button";
+      b.className = "chart-download";
+      b.textContent = "Download " + pair[0];
+      b.setAttribute("data-format", pair[0].toLowerCase());
+      b.addEventListener("click", pair[1]);
+      div.appendChild(b);
+    });
+    return div;
+  }
+
   function size(figure) {
     var width = Math.max(260, Math.floor(figure.querySelector(".chart-plot").clientWidth));
     return {width: width, height: Math.round(Math.max(230, Math.min(360, width * 0.55)))};
@@ -366,7 +536,6 @@
     holder.className = "chart-plot";
     figure.appendChild(holder);
     var yr = yExtent(spec, built), xr = xExtent(spec, built);
-    var xs = built.data[0], dataLo = xs.length ? xs[0] : null, dataHi = xs.length ? xs[xs.length - 1] : null;
     var digits = spec.y_digits || 3, yStep = 1;
     var seriesOpts = built.roles.map(function (r) {
       if (r.role === "x") return {label: spec.x_label || "x"};
@@ -435,22 +604,41 @@
     var dims = size(figure);
     var opts = {
       width: dims.width, height: dims.height, legend: {show: false},
-      cursor: {drag: {x: true, y: false, setScale: true}, focus: {prox: -1},
+      cursor: {drag: {x: true, y: false, setScale: false}, focus: {prox: -1},
                points: {size: function (u, i) { return built.roles[i].role === "series" ? 9 : 0; }}},
-      // x: the data's own extent (the first drawing, a reset) gets the padded range; a zoom keeps its own.
-      scales: {x: {time: false, range: function (u, lo, hi) { return lo === dataLo && hi === dataHi ? xr : [lo, hi]; }},
-               y: {range: yr}},
+      // x: the padded extent of the data, or the zoom chosen (uPlot's own range for a lone value
+      // would span decades).
+      scales: {x: {time: false, range: function () { return (zoom || xr).slice(); }}, y: {range: yr}},
       series: seriesOpts, axes: [xAxis, yAxis],
       hooks: {
         ready: [function (u) { u.over.appendChild(tip); }],
         drawAxes: [function (u) { drawBands(u, spec, built); }],
         draw: [function (u) { drawExtras(u, spec, built, figure); }],
         setCursor: [function (u) { tooltip(u, spec, built, tip); }],
+        setSelect: [function (u) {
+          if (u.select.width < 2) return;
+          var range = [u.posToVal(u.select.left, "x"), u.posToVal(u.select.left + u.select.width, "x")];
+          u.setSelect({left: 0, top: 0, width: 0, height: 0}, false);
+          zoomTo(range);
+        }],
       },
     };
+    var id = figure.getAttribute("data-chart");
+    var zoom = readZoom(id, built.type);
     var u = new uPlot(opts, built.data, holder);
     u.over.addEventListener("mouseleave", function () { tip.hidden = true; });
-    figure._chart = {uplot: u, roles: built.roles, spec: spec};
+    // Zoom (drag across the plot) is kept in the page's URL, so a shared link shows the same span;
+    // a double click shows everything again.
+    function zoomTo(range) {
+      zoom = range;
+      u.setScale("x", {min: (range || xr)[0], max: (range || xr)[1]});
+      writeZoom(id, range, built.type);
+      figure.setAttribute("data-zoom", range ? zoomText(range, built.type) : "");
+    }
+    u.over.addEventListener("dblclick", function () { zoomTo(null); });
+    figure.setAttribute("data-zoom", zoom ? zoomText(zoom, built.type) : "");
+    figure._chart = {uplot: u, roles: built.roles, spec: spec, zoomTo: zoomTo};
+    u.root.querySelector("canvas").setAttribute("aria-hidden", "true");
 
     // The legend: one button per series (its band, if any, goes with it).
     var legend = document.createElement("ul");
@@ -481,8 +669,10 @@
     figure.appendChild(legend);
     var hint = document.createElement("p");
     hint.className = "chart-hint";
-    hint.textContent = "Hover for values; drag across to zoom, double-click to zoom out; the legend shows and hides series.";
+    hint.textContent = "Hover for values; drag across to zoom (kept in the link), double-click to zoom out; " +
+      "the legend shows and hides series.";
     figure.appendChild(hint);
+    figure.appendChild(downloads(figure, u, spec, built));
 
     var resize = function () {
       var d = size(figure);
