@@ -37,8 +37,11 @@ def test_the_alert_page_takes_each_step_and_shows_who_and_when(app):
     page = f"/alerts/{alert_id}"
     html = client.get(page).get_data(as_text=True)
     assert "Nobody has acted on it yet" in html and 'id="assign-user"' in html
-    r = _post(client, page, f"/alerts/{alert_id}/assign", {"user_id": str(tenant.user_ids["admin"])})
+    # The page's forms name it as where to go back to; without it a step goes back to the list.
+    r = _post(client, page, f"/alerts/{alert_id}/assign", {"user_id": str(tenant.user_ids["admin"]), "next": page})
     assert r.status_code == 302 and r.headers["Location"] == page
+    r = _post(client, page, f"/alerts/{alert_id}/assign", {"user_id": str(tenant.user_ids["admin"])})
+    assert r.status_code == 302 and r.headers["Location"] == "/alerts"
     tomorrow = (datetime.now(UTC) + timedelta(days=2)).date().isoformat()
     assert _post(client, page, f"/alerts/{alert_id}/snooze", {"until": tomorrow}).status_code == 302
     assert _post(client, page, f"/alerts/{alert_id}/comments", {"body": "Acme says week 12 was a new team."}
