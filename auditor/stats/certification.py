@@ -831,6 +831,9 @@ def anytime_confidence(upper: MeanStream, lower: MeanStream, *, tau: float = 0.0
 #: The tangent point of the first item (a prior item with X = 1), and the smallest one
 #: used: any b > 0 keeps the test valid; a small b only widens the value's range.
 _B_PRIOR, _B_MIN = 1.0, 0.05
+#: The betting score's cap, 1 - 1e-6 (an e-value of a million): beyond it the bounds' own
+#: assumptions (Theorems 1 and 3), not the sampling error, decide what can be trusted.
+_LOG_E_CAP = math.log(1e6)
 
 
 def _tangent_points(x: np.ndarray, n0=0, s0=0.0) -> np.ndarray:
@@ -889,8 +892,10 @@ class BettingStream:
     **The score.** :math:`S_n = 1 - 1/\\max_{m \\le n} E_m`, the largest capital over every
     item so far (also between audits): the first time it reaches :math:`1 - \\alpha` the
     test rejects, with the error above however often it is looked at, and a rejection
-    stands (the score never falls). :math:`S_n \\in [0, 1)`; 0 means no evidence yet. The
-    current capital is ``wealth`` in the :class:`Confidence`.
+    stands (the score never falls). :math:`S_n \\in [0, 0.999999]`: 0 means no evidence yet,
+    and it is capped at :math:`1 - 10^{-6}` (beyond, the bounds' assumptions decide, not
+    the sampling error); ``evalue`` is the uncapped :math:`\\max_m E_m`, ``wealth`` the
+    current capital :math:`E_n`.
 
     The state is a few numbers and one log-capital per bet, whatever the stream's length;
     :meth:`update` costs in proportion to the new items. ``tau`` is part of the bets, so a
@@ -944,7 +949,8 @@ class BettingStream:
         if self.n == 0:
             raise StatsInputError("the stream needs at least one item.")
         return Confidence(
-            score=float(_score_of_log_evalue(self.log_max)), t_u=math.nan, t_l=math.nan, method="anytime",
+            score=float(_score_of_log_evalue(min(self.log_max, _LOG_E_CAP))), t_u=math.nan, t_l=math.nan,
+            method="anytime",
             lower=self.s_credit / self.n, upper=math.sqrt(self.s_x / self.n), n_upper=self.n, n_lower=self.n,
             tau=self.tau, evalue=math.exp(min(self.log_max, 700.0)), wealth=math.exp(min(self.log_evalue, 700.0)),
         )
