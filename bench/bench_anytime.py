@@ -41,7 +41,12 @@ from auditor.audit.inputs import PreviousResults
 from auditor.audit.pipeline import anytime_update
 from auditor.simulate import StreamScenario, draw_phases, simulate_streams
 from auditor.stats import AnytimeState, certify, item_values
-from auditor.stats.certification import _anytime_log_evalue, _betting_paths, _confidence_many, _score_of_log_evalue
+from auditor.stats.certification import (
+    _anytime_log_evalue,
+    _betting_paths,
+    _confidence_many,
+    _score_of_log_evalue,
+)
 from auditor.stats.confseq import BETS, _prefix_sums
 
 THRESHOLD = 0.95
