@@ -5,7 +5,8 @@ Run by hand:  python bench/bench_anytime.py [--streams 1000] [--items 1000000] [
 1. **Power.** Simulated datasets (rows in arrival order) for the issue's cases: model
    0.95 vs annotators 0.80, 5 labels, 3 classes, with U_t; model 0.90 vs annotators 0.85
    with U_e; each under several annotation shapes (a fixed panel of five, a pool, hard
-   items, labels per item that vary). Share of datasets certified at N items by
+   items, labels per item that vary; 25 labels, where U is nearly known; a model that
+   copies the plurality). Share of datasets certified at N items by
 
    * ``anytime`` — one betting e-process on the per-item difference (the badge's);
    * ``anytime-fan`` — the previous verdict, one mixture sequence per bound;
@@ -64,6 +65,11 @@ POWER = [
     ("0.95 vs 0.80, 10% hard items, U_t", "theoretical",
      StreamScenario(annotator_accuracy=0.83, hard_fraction=0.1, hard_penalty=0.3, model_accuracy=0.96,
                     model_hard_penalty=0.1).draw, (500, 1000, 2000)),
+    ("0.86 vs 0.80, 25 labels (U nearly known), U_t", "theoretical",
+     StreamScenario(labels_per_item=(25,), model_accuracy=0.86).draw, (1000, 2000)),
+    ("model copies the plurality half the time, U_t", "theoretical",
+     StreamScenario(labels_per_item=(3,), hard_fraction=0.3, hard_penalty=0.3, annotator_accuracy=0.9, copy=0.5,
+                    model_accuracy=0.99, model_hard_penalty=-0.01).draw, (1000, 2000)),
     ("0.90 vs 0.85, panel of 5, U_e", "empirical",
      lambda rng, s, n: simulate_streams(rng, s, n, PANEL_85, 0.90), (1000, 2000)),
     ("0.90 vs 0.85, pool, 5 labels, U_e", "empirical",

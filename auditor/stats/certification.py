@@ -841,7 +841,8 @@ def _tangent_points(x: np.ndarray, n0=0, s0=0.0) -> np.ndarray:
     the running estimate of :math:`\\sqrt{\\theta_U}` before each value (predictable; along
     the last axis)."""
     s = np.cumsum(x, axis=-1)
-    before = np.asarray(s0, dtype=float)[..., None] + s - x
+    before = np.asarray(s0, dtype=float)[..., None] + np.concatenate([np.zeros((*x.shape[:-1], 1)), s[..., :-1]],
+                                                                      axis=-1)
     seen = np.asarray(n0, dtype=float)[..., None] + np.arange(x.shape[-1], dtype=float)
     return np.clip(np.sqrt((_B_PRIOR + before) / (1.0 + seen)), _B_MIN, 1.0)
 
