@@ -309,11 +309,6 @@ class StreamScenario:
     model_hard_penalty: float = 0.0
     copy: float = 0.0
 
-    @property
-    def average_annotator_accuracy(self) -> float:
-        """The oracle accuracy of the average annotator (what U_t bounds from above)."""
-        return self.annotator_accuracy - self.hard_fraction * self.hard_penalty
-
     def _terms(self, bound: str) -> dict[str, float]:
         """Expectations over the items a bound's stream takes (one label; two for U_e):
         ``x`` (E X), ``t`` (E 1/T, T the number of tied plurality classes), and per

@@ -36,19 +36,27 @@ def _cert(factory, run_id) -> Certification:
         return cert
 
 
+def _first_audit(factory, name: str, seed: int, n1: int, n2: int):
+    """A dataset whose first ``n1`` of ``n1 + n2`` items (4 labels, a model right 97% of the
+    time) are labelled and predicted, and its first audit: (dataset, labels, predictions, run id)."""
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, 3, n1 + n2)
+    labels = np.where(rng.random((n1 + n2, 4)) < 0.85, truth[:, None], rng.integers(0, 3, (n1 + n2, 4)))
+    preds = np.where(rng.random(n1 + n2) < 0.97, truth, (truth + 1) % 3)
+    ds = make_dataset(factory, name, ["a", "b", "c"])
+    import_annotations(factory, ds, _rows(labels, range(n1)))
+    import_predictions(factory, ds, "m", "1", labels={f"i{n}": int(preds[n]) for n in range(n1)})
+    first = runner.run_audit(factory, ds, task_id=f"{name}-1", options=AuditOptions(n_bootstrap=10), lease=LEASE)
+    return ds, labels, preds, first.run_id
+
+
 def test_anytime_state_continues_across_audits_with_frozen_items(pg_factory):
     _, factory = pg_factory
     rng = np.random.default_rng(4)
     n1, n2 = 300, 200
-    truth = rng.integers(0, 3, n1 + n2)
-    labels = np.where(rng.random((n1 + n2, 4)) < 0.85, truth[:, None], rng.integers(0, 3, (n1 + n2, 4)))
-    preds = np.where(rng.random(n1 + n2) < 0.97, truth, (truth + 1) % 3)
-    ds = make_dataset(factory, "stream", ["a", "b", "c"])
-    import_annotations(factory, ds, _rows(labels, range(n1)))
-    import_predictions(factory, ds, "m", "1", labels={f"i{n}": int(preds[n]) for n in range(n1)})
+    ds, labels, preds, first_run = _first_audit(factory, "stream", 4, n1, n2)
     opts = AuditOptions(n_bootstrap=10)
-    first = runner.run_audit(factory, ds, task_id="a1", options=opts, lease=LEASE)
-    c1 = _cert(factory, first.run_id)
+    c1 = _cert(factory, first_run)
 
     expected = AnytimeState()
     expected.update(_counts(labels, range(n1)), preds[:n1])
@@ -121,18 +129,12 @@ def test_stored_state_of_the_fan_pair_alone_restarts_the_betting_streams(db_engi
     labelled and predicted enters them, in id order, with its current labels; the fan pair
     goes on from its stored sums (SQLite and PostgreSQL)."""
     factory = make_session_factory(db_engine)
-    rng = np.random.default_rng(6)
+    rng = np.random.default_rng(7)
     n1, n2 = 250, 150
-    truth = rng.integers(0, 3, n1 + n2)
-    labels = np.where(rng.random((n1 + n2, 4)) < 0.85, truth[:, None], rng.integers(0, 3, (n1 + n2, 4)))
-    preds = np.where(rng.random(n1 + n2) < 0.97, truth, (truth + 1) % 3)
-    ds = make_dataset(factory, "v1-state", ["a", "b", "c"])
-    import_annotations(factory, ds, _rows(labels, range(n1)))
-    import_predictions(factory, ds, "m", "1", labels={f"i{n}": int(preds[n]) for n in range(n1)})
+    ds, labels, preds, first_run = _first_audit(factory, "v1-state", 6, n1, n2)
     opts = AuditOptions(n_bootstrap=10)
-    first = runner.run_audit(factory, ds, task_id="v1", options=opts, lease=LEASE)
     with session_scope(factory) as s:
-        cert = s.execute(select(Certification).where(Certification.audit_run_id == first.run_id)).scalar_one()
+        cert = s.execute(select(Certification).where(Certification.audit_run_id == first_run)).scalar_one()
         stored = cert.details["anytime"]
         v1 = {k: stored[k] for k in ("upper_t", "upper_e", "lower")}
         v1["entered"] = {k: stored["entered"][k] for k in ("t", "e", "l")}
