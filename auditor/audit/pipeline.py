@@ -390,13 +390,17 @@ def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # ----------------------------------------------------------------------- anytime state
 
 
-def _in_ranges(ids: np.ndarray, ranges) -> np.ndarray:
+def _is_sorted(ids: np.ndarray) -> bool:
+    return ids.shape[0] < 2 or bool((ids[1:] > ids[:-1]).all())
+
+
+def _in_ranges(ids: np.ndarray, ranges, is_sorted: bool | None = None) -> np.ndarray:
     """Which of ``ids`` lie in one of the inclusive id ``ranges`` ([[first, last], ...])."""
     mask = np.zeros(ids.shape[0], dtype=bool)
     if not ranges:
         return mask
     r = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
-    if ids.shape[0] < 2 or bool((ids[1:] > ids[:-1]).all()):
+    if _is_sorted(ids) if is_sorted is None else is_sorted:
         # sorted ids (a snapshot's are): each range is one slice
         lo = np.searchsorted(ids, r[:, 0], side="left")
         hi = np.searchsorted(ids, r[:, 1], side="right")
@@ -482,10 +486,17 @@ def anytime_update(snap: AuditSnapshot, release: ReleaseSnapshot, previous: Mapp
     pred = np.full(counts.shape[0], -1, dtype=np.int64)
     pred[release.item_index] = release.labels
     predicted = pred >= 0
-    eligible = {"t": k >= 1, "e": k >= 2, "l": (k >= 1) & predicted, "bt": (k >= 1) & predicted,
-                "be": (k >= 2) & predicted}
-    before = {s: _in_ranges(ids, entered.get(s)) for s in eligible}
-    new = {s: eligible[s] & ~before[s] for s in eligible}
+    labelled = k >= 1
+    eligible = {"t": labelled, "e": k >= 2, "l": labelled & predicted}
+    eligible.update(bt=eligible["l"], be=eligible["e"] & predicted)
+    is_sorted = _is_sorted(ids)
+    before, new = {}, {}
+    for s in eligible:
+        # the betting stream of U_t takes the items of L's stream: once both have entered the
+        # same items (every audit after the first with betting), one scan of the snapshot serves both
+        same = s == "bt" and entered.get("bt") == entered.get("l")
+        before[s] = before["l"] if same else _in_ranges(ids, entered.get(s), is_sorted)
+        new[s] = new["l"] if same else eligible[s] & ~before[s]
     if new["l"].any():
         v = item_values(counts[new["l"]], pred[new["l"]])
         state.lower.update(v.agreement)
@@ -498,7 +509,6 @@ def anytime_update(snap: AuditSnapshot, release: ReleaseSnapshot, previous: Mapp
             v = item_values(counts[new[s]], pred[new[s]])
             stream.update(v.agreement, v.x_t if s == "bt" else v.x_e)
     out = state.to_dict()
-    is_sorted = ids.shape[0] < 2 or bool((ids[1:] > ids[:-1]).all())
     out["entered"] = {
         s: (list(entered.get(s, [])) if not new[s].any()
             else _merged_ranges(ids, entered.get(s), np.flatnonzero(new[s])) if is_sorted
