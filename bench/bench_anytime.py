@@ -184,7 +184,7 @@ def reference_certified(credit, x, looks) -> np.ndarray:
 
 def power(args) -> None:
     print(f"\n1. Power: share of {args.streams:,} simulated datasets certified at N items (threshold {THRESHOLD})")
-    print(f"{'case':40s} {'N':>6s} {'anytime':>8s} {'anytime-fan':>12s} {'betting CS':>11s} {'oms*':>6s}")
+    print(f"{'case':46s} {'N':>6s} {'anytime':>8s} {'anytime-fan':>12s} {'betting CS':>11s} {'oms*':>6s}")
     rng = np.random.default_rng(args.seed)
     for name, bound, draw, sizes in POWER:
         sizes = tuple(n for n in sizes if n <= args.max_items)
@@ -196,7 +196,7 @@ def power(args) -> None:
         rates = [f(credit, x, sizes).mean(axis=0)
                  for f in (betting_certified, fan_certified, reference_certified, oms_certified)]
         for j, n in enumerate(sizes):
-            print(f"{name:40s} {n:>6,d} " + " ".join(f"{r[j]:>{w}.1%}" for r, w in zip(rates, (8, 12, 11, 6),
+            print(f"{name:46s} {n:>6,d} " + " ".join(f"{r[j]:>{w}.1%}" for r, w in zip(rates, (8, 12, 11, 6),
                                                                                           strict=True)))
     print("* the paper's fixed-sample S at that one N (not valid when re-checked)")
 
