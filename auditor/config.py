@@ -231,8 +231,8 @@ def load_worker_settings(environ: Mapping[str, str] | None = None, **overrides) 
     if bound not in ("theoretical", "empirical"):
         raise ValueError(f"AUDITOR_CERTIFY_BOUND must be 'theoretical' or 'empirical'; got {bound!r}.")
     method = env.get("AUDITOR_CERTIFY_METHOD") or "anytime"
-    if method not in ("anytime", "oms", "hms"):
-        raise ValueError(f"AUDITOR_CERTIFY_METHOD must be 'anytime', 'oms' or 'hms'; got {method!r}.")
+    if method not in ("anytime", "anytime-fan", "oms", "hms"):
+        raise ValueError(f"AUDITOR_CERTIFY_METHOD must be 'anytime', 'anytime-fan', 'oms' or 'hms'; got {method!r}.")
     values = {
         "queue": env.get("AUDITOR_CELERY_QUEUE") or "auditor",
         "concurrency": _env_number(env, "AUDITOR_CELERY_CONCURRENCY", int, default_concurrency()),

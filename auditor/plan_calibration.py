@@ -156,7 +156,7 @@ def true_verdict(scenario: CalibrationScenario, counts: np.ndarray, preds: np.nd
     :func:`~auditor.audit.pipeline.anytime_update` does; the paper's: :func:`certify` on all.
     """
     if scenario.method == "anytime":
-        st = AnytimeState()
+        st = AnytimeState(tau=scenario.tau)
         st.update(counts, preds)
         if new_counts.shape[0]:
             st.update(new_counts, new_preds)

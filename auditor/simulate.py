@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
-from scipy import optimize
+from scipy import optimize, special
 
 __all__ = [
     "Drift",
@@ -27,7 +28,9 @@ __all__ = [
     "PopulationValues",
     "Scenario",
     "SimulatedData",
+    "StreamScenario",
     "draw_history",
+    "draw_phases",
     "least_favourable_model_accuracy",
     "population_values",
     "simulate",
@@ -268,6 +271,121 @@ def least_favourable_model_accuracy(annotator_accuracy, n_classes: int = 3, *, b
     pop = population_values(annotator_accuracy, n_classes)
     target = tau + np.sqrt(pop.theta_t if bound == "theoretical" else pop.theta_e)
     return float(optimize.brentq(lambda a: pop.expected_agreement(a) - target, 0.0, 1.0, xtol=1e-14))
+
+
+# --------------------------------------------------------------------------- streams on the null's boundary
+
+
+def _compositions(k: int, n_classes: int) -> np.ndarray:
+    """Every count vector of ``k`` labels over ``n_classes`` classes, shape (V, n_classes)."""
+    if n_classes == 1:
+        return np.array([[k]])
+    return np.array([(first, *rest) for first in range(k, -1, -1)
+                     for rest in _compositions(k - first, n_classes - 1)])
+
+
+@dataclass(frozen=True)
+class StreamScenario:
+    """Items one by one, with every expectation the anytime certification tests known exactly.
+
+    Every item has a uniform true class, is hard with probability ``hard_fraction`` and gets
+    ``K`` labels, ``K`` uniform over ``labels_per_item``. Its labels are independent given its
+    class and hardness (annotators drawn from a pool): right with probability
+    ``annotator_accuracy`` (``hard_penalty`` less on hard items), else a uniform wrong class.
+    With probability ``copy`` the model copies the plurality of the item's labels (one of the
+    tied at random); otherwise it is right with ``model_accuracy`` (``model_hard_penalty``
+    less on hard items), independently of the labels, and wrong uniformly. ``copy`` and the
+    two penalties set how the model's credit and the labels' agreement co-vary per item:
+    the variance structure of the certification's per-item values (a negative
+    ``model_hard_penalty`` makes the model better on the items where annotators disagree).
+    """
+
+    n_classes: int = 3
+    annotator_accuracy: float = 0.80
+    labels_per_item: tuple[int, ...] = (5,)
+    hard_fraction: float = 0.0
+    hard_penalty: float = 0.0
+    model_accuracy: float = 0.95
+    model_hard_penalty: float = 0.0
+    copy: float = 0.0
+
+    def _terms(self, bound: str) -> dict[str, float]:
+        """Expectations over the items a bound's stream takes (one label; two for U_e):
+        ``x`` (E X), ``t`` (E 1/T, T the number of tied plurality classes), and per
+        hardness the plurality's credit to the true class (``r0``, ``r1``) and to one
+        given wrong class (``w0``, ``w1``), each weighted by that hardness's share."""
+        ks = [k for k in self.labels_per_item if k >= (2 if bound == "empirical" else 1)]
+        if not ks:
+            raise ValueError(f"no item has the labels the {bound} bound needs")
+        n = self.n_classes
+        out = dict.fromkeys(("x", "t", "r0", "r1", "w0", "w1"), 0.0)
+        for h, share in ((0, 1.0 - self.hard_fraction), (1, self.hard_fraction)):
+            p = self.annotator_accuracy - h * self.hard_penalty
+            for k in ks:
+                m = _compositions(k, n)
+                logp = (special.gammaln(k + 1) - special.gammaln(m + 1).sum(axis=1)
+                        + m[:, 0] * np.log(max(p, 1e-300)) + m[:, 1:].sum(axis=1) * np.log(max((1 - p) / (n - 1), 1e-300)))
+                w = np.exp(logp) * share / len(ks)
+                sq = (m * m).sum(axis=1)
+                x = sq / k**2 if bound == "theoretical" else (sq - k) / (k * (k - 1))
+                tied = m == m.max(axis=1, keepdims=True)
+                n_tied = tied.sum(axis=1)
+                out["x"] += float(w @ x)
+                out["t"] += float(w @ (1.0 / n_tied))
+                out[f"r{h}"] += float(w @ (tied[:, 0] / n_tied))
+                out[f"w{h}"] += float(w @ (tied[:, 1:].sum(axis=1) / n_tied)) / (n - 1)
+        return out
+
+    def expectations(self, bound: str = "theoretical") -> tuple[float, float]:
+        """(E credit, E X) over the items the bound's stream takes: the means θ_L, θ_U."""
+        e = self._terms(bound)
+        return self._credit(e, self.model_accuracy), e["x"]
+
+    def _credit(self, e: dict[str, float], accuracy: float) -> float:
+        a0, a1 = accuracy, accuracy - self.model_hard_penalty
+        own = a0 * e["r0"] + (1 - a0) * e["w0"] + a1 * e["r1"] + (1 - a1) * e["w1"]
+        return self.copy * e["t"] + (1.0 - self.copy) * own
+
+    def on_boundary(self, bound: str = "theoretical", tau: float = 0.0) -> StreamScenario:
+        """This scenario with the model accuracy whose expected credit is exactly
+        ``tau`` + √(E X): the least favourable point of "not better by tau", where the
+        bound has no slack."""
+        e = self._terms(bound)
+        lo, hi = self._credit(e, 0.0), self._credit(e, 1.0)
+        acc = (tau + math.sqrt(e["x"]) - lo) / (hi - lo)
+        if not (0.0 <= acc <= 1.0 and 0.0 <= acc - self.model_hard_penalty <= 1.0):
+            raise ValueError(f"no model accuracy puts the expected credit on the boundary (it would be {acc:.4f})")
+        return replace(self, model_accuracy=float(acc))
+
+    def draw(self, rng: np.random.Generator, n_streams: int, n_items: int) -> tuple[np.ndarray, np.ndarray]:
+        """``n_streams`` independent streams of ``n_items`` items: counts (S, N, n_classes)
+        and predictions (S, N), rows in arrival order."""
+        n = self.n_classes
+        shape = (n_streams, n_items)
+        truth = rng.integers(0, n, size=shape)
+        hard = rng.random(shape) < self.hard_fraction
+        k = np.asarray(self.labels_per_item)[rng.integers(0, len(self.labels_per_item), size=shape)]
+        p = self.annotator_accuracy - np.where(hard, self.hard_penalty, 0.0)
+        counts = np.zeros((*shape, n), dtype=np.int16)
+        for j in range(int(k.max())):
+            right = rng.random(shape) < p
+            label = np.where(right, truth, (truth + rng.integers(1, n, size=shape)) % n)
+            label = np.where(j < k, label, -1)
+            for c in range(n):
+                counts[..., c] += label == c
+        right = rng.random(shape) < self.model_accuracy - np.where(hard, self.model_hard_penalty, 0.0)
+        own = np.where(right, truth, (truth + rng.integers(1, n, size=shape)) % n)
+        tied = counts == counts.max(axis=-1, keepdims=True)
+        plurality = np.argmax(tied * rng.random((*shape, n)), axis=-1)
+        preds = np.where(rng.random(shape) < self.copy, plurality, own)
+        return counts, preds.astype(np.int8)
+
+
+def draw_phases(rng: np.random.Generator, phases, n_streams: int) -> tuple[np.ndarray, np.ndarray]:
+    """Streams whose items come from ``phases`` in turn (``(StreamScenario, n_items)`` pairs):
+    a population that shifts, e.g. harder items later."""
+    parts = [sc.draw(rng, n_streams, n) for sc, n in phases]
+    return np.concatenate([c for c, _ in parts], axis=1), np.concatenate([p for _, p in parts], axis=1)
 
 
 # --------------------------------------------------------------------------- history with drift

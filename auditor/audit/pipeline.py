@@ -11,9 +11,10 @@ equivalence), whose input :func:`release_payload` is compact and JSON-ready.
 
 Each release's certification records two verdicts: the paper's (Theorem 7, OMS with
 the configured bound: valid for one look at a fixed sample, what reproduces its
-tables) and the anytime one (valid however often the audit re-checks it). The badge
-and the ``certification_changed`` alert use ``AuditOptions.method`` (``anytime`` by
-default). The anytime verdict needs state across audits, kept per dataset × release
+tables) and the anytime one (valid however often the audit re-checks it: one betting
+e-process per bound, ``anytime``; the earlier pair of sequences, ``anytime-fan``, is
+recorded beside it for comparison). The badge and the ``certification_changed`` alert
+use ``AuditOptions.method`` (``anytime`` by default). The anytime verdict needs state across audits, kept per dataset × release
 in the certification row's ``details["anytime"]`` and carried to the next audit
 through :class:`~auditor.audit.inputs.PreviousResults` (:func:`anytime_update`).
 """
@@ -59,7 +60,9 @@ __all__ = [
 ]
 
 BOUND_COLUMNS = {"theoretical": "t", "empirical": "e"}
-_METHOD_NAMES = {"anytime": "anytime", "oms": "paper's OMS", "hms": "paper's HMS"}
+_METHOD_NAMES = {"anytime": "anytime", "anytime-fan": "anytime (pair of sequences)", "oms": "paper's OMS",
+                 "hms": "paper's HMS"}
+ANYTIME_METHODS = ("anytime", "anytime-fan")
 # (combiner, scorer) pairs of the survey-equivalence analysis: majority vote scored by
 # agreement for every release; ABC scored by cross-entropy where the release gave
 # probabilities (the paper's two running examples).
@@ -86,7 +89,8 @@ class AuditOptions:
     seed: int = 0
     threshold: float = 0.95
     bound: str = "theoretical"
-    # The badge's verdict: "anytime" (valid at every audit) or the paper's "oms" / "hms".
+    # The badge's verdict: "anytime" (valid at every audit; "anytime-fan" its earlier, weaker
+    # form) or the paper's "oms" / "hms".
     method: str = "anytime"
     tau: float = 0.0
     confidence: float = 0.95
@@ -386,13 +390,17 @@ def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # ----------------------------------------------------------------------- anytime state
 
 
-def _in_ranges(ids: np.ndarray, ranges) -> np.ndarray:
+def _is_sorted(ids: np.ndarray) -> bool:
+    return ids.shape[0] < 2 or bool((ids[1:] > ids[:-1]).all())
+
+
+def _in_ranges(ids: np.ndarray, ranges, is_sorted: bool | None = None) -> np.ndarray:
     """Which of ``ids`` lie in one of the inclusive id ``ranges`` ([[first, last], ...])."""
     mask = np.zeros(ids.shape[0], dtype=bool)
     if not ranges:
         return mask
     r = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
-    if ids.shape[0] < 2 or bool((ids[1:] > ids[:-1]).all()):
+    if _is_sorted(ids) if is_sorted is None else is_sorted:
         # sorted ids (a snapshot's are): each range is one slice
         lo = np.searchsorted(ids, r[:, 0], side="left")
         hi = np.searchsorted(ids, r[:, 1], side="right")
@@ -440,8 +448,8 @@ def _merged_ranges(ids: np.ndarray, ranges, new_pos: np.ndarray) -> list[list[in
     return [[int(ids[a]), int(ids[b])] for a, b in merged]
 
 
-def anytime_update(snap: AuditSnapshot, release: ReleaseSnapshot, previous: Mapping[str, Any] | None = None
-                   ) -> dict[str, Any]:
+def anytime_update(snap: AuditSnapshot, release: ReleaseSnapshot, previous: Mapping[str, Any] | None = None,
+                   *, tau: float = 0.0) -> dict[str, Any]:
     """The release's anytime state after this snapshot: the last one plus the items that arrived.
 
     **Arrival.** An item enters a release's streams at the first audit that sees it
@@ -453,21 +461,42 @@ def anytime_update(snap: AuditSnapshot, release: ReleaseSnapshot, previous: Mapp
     on when it was labelled and audited, not on its labels, so each entering item's
     values have the population means given the past.
 
-    The state (JSON) is the running sums of the three streams and, per stream, the
-    ranges of item ids that have entered. ``previous`` defaults to the state stored
-    with the release's certification in the last succeeded audit.
+    The state (JSON, :meth:`~auditor.stats.AnytimeState.to_dict`) is the running state of
+    the streams and, per stream, the ranges of item ids that have entered: ``bt`` / ``be``
+    (betting, items labelled and predicted; with two labels for ``be``) and ``t``, ``e``,
+    ``l`` (the fan pair's). ``previous`` defaults to the state stored with the release's
+    certification in the last succeeded audit. ``tau`` is the margin the betting streams
+    test.
+
+    **Restart.** A state stored before the betting streams existed (version 1), or for
+    another ``tau``, has its betting streams restarted here: every item the snapshot has
+    labelled and predicted enters them now, in id order, with its current labels (when
+    it enters still does not depend on its labels, so the guarantee holds for the new
+    streams; the earlier verdicts were the fan pair's). The fan pair continues.
     """
     if previous is None:
         previous = (snap.previous.certifications.get(release.release_id) or {}).get("anytime")
-    state = AnytimeState.from_dict(previous) if previous else AnytimeState()
+    state = AnytimeState.from_dict(previous, tau=tau) if previous else AnytimeState(tau=tau)
     entered = dict(previous.get("entered", {})) if previous else {}
+    if previous and AnytimeState.restarts_betting(previous, tau):
+        entered.pop("bt", None)
+        entered.pop("be", None)
     ids, counts = snap.item_ids.astype(np.int64), snap.counts
     k = counts.sum(axis=1)
     pred = np.full(counts.shape[0], -1, dtype=np.int64)
     pred[release.item_index] = release.labels
-    eligible = {"t": k >= 1, "e": k >= 2, "l": (k >= 1) & (pred >= 0)}
-    before = {s: _in_ranges(ids, entered.get(s)) for s in eligible}
-    new = {s: eligible[s] & ~before[s] for s in eligible}
+    predicted = pred >= 0
+    labelled = k >= 1
+    eligible = {"t": labelled, "e": k >= 2, "l": labelled & predicted}
+    eligible.update(bt=eligible["l"], be=eligible["e"] & predicted)
+    is_sorted = _is_sorted(ids)
+    before, new = {}, {}
+    for s in eligible:
+        # the betting stream of U_t takes the items of L's stream: once both have entered the
+        # same items (every audit after the first with betting), one scan of the snapshot serves both
+        same = s == "bt" and entered.get("bt") == entered.get("l")
+        before[s] = before["l"] if same else _in_ranges(ids, entered.get(s), is_sorted)
+        new[s] = new["l"] if same else eligible[s] & ~before[s]
     if new["l"].any():
         v = item_values(counts[new["l"]], pred[new["l"]])
         state.lower.update(v.agreement)
@@ -475,8 +504,11 @@ def anytime_update(snap: AuditSnapshot, release: ReleaseSnapshot, previous: Mapp
         if new[s].any():
             v = item_values(counts[new[s]])
             stream.update(v.x_t if s == "t" else v.x_e)
+    for s, stream in (("bt", state.bet_t), ("be", state.bet_e)):
+        if new[s].any():
+            v = item_values(counts[new[s]], pred[new[s]])
+            stream.update(v.agreement, v.x_t if s == "bt" else v.x_e)
     out = state.to_dict()
-    is_sorted = ids.shape[0] < 2 or bool((ids[1:] > ids[:-1]).all())
     out["entered"] = {
         s: (list(entered.get(s, [])) if not new[s].any()
             else _merged_ranges(ids, entered.get(s), np.flatnonzero(new[s])) if is_sorted
@@ -486,21 +518,26 @@ def anytime_update(snap: AuditSnapshot, release: ReleaseSnapshot, previous: Mapp
     return out
 
 
-def _anytime_scores(state: Mapping[str, Any] | None, tau: float) -> dict[str, Any]:
-    """S of the anytime verdict with U_t and U_e from a state (None where a stream is empty)."""
+def _anytime_scores(state: Mapping[str, Any] | None, tau: float, method: str = "anytime") -> dict[str, Any]:
+    """S of an anytime verdict (``method``) with U_t and U_e from a state (None where a
+    stream is empty)."""
     out: dict[str, Any] = {}
-    st = AnytimeState.from_dict(state) if state else AnytimeState()
+    st = AnytimeState.from_dict(state, tau=tau) if state else AnytimeState(tau=tau)
     for bound, col in BOUND_COLUMNS.items():
-        up = st.upper_t if bound == "theoretical" else st.upper_e
-        if up.n == 0 or st.lower.n == 0:
+        if method == "anytime":
+            empty = st.betting(bound).n == 0
+        else:
+            empty = (st.upper_t if bound == "theoretical" else st.upper_e).n == 0 or st.lower.n == 0
+        if empty:
             out[col] = None
             continue
-        c = st.confidence(bound, tau=tau)
-        out[col] = {"score": finite(c.score), "evalue": finite(c.evalue), "n_upper": c.n_upper, "n_lower": c.n_lower}
+        c = st.confidence(bound, method=method, tau=tau)
+        out[col] = {"score": finite(c.score), "evalue": finite(c.evalue), "n_upper": c.n_upper, "n_lower": c.n_lower,
+                    **({"wealth": finite(c.wealth)} if method == "anytime" else {})}
     return out
 
 
-def release_payload(snap: AuditSnapshot, release: ReleaseSnapshot) -> dict[str, Any]:
+def release_payload(snap: AuditSnapshot, release: ReleaseSnapshot, *, tau: float = 0.0) -> dict[str, Any]:
     """A release's inputs as JSON-ready lists: its items' counts and its predictions.
 
     Hard predictions are sent as the distinct (count vector, label) rows with their
@@ -512,7 +549,7 @@ def release_payload(snap: AuditSnapshot, release: ReleaseSnapshot) -> dict[str, 
     ok = release.labels >= 0
     base = {"release_id": release.release_id, "model": release.model, "version": release.version,
             "labels": list(snap.labels), "n_predictions": int(release.item_index.shape[0]),
-            "anytime": anytime_update(snap, release)}
+            "anytime": anytime_update(snap, release, tau=tau)}
     if release.probabilities is not None:
         return {**base, "counts": counts.tolist(), "probabilities": release.probabilities.tolist(),
                 "multiplicity": None, "hard": release.labels.tolist()}
@@ -563,13 +600,19 @@ def release_arrays(info: Mapping[str, Any], counts: np.ndarray, hard: np.ndarray
             scores[f"{bound}/{method}"] = {"score": finite(c.score), "t_u": finite(c.t_u), "t_l": finite(c.t_l),
                                            **({"clamped": True} if c.clamped else {})}
     col = BOUND_COLUMNS[options.bound]
-    any_scores = _anytime_scores(anytime, options.tau)
-    for c_, v in any_scores.items():
-        scores[f"{'theoretical' if c_ == 't' else 'empirical'}/anytime"] = v or {"score": None}
+    # The anytime columns hold the configured anytime method's verdict (the betting one unless
+    # the badge is set to the fan pair); both are in the details.
+    anytime_method = options.method if options.method in ANYTIME_METHODS else "anytime"
+    for m in ANYTIME_METHODS:
+        m_scores = _anytime_scores(anytime, options.tau, m)
+        for c_, v in m_scores.items():
+            scores[f"{'theoretical' if c_ == 't' else 'empirical'}/{m}"] = v or {"score": None}
+        if m == anytime_method:
+            any_scores = m_scores
     paper_method = options.method if options.method in ("hms", "oms") else "oms"
     paper = scores[f"{options.bound}/{paper_method}"]["score"]
     anytime_s = None if any_scores[col] is None else any_scores[col]["score"]
-    chosen = anytime_s if options.method == "anytime" else paper
+    chosen = anytime_s if options.method in ANYTIME_METHODS else paper
     certified = chosen is not None and chosen >= options.threshold
     verdict = "undefined" if chosen is None else ("certified" if certified else "not certified")
     state = None if anytime is None else {k: v for k, v in anytime.items() if k != "new_items"}
@@ -637,7 +680,7 @@ def release_inline(snap: AuditSnapshot, release: ReleaseSnapshot, upper: Mapping
     ok = release.labels >= 0
     probs = None if release.probabilities is None else release.probabilities[ok]
     return release_arrays(info, snap.counts[release.item_index][ok], release.labels[ok], probs, upper, options,
-                          anytime=anytime_update(snap, release))
+                          anytime=anytime_update(snap, release, tau=options.tau))
 
 
 # ----------------------------------------------------------------------- assembly

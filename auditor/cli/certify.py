@@ -81,11 +81,11 @@ def _fmt(x: float | None, digits: int = 4) -> str:
 @click.option("--threshold", type=float, default=0.95, show_default=True, help="Confidence for the verdict.")
 @click.option("--bound", type=click.Choice(["theoretical", "empirical"]), default="theoretical", show_default=True,
               help="Upper bound the verdict uses: U_t (rigorous) or U_e (the paper's practice).")
-@click.option("--method", type=click.Choice(["oms", "hms", "bernstein", "anytime"]), default="oms",
+@click.option("--method", type=click.Choice(["oms", "hms", "bernstein", "anytime", "anytime-fan"]), default="oms",
               show_default=True,
               help="oms/hms: the paper's Theorem 7; bernstein: its variance-adaptive form (both for one look "
                    "at a fixed number of items); anytime: valid at every prefix, items in the order they "
-                   "first appear in ANNOTATIONS.")
+                   "first appear in ANNOTATIONS (anytime-fan: its earlier, weaker form).")
 @click.option("--gold", "gold_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Gold labels (item_id,label) to check the bounds' assumptions on.")
 @click.option("--annotators", "show_annotators", is_flag=True, help="Also list per-annotator lower bounds.")

@@ -25,6 +25,7 @@ from auditor.stats.assumptions import (
 )
 from auditor.stats.certification import (
     AnytimeState,
+    BettingStream,
     CertificationResult,
     Confidence,
     ItemValues,

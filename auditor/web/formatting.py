@@ -70,6 +70,8 @@ def expert_equivalence(report) -> Markup | str:
 
 _METHOD_LABELS = {
     "anytime": ("anytime", "anytime verdict: valid however often the audits re-check it"),
+    "anytime-fan": ("anytime, pair", "anytime verdict from one sequence per bound (the earlier, weaker form): "
+                                     "valid however often the audits re-check it"),
     "oms": ("paper, OMS", "the paper's Theorem 7 with OMS: valid for one look at a fixed number of items"),
     "hms": ("paper, HMS", "the paper's Theorem 7 with HMS: valid for one look at a fixed number of items"),
 }

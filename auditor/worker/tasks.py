@@ -192,7 +192,7 @@ def _fan_out(task, run_id: int, task_id: str, snap, options: AuditOptions, timin
     ``finish_audit`` writes once the group is done."""
     opts = options.__dict__
     upper = upper_summary(snap)
-    parts = group(audit_release.s(release_payload(snap, r), upper, opts, run_id, task_id)
+    parts = group(audit_release.s(release_payload(snap, r, tau=options.tau), upper, opts, run_id, task_id)
                   for r in snap.releases).apply_async()
     parts.save()
     t0 = time.perf_counter()

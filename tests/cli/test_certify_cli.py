@@ -79,7 +79,7 @@ def test_certify_rejects_unknown_label_with_row(files):
     assert "row 10" in res.output and "'meh'" in res.output
 
 
-@pytest.mark.parametrize("method", ["bernstein", "anytime"])
+@pytest.mark.parametrize("method", ["bernstein", "anytime", "anytime-fan"])
 def test_certify_with_the_variance_adaptive_methods(tmp_path, method):
     import numpy as np
 

@@ -13,7 +13,7 @@ from auditor.audit import runner
 from auditor.audit.inputs import PreviousResults
 from auditor.audit.pipeline import AuditOptions, _in_ranges, _merged_ranges, _to_ranges, alerts_for
 from auditor.config import load_worker_settings
-from auditor.db import session_scope
+from auditor.db import make_session_factory, session_scope
 from auditor.db.models import Alert, Certification
 from auditor.stats import AnytimeState
 from tests.workers._data import import_annotations, import_predictions, make_dataset
@@ -36,25 +36,37 @@ def _cert(factory, run_id) -> Certification:
         return cert
 
 
+def _first_audit(factory, name: str, seed: int, n1: int, n2: int):
+    """A dataset whose first ``n1`` of ``n1 + n2`` items (4 labels, a model right 97% of the
+    time) are labelled and predicted, and its first audit: (dataset, labels, predictions, run id)."""
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, 3, n1 + n2)
+    labels = np.where(rng.random((n1 + n2, 4)) < 0.85, truth[:, None], rng.integers(0, 3, (n1 + n2, 4)))
+    preds = np.where(rng.random(n1 + n2) < 0.97, truth, (truth + 1) % 3)
+    ds = make_dataset(factory, name, ["a", "b", "c"])
+    import_annotations(factory, ds, _rows(labels, range(n1)))
+    import_predictions(factory, ds, "m", "1", labels={f"i{n}": int(preds[n]) for n in range(n1)})
+    first = runner.run_audit(factory, ds, task_id=f"{name}-1", options=AuditOptions(n_bootstrap=10), lease=LEASE)
+    return ds, labels, preds, first.run_id
+
+
 def test_anytime_state_continues_across_audits_with_frozen_items(pg_factory):
     _, factory = pg_factory
     rng = np.random.default_rng(4)
     n1, n2 = 300, 200
-    truth = rng.integers(0, 3, n1 + n2)
-    labels = np.where(rng.random((n1 + n2, 4)) < 0.85, truth[:, None], rng.integers(0, 3, (n1 + n2, 4)))
-    preds = np.where(rng.random(n1 + n2) < 0.97, truth, (truth + 1) % 3)
-    ds = make_dataset(factory, "stream", ["a", "b", "c"])
-    import_annotations(factory, ds, _rows(labels, range(n1)))
-    import_predictions(factory, ds, "m", "1", labels={f"i{n}": int(preds[n]) for n in range(n1)})
+    ds, labels, preds, first_run = _first_audit(factory, "stream", 4, n1, n2)
     opts = AuditOptions(n_bootstrap=10)
-    first = runner.run_audit(factory, ds, task_id="a1", options=opts, lease=LEASE)
-    c1 = _cert(factory, first.run_id)
+    c1 = _cert(factory, first_run)
 
     expected = AnytimeState()
     expected.update(_counts(labels, range(n1)), preds[:n1])
     assert c1.method == "anytime"
     assert c1.s_anytime_t == pytest.approx(expected.confidence("theoretical").score, abs=1e-9)
     assert c1.s_anytime_e == pytest.approx(expected.confidence("empirical").score, abs=1e-9)
+    # the earlier pair of sequences is recorded beside the betting verdict
+    fan = c1.details["confidence"]["theoretical/anytime-fan"]["score"]
+    assert fan == pytest.approx(expected.confidence("theoretical", method="anytime-fan").score, abs=1e-9)
+    assert c1.details["anytime"]["version"] == 2 and c1.details["anytime"]["bet_t"]["n"] == n1
     assert c1.certified == c1.certified_anytime == (c1.s_anytime_t >= 0.95)
     assert c1.certified_paper == (c1.s_oms_t >= 0.95)
     assert c1.details["anytime"]["lower"]["n"] == n1 and c1.details["anytime_new_items"]["l"] == n1
@@ -69,7 +81,7 @@ def test_anytime_state_continues_across_audits_with_frozen_items(pg_factory):
     c2 = _cert(factory, second.run_id)
     expected.update(_counts(labels, range(n1, n1 + n2)), preds[n1:])
     assert c2.details["anytime"]["lower"]["n"] == n1 + n2
-    assert c2.details["anytime_new_items"] == {"t": n2, "e": n2, "l": n2}
+    assert c2.details["anytime_new_items"] == {"t": n2, "e": n2, "l": n2, "bt": n2, "be": n2}
     assert c2.s_anytime_t == pytest.approx(expected.confidence("theoretical").score, abs=1e-9)
     # Recomputing from the current counts would rewrite the first items' history.
     current = np.concatenate([_counts(np.hstack([labels[:100], extra[:100]]), range(100)),
@@ -77,6 +89,7 @@ def test_anytime_state_continues_across_audits_with_frozen_items(pg_factory):
     recomputed = AnytimeState()
     recomputed.update(current, preds)
     assert recomputed.upper_t.s != pytest.approx(c2.details["anytime"]["upper_t"]["s"])
+    assert recomputed.bet_t.s_x != pytest.approx(c2.details["anytime"]["bet_t"]["s_x"])
     # The paper's verdict uses every current label.
     assert c2.n_items_upper == n1 + n2
 
@@ -111,10 +124,50 @@ def test_certification_alert_uses_the_badge_verdict():
     assert "anytime verdict" in alert["message"]
 
 
+def test_stored_state_of_the_fan_pair_alone_restarts_the_betting_streams(db_engine):
+    """A state stored before the betting streams (version 1): at the next audit every item
+    labelled and predicted enters them, in id order, with its current labels; the fan pair
+    goes on from its stored sums (SQLite and PostgreSQL)."""
+    factory = make_session_factory(db_engine)
+    rng = np.random.default_rng(7)
+    n1, n2 = 250, 150
+    ds, labels, preds, first_run = _first_audit(factory, "v1-state", 6, n1, n2)
+    opts = AuditOptions(n_bootstrap=10)
+    with session_scope(factory) as s:
+        cert = s.execute(select(Certification).where(Certification.audit_run_id == first_run)).scalar_one()
+        stored = cert.details["anytime"]
+        v1 = {k: stored[k] for k in ("upper_t", "upper_e", "lower")}
+        v1["entered"] = {k: stored["entered"][k] for k in ("t", "e", "l")}
+        cert.details = {**cert.details, "anytime": v1}
+    extra = rng.integers(0, 3, (n1, 1))
+    import_annotations(factory, ds, _rows(extra, range(50), prefix="late"))  # labels after entering
+    import_annotations(factory, ds, _rows(labels, range(n1, n1 + n2)))
+    import_predictions(factory, ds, "m", "1", labels={f"i{n}": int(preds[n]) for n in range(n1, n1 + n2)})
+    second = _cert(factory, runner.run_audit(factory, ds, task_id="v2", options=opts, lease=LEASE).run_id)
+
+    state = second.details["anytime"]
+    assert state["version"] == 2
+    assert second.details["anytime_new_items"] == {"t": n2, "e": n2, "l": n2, "bt": n1 + n2, "be": n1 + n2}
+    assert state["lower"]["n"] == n1 + n2 and state["upper_t"]["s"] != pytest.approx(v1["upper_t"]["s"])
+    current = np.concatenate([_counts(np.hstack([labels[:50], extra[:50]]), range(50)),
+                              _counts(labels, range(50, n1 + n2))])
+    restarted = AnytimeState()
+    restarted.update(current, preds)
+    assert state["bet_t"]["n"] == n1 + n2
+    assert state["bet_t"]["log_max"] == pytest.approx(restarted.bet_t.log_max, abs=1e-9)
+    assert second.s_anytime_t == pytest.approx(restarted.confidence("theoretical").score, abs=1e-9)
+    # the restarted streams go on at the next audit (an item without a prediction enters none of them)
+    import_annotations(factory, ds, [("unpredicted", "r0", 0)])
+    third = _cert(factory, runner.run_audit(factory, ds, task_id="v3", options=opts, lease=LEASE).run_id)
+    assert third.details["anytime"]["bet_t"] == state["bet_t"]
+    assert third.details["anytime_new_items"] == {"t": 1, "e": 0, "l": 0, "bt": 0, "be": 0}
+
+
 def test_certify_method_setting():
     assert load_worker_settings({}).certify_method == "anytime"
     w = load_worker_settings({"AUDITOR_CERTIFY_METHOD": "oms"})
     assert AuditOptions.from_settings(w).method == "oms"
+    assert load_worker_settings({"AUDITOR_CERTIFY_METHOD": "anytime-fan"}).certify_method == "anytime-fan"
     with pytest.raises(ValueError, match="AUDITOR_CERTIFY_METHOD"):
         load_worker_settings({"AUDITOR_CERTIFY_METHOD": "bonferroni"})
 
