@@ -20,7 +20,7 @@ from auditor.web.api.serializers import BODIES
 from auditor.web.cache import cached
 from auditor.web.db import get_session
 from auditor.web.security import load_principal
-from auditor.web.ui import _MAX_ID, _dataset, bp, local_path, login_required
+from auditor.web.ui import _MAX_ID, _dataset, bp, dataset_arg, local_path, login_required
 
 __all__: list[str] = []
 
@@ -89,7 +89,7 @@ def _release(release_id: int | None) -> tuple[Release, Model]:
 @cached
 def release(release_id: int):
     rel, model = _release(release_id)
-    data = dashboards.release_page(get_session(), rel, model, _int_arg("dataset_id"), g.principal.workspace_id,
+    data = dashboards.release_page(get_session(), rel, model, dataset_arg(), g.principal.workspace_id,
                                    request.args)
     return render_template("release.html", **data)
 
@@ -107,7 +107,7 @@ def compare():
     if "a" not in request.args or "b" not in request.args:
         return render_template("compare.html", choices=choices, pair=None, sides=[])
     first, second = _release(_int_arg("a")), _release(_int_arg("b"))
-    data = dashboards.compare_page(db, g.principal.workspace_id, first, second, _int_arg("dataset_id"))
+    data = dashboards.compare_page(db, g.principal.workspace_id, first, second, dataset_arg())
     return render_template("compare.html", choices=choices, **data)
 
 

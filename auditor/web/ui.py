@@ -119,6 +119,21 @@ def _dataset(dataset_id: int) -> Dataset:
     return ds
 
 
+def dataset_arg() -> int | None:
+    """The query's ``dataset_id`` (a page's choice of dataset), None when absent or not a number.
+
+    A number must name a dataset the caller may see: another workspace's id is a 404, as in
+    the API, rather than quietly showing another dataset.
+    """
+    value = request.args.get("dataset_id", type=int)
+    if value is None:
+        return None
+    principal = g.principal
+    if value < 0 or (not principal.reads_all and value not in principal.grants):
+        abort(404)
+    return _dataset(value).id
+
+
 @bp.get("/datasets/<int:dataset_id>")
 @login_required()
 @cached
@@ -133,8 +148,7 @@ def model(model_id: int):
     m = in_workspace(get_session(), Model, model_id, g.principal.workspace_id) if model_id <= _MAX_ID else None
     if m is None:
         abort(404)
-    dataset_id = request.args.get("dataset_id", type=int)
-    return render_template("model.html", **dashboards.model_page(get_session(), m, dataset_id,
+    return render_template("model.html", **dashboards.model_page(get_session(), m, dataset_arg(),
                                                                  g.principal.workspace_id, request.args))
 
 
@@ -147,6 +161,7 @@ def vendor(name: str):
         abort(404)
     db = get_session()
     granted = None if principal.reads_all else principal.grants
+    dataset_arg()  # another workspace's dataset is not found
     data = dashboards.vendor_page(db, principal.workspace_id, name, dataset_ids=granted, args=request.args,
                                   with_price=principal.reads_all)
     from auditor.web.pages import PRICE_SETTERS
