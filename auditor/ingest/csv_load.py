@@ -23,6 +23,7 @@ from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
+from auditor import timestamps
 from auditor.db.models import Tier
 from auditor.db.partitions import (
     add_annotation_partition_key,
@@ -156,10 +157,32 @@ def _stage_raw_csv(b: batch.Batch, header: list[str], labels: Sequence[str], def
                       f"WHERE {any_bad} ORDER BY row_no LIMIT {MAX_REPORTED_ERRORS}").all()
         raise ImportRejected([RowError(int(r), f, reason) for r, f, reason, _ in bad], source=b.source.name,
                              bad_rows=int(bad[0][3]) if bad else 0)
+    if "timestamp" in col:
+        _refuse_out_of_range(b, table, ts)
     src = (f"(SELECT row_no, {col['item_id']} AS item_ext, {col['annotator_id']} AS annotator_ext, "
            f"CAST(array_position({label_array}, {col['label']}) - 1 AS SMALLINT) AS label, "
            f"{vendor} AS vendor, {tier} AS tier, CAST({ts} AS TIMESTAMPTZ) AS ts FROM {table})")
     return table, src, rows, ann
+
+
+def _refuse_out_of_range(b: batch.Batch, table: str, ts: str) -> None:
+    """Refuse the batch, naming the rows, if a time stamp is outside the accepted range
+    (:mod:`auditor.timestamps`); the rows' form was checked by the pattern before."""
+    try:
+        with batch.savepoint(b.session):
+            bad = b.sql.run(f"SELECT row_no, {ts}, count(*) OVER () FROM {table} WHERE {ts} IS NOT NULL AND "
+                            f"CAST({ts} AS TIMESTAMPTZ) NOT BETWEEN :lo AND :hi ORDER BY row_no "
+                            f"LIMIT {MAX_REPORTED_ERRORS}", {"lo": timestamps.EARLIEST, "hi": timestamps.latest()}
+                            ).all()
+    except DBAPIError as exc:
+        # a form the pattern lets through that is no date (month 13): the batch's data, not ours
+        if not (getattr(exc.orig, "sqlstate", None) or "").startswith("22"):
+            raise
+        raise ImportRejected([RowError(0, "timestamp", str(exc.orig).splitlines()[0])],
+                             source=b.source.name) from None
+    if bad:
+        raise ImportRejected([RowError(int(r), "timestamp", timestamps.refusal(repr(shown))) for r, shown, _ in bad],
+                             source=b.source.name, bad_rows=int(bad[0][2]))
 
 
 _ANNOTATION_FIELDS = ("item_id", "annotator_id", "label", "vendor", "tier", "timestamp")

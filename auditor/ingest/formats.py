@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, RowError, UploadTooLarge
+from auditor.timestamps import out_of_range
 
 __all__ = [
     "ANNOTATION_FORMATS",
@@ -452,6 +453,11 @@ def _annotation_row(row: int, rec: Mapping[str, Any], codes: Mapping[str, int], 
         except ValueError:
             errors.add(row, "timestamp", f"{ts_text!r} is not an ISO 8601 date-time")
             ok = False
+        else:
+            far = out_of_range(ts)
+            if far is not None:
+                errors.add(row, "timestamp", far)
+                ok = False
     if not ok:
         return None
     return (row, values["item_id"], values["annotator_id"], code, vendor, tier, ts)
