@@ -29,7 +29,7 @@ import pyarrow.csv as pacsv
 
 from auditor import timestamps
 from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, RowError
-from auditor.ingest.formats import MAX_ID_LENGTH, TIERS, AnnotationDefaults, Source
+from auditor.ingest.formats import MAX_ID_LENGTH, MAX_NAME_LENGTH, TIERS, AnnotationDefaults, Source
 
 __all__ = ["ANNOTATION_COPY_COLUMNS", "COPY_HEADER", "COPY_TRAILER", "Fallback", "Loaded", "Registry",
            "RowEncoder", "item_copy_text", "stream_long_csv"]
@@ -346,7 +346,9 @@ def stream_long_csv(source: Source, *, delimiter: str, columns: dict[str, int], 
         far = np.zeros(n, bool) if ts is None else _out_of_range(ts)
         long_item = pc.fill_null(pc.utf8_length(item), 0).to_numpy() > MAX_ID_LENGTH
         long_ann = pc.fill_null(pc.utf8_length(annotator), 0).to_numpy() > MAX_ID_LENGTH
-        bad = miss_item | miss_ann | miss_label | unknown | bad_tier | bad_ts | far | long_item | long_ann
+        long_vendor = pc.fill_null(pc.utf8_length(vendor), 0).to_numpy() > MAX_NAME_LENGTH
+        bad = (miss_item | miss_ann | miss_label | unknown | bad_tier | bad_ts | far | long_item | long_ann
+               | long_vendor)
         if bad.any():
             bad_rows += int(np.count_nonzero(bad))
             for i in np.flatnonzero(bad)[:max(MAX_REPORTED_ERRORS - len(errors), 0)]:
@@ -358,6 +360,9 @@ def stream_long_csv(source: Source, *, delimiter: str, columns: dict[str, int], 
                     if mask[i]:
                         errors.append(RowError(row, name, f"is {len(values[i].as_py())} characters long; ids "
                                                           f"have at most {MAX_ID_LENGTH}"))
+                if long_vendor[i]:
+                    errors.append(RowError(row, "vendor", f"is {len(vendor[i].as_py())} characters long; at "
+                                                          f"most {MAX_NAME_LENGTH}"))
                 if unknown[i]:
                     errors.append(RowError(row, "label", f"{label[i].as_py()!r} is not one of the dataset's "
                                                          f"labels {label_names}"))

@@ -38,6 +38,7 @@ from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, RowError
 from auditor.ingest.formats import (
     MAX_ID_LENGTH,
     MAX_LINE_BYTES,
+    MAX_NAME_LENGTH,
     AnnotationDefaults,
 )
 
@@ -54,12 +55,18 @@ def _raw_csv_plan(b: batch.Batch, field_map: Mapping[str, str] | None) -> list[s
     if not b.sql.pg or b.fmt not in ("csv", "tsv"):
         return None
     head = b.source.head(1 << 16)
+    line = head.split(b"\n", 1)[0]
+    if b"\r" in line.rstrip(b"\r"):
+        return None  # lines ending with CR alone: the reader refuses them, saying so
     try:
-        first = head.split(b"\n", 1)[0].decode("utf-8-sig")
+        first = line.decode("utf-8-sig")
     except UnicodeDecodeError:
         return None
     delimiter = "\t" if b.fmt == "tsv" or b.source.name.lower().removesuffix(".gz").endswith((".tsv", ".tab")) else ","
-    header = [h.strip() for h in next(csv.reader(io.StringIO(first), delimiter=delimiter), [])]
+    try:
+        header = [h.strip() for h in next(csv.reader(io.StringIO(first), delimiter=delimiter), [])]
+    except csv.Error:
+        return None  # the reader names the problem
     inverse = {src: canonical for canonical, src in (field_map or {}).items()}
     names = [inverse.get(h, h) for h in header]
     if not {"item_id", "annotator_id", "label"} <= set(names) or len(set(names)) != len(names):
@@ -140,6 +147,8 @@ def _stage_raw_csv(b: batch.Batch, header: list[str], labels: Sequence[str], def
         (f"array_position({label_array}, {col['label']}) IS NULL", "'label'",
          f"quote_literal({col['label']}) || ' is not one of the dataset''s labels ' || "
          f"{batch.quote(str(list(map(str, labels))))}"),
+        (f"length({vendor}) > {MAX_NAME_LENGTH}", "'vendor'",
+         f"'is ' || length({vendor}) || ' characters long; at most {MAX_NAME_LENGTH}'"),
         (f"{tier} IS NOT NULL AND {tier} NOT IN ('crowd', 'expert')", "'tier'",
          f"quote_literal({tier}) || ' is not one of [''crowd'', ''expert'']'"),
         (f"{ts} IS NOT NULL AND {ts} !~ {batch.quote(_TS_PATTERN)}", "'timestamp'",

@@ -296,7 +296,7 @@ def _csv_records(source: Source, errors: _Errors, delimiter: str) -> tuple[list[
         errors.raise_if_any()
         raise AssertionError("unreachable") from None
     except csv.Error as exc:
-        errors.add(0, None, f"cannot read the header: {exc}")
+        errors.add(0, None, f"cannot read the header: {_csv_problem(exc)}")
         errors.raise_if_any()
         raise
 
@@ -308,7 +308,7 @@ def _csv_records(source: Source, errors: _Errors, delimiter: str) -> tuple[list[
             except StopIteration:
                 return
             except csv.Error as exc:
-                errors.add(row + 1, None, f"malformed CSV: {exc}")
+                errors.add(row + 1, None, f"malformed CSV: {_csv_problem(exc)}")
                 return
             row += 1
             if not rec:
@@ -320,6 +320,14 @@ def _csv_records(source: Source, errors: _Errors, delimiter: str) -> tuple[list[
             yield row, rec
 
     return header, records()
+
+
+def _csv_problem(exc: csv.Error) -> str:
+    """The csv module's complaint, in the file's terms (a lone CR is old Mac line ends)."""
+    if "new-line character seen in unquoted field" in str(exc):
+        return ("a line holds a carriage return (CR) outside quotes: lines ending with CR alone are not "
+                "read; save the file with LF or CRLF line ends")
+    return str(exc)
 
 
 def _jsonl_records(source: Source, errors: _Errors) -> Iterator[tuple[int, Mapping[str, Any]]]:
@@ -407,6 +415,23 @@ def _ident(value: Any, row: int, field: str, errors: _Errors) -> str | None:
     return text
 
 
+#: The longest vendor name or gold source the database stores.
+MAX_NAME_LENGTH = 200
+
+
+def _name_ok(text: str | None, row: int, field: str, errors: _Errors) -> bool:
+    """A vendor name or gold source: at most :data:`MAX_NAME_LENGTH` characters, no NUL."""
+    if text is None:
+        return True
+    if "\x00" in text:
+        errors.add(row, field, "holds a NUL character")
+        return False
+    if len(text) > MAX_NAME_LENGTH:
+        errors.add(row, field, f"is {len(text)} characters long; at most {MAX_NAME_LENGTH}")
+        return False
+    return True
+
+
 def parse_timestamp(text: str) -> datetime:
     """ISO 8601 → aware datetime (naive values are taken as UTC)."""
     value = datetime.fromisoformat(text)
@@ -441,6 +466,7 @@ def _annotation_row(row: int, rec: Mapping[str, Any], codes: Mapping[str, int], 
         errors.add(row, "label", f"{label!r} is not one of the dataset's labels {list(codes)}")
         ok = False
     vendor = _text(rec.get("vendor")) or defaults.vendor
+    ok = _name_ok(vendor, row, "vendor", errors) and ok
     tier = _text(rec.get("tier")) or defaults.tier
     if tier is not None and tier not in TIERS:
         errors.add(row, "tier", f"{tier!r} is not one of {list(TIERS)}")
@@ -542,7 +568,7 @@ def read_annotations(source: Source, fmt: str, labels: Sequence[str] | LearnedLa
     elif fmt == "label-studio":
         report = report if report is not None else LabelStudioReport()
         for row, task, item in _label_studio_tasks(source, errors, field_map):
-            for ann in task.get("annotations") or []:
+            for ann in _task_list(task, "annotations", row, errors):
                 if not isinstance(ann, dict):
                     errors.add(row, "annotations", "an annotation must be a JSON object")
                     continue
@@ -616,16 +642,31 @@ def _label_studio_tasks(source: Source, errors: _Errors, field_map: Mapping[str,
 
 
 def _label_studio_choice(result: Any, row: int, errors: _Errors) -> str | None:
-    for region in result or []:
-        choices = (region.get("value") or {}).get("choices") if isinstance(region, dict) else None
+    if not isinstance(result, list):
+        errors.add(row, "result", f"expected a list of results, not {type(result).__name__}")
+        return None
+    for region in result:
+        value = region.get("value") if isinstance(region, dict) else None
+        choices = value.get("choices") if isinstance(value, dict) else None
         if choices is None:
             continue
-        if len(choices) != 1:
-            errors.add(row, "choices", f"expected exactly one choice, found {choices!r}")
+        if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], str):
+            errors.add(row, "choices", f"expected exactly one choice (a string), found {str(choices)[:80]}")
             return None
         return choices[0]
     errors.add(row, "result", "no `choices` result in this annotation")
     return None
+
+
+def _task_list(task: Mapping[str, Any], key: str, row: int, errors: _Errors) -> list:
+    """A task's ``annotations`` or ``predictions``: a list (absent or null: none)."""
+    value = task.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        errors.add(row, key, f"expected a list, not {type(value).__name__}")
+        return []
+    return value
 
 
 # --- predictions ------------------------------------------------------------------
@@ -735,7 +776,7 @@ def read_predictions(source: Source, fmt: str, labels: Sequence[str], *, field_m
     elif fmt == "label-studio":
         seen_versions: set[str] = set()
         for row, task, item in _label_studio_tasks(source, errors, field_map):
-            for pred in task.get("predictions") or []:
+            for pred in _task_list(task, "predictions", row, errors):
                 if not isinstance(pred, dict):
                     continue
                 version = _text(pred.get("model_version"))
@@ -790,5 +831,8 @@ def read_gold(source: Source, fmt: str, labels: Sequence[str], *, field_map: Map
         if label not in codes:
             errors.add(row, "label", f"{label!r} is not one of the dataset's labels {list(codes)}")
             continue
-        yield (row, item, codes[label], _text(rec.get("source")) or default_source)
+        source = _text(rec.get("source")) or default_source
+        if not _name_ok(source, row, "source", errors):
+            continue
+        yield (row, item, codes[label], source)
     errors.raise_if_any()

@@ -187,7 +187,8 @@ def submit_annotations(principal, db, dataset_id, file_format, idempotency_key, 
             raise ApiError(403, f"A vendor token submits as {principal.vendor!r} only.", field="vendor")
         vendor = principal.vendor
     data, fmt, name = _source(body, file_format)
-    if request.is_json and isinstance(body, dict):
+    if fmt == "jsonl" and request.is_json and isinstance(body, dict):
+        # the records object, checked against its schema (a Label Studio body is not)
         vendor = vendor or body.get("vendor")
         tier = tier or body.get("tier")
     if principal.role == Role.VENDOR and tier is not None and tier != "crowd":
