@@ -16,8 +16,8 @@ Formats (``format=`` or detected from the name and the first bytes):
 ``label-studio``
     A Label Studio JSON export (a list of tasks): ``annotations`` with
     ``completed_by`` and a ``choices`` result; ``predictions`` with ``model_version``.
-    The export is one JSON document, so it is read whole: use CSV/JSONL for large
-    imports.
+    The list is parsed one task at a time (a task may be at most
+    :data:`MAX_TASK_BYTES`), so memory does not grow with the export.
 
 Predictions: ``item_id`` and ``label`` (a label name) and/or ``probabilities`` (a
 list in the dataset's label order, or an object label → p); in CSV, one column per
@@ -286,11 +286,20 @@ def _decoded_lines(source: Source, errors: _Errors, first_row: int) -> Iterator[
             yield line
 
 
+#: The widest CSV/TSV file read (a wide file has one column per annotator).
+MAX_COLUMNS = 100_000
+
+
 def _csv_records(source: Source, errors: _Errors, delimiter: str) -> tuple[list[str], Iterator[tuple[int, list[str]]]]:
     lines = _decoded_lines(source, errors, first_row=0)
     reader = csv.reader(lines, delimiter=delimiter, strict=True)
     try:
-        header = [h.strip() for h in next(reader)]
+        header = next(reader)
+        if len(header) > MAX_COLUMNS:
+            # each column is a Python object per row: a 16 MB header line of commas is 16 million
+            errors.add(0, None, f"the header has {len(header):,} columns; at most {MAX_COLUMNS:,}")
+            errors.raise_if_any()
+        header = [h.strip() for h in header]
     except StopIteration:
         errors.add(0, None, "the file is empty")
         errors.raise_if_any()
@@ -348,17 +357,121 @@ def _jsonl_records(source: Source, errors: _Errors) -> Iterator[tuple[int, Mappi
         yield row, rec
 
 
-def _load_json_document(source: Source, errors: _Errors) -> Any:
-    try:
-        with source.open() as fh:
-            return json.load(io.TextIOWrapper(fh, encoding="utf-8-sig"))
-    except UnicodeDecodeError as exc:
-        errors.add(0, None, f"not valid UTF-8 text ({exc.reason})")
-    except json.JSONDecodeError as exc:
-        errors.add(exc.lineno, None, f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})")
-    except RecursionError:
-        errors.add(0, None, "the JSON is nested too deeply")
+#: The largest Label Studio task (its JSON text) read: as the longest line of a CSV or JSONL
+#: file, it bounds the memory one task takes while it is parsed.
+MAX_TASK_BYTES = 2 << 20
+#: Ground-truth annotations one Label Studio export may hold (kept until the votes are staged).
+MAX_GROUND_TRUTHS = 200_000
+
+
+class _TaskBudget(io.RawIOBase):
+    """A byte stream that refuses to give more than ``limit`` bytes between two :meth:`reset`
+    calls (one per task parsed), and drops a leading UTF-8 byte order mark."""
+
+    def __init__(self, fh: IO[bytes], limit: int, on_over: Callable[[], Exception]):
+        self._fh, self._limit, self._on_over = fh, limit, on_over
+        self._since, self._first = 0, True
+
+    def readable(self) -> bool:
+        return True
+
+    def reset(self) -> None:
+        self._since = 0
+
+    def readinto(self, buffer) -> int:
+        data = self._fh.read(len(buffer))
+        if self._first and data:
+            self._first = False
+            if data.startswith(codecs.BOM_UTF8):
+                data = data[len(codecs.BOM_UTF8):] or self._fh.read(len(buffer))
+        self._since += len(data)
+        if self._since > self._limit + _CHUNK:  # ijson reads ahead by at most one buffer
+            raise self._on_over()
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _json_list_items(source: Source, errors: _Errors) -> Iterator[tuple[int, Any]]:
+    """(row, element) of a JSON document's top-level list, parsed one element at a time.
+
+    A Label Studio export is one JSON list; read whole, a 3.6 MB ``.json.gz`` took a web
+    process to 6 GB. Here memory is bounded by the largest element (:data:`MAX_TASK_BYTES`)
+    and nesting by :data:`MAX_JSON_DEPTH` (the parser's own item builder names each level's
+    path, which is quadratic in the depth).
+    """
+    import ijson
+
+    head = source.head(4096).lstrip(codecs.BOM_UTF8).lstrip()
+    if not head.startswith(b"["):
+        errors.add(0, None, "a Label Studio export is a JSON list of tasks")
+        errors.raise_if_any()
+    row = 0
+
+    def over() -> Exception:
+        return ImportRejected([RowError(row + 1, None, f"the task is larger than {MAX_TASK_BYTES:,} bytes")],
+                              source=source.name)
+
+    with source.open() as fh:
+        budget = _TaskBudget(fh, MAX_TASK_BYTES, over)
+        events = ijson.basic_parse(io.BufferedReader(budget, _CHUNK), use_float=True)
+        try:
+            for item in _top_level_items(events):
+                row += 1
+                budget.reset()
+                yield row, item
+        except _TooDeep:
+            errors.add(row + 1, None, f"the JSON is nested more than {MAX_JSON_DEPTH} levels deep")
+        except ijson.JSONError as exc:
+            errors.add(row + 1, None, f"not valid JSON ({str(exc)[:200]})")
+        except UnicodeDecodeError as exc:
+            errors.add(row + 1, None, f"not valid UTF-8 text ({exc.reason})")
     errors.raise_if_any()
+
+
+#: The deepest nesting a Label Studio task may have (an export's is about 6 levels).
+MAX_JSON_DEPTH = 64
+
+
+class _TooDeep(Exception):
+    pass
+
+
+def _top_level_items(events: Iterator[tuple[str, Any]]) -> Iterator[Any]:
+    """The elements of the top-level JSON list whose parser events are ``events``, built one by one."""
+    stack: list[Any] = []  # the containers being built; stack[0] is the top-level list (kept empty)
+    keys: list[Any] = []  # the pending key of each container on the stack (maps only)
+
+    def place(value: Any) -> Any:
+        if len(stack) == 1:
+            return value
+        parent = stack[-1]
+        if isinstance(parent, dict):
+            parent[keys[-1]] = value
+        else:
+            parent.append(value)
+        return _NOTHING
+
+    for event, value in events:
+        if event == "map_key":
+            keys[-1] = value
+            continue
+        if event in ("start_map", "start_array"):
+            if len(stack) > MAX_JSON_DEPTH:
+                raise _TooDeep
+            stack.append({} if event == "start_map" else [])
+            keys.append(None)
+            continue
+        if event in ("end_map", "end_array"):
+            keys.pop()
+            value = stack.pop()
+            if not stack:
+                return  # the end of the top-level list
+        done = place(value)
+        if done is not _NOTHING:
+            yield done
+
+
+_NOTHING = object()
 
 
 def _renamer(field_map: Mapping[str, str] | None) -> Callable[[str], str]:
@@ -586,6 +699,10 @@ def read_annotations(source: Source, fmt: str, labels: Sequence[str] | LearnedLa
                     code = codes.get(choice)
                     if code is None:
                         errors.add(row, "choices", f"{choice!r} is not one of the dataset's labels {list(codes)}")
+                    elif len(report.gold) >= MAX_GROUND_TRUTHS:
+                        errors.add(row, "ground_truth", f"more than {MAX_GROUND_TRUTHS:,} ground-truth annotations "
+                                                        "in one export: import the gold labels as a CSV or JSONL file")
+                        errors.raise_if_any()
                     else:
                         report.gold.append((row, item, code, "label-studio ground truth"))
                     continue
@@ -624,12 +741,8 @@ def _label_studio_user(ann: Mapping[str, Any], row: int, errors: _Errors) -> str
 
 def _label_studio_tasks(source: Source, errors: _Errors, field_map: Mapping[str, str] | None
                         ) -> Iterator[tuple[int, dict, str | None]]:
-    tasks = _load_json_document(source, errors)
-    if not isinstance(tasks, list):
-        errors.add(0, None, "a Label Studio export is a JSON list of tasks")
-        errors.raise_if_any()
     item_field = (field_map or {}).get("item_id", "item_id")
-    for row, task in enumerate(tasks, 1):
+    for row, task in _json_list_items(source, errors):
         if not isinstance(task, dict):
             errors.add(row, None, "a task must be a JSON object")
             continue
@@ -780,7 +893,8 @@ def read_predictions(source: Source, fmt: str, labels: Sequence[str], *, field_m
                 if not isinstance(pred, dict):
                     continue
                 version = _text(pred.get("model_version"))
-                seen_versions.add(str(version))
+                if len(seen_versions) < 100:  # named in the message when none matches
+                    seen_versions.add(str(version)[:100])
                 if release is not None and version != release:
                     continue
                 choice = _label_studio_choice(pred.get("result"), row, errors)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -36,7 +37,7 @@ def tenant(app):
 
 def _dataset(app, tenant, *, seeded: bool) -> int:
     client = app.test_client()
-    ds = client.post("/api/v1/datasets", json={"name": f"stamps-{seeded}-{id(client)}", "labels": ["a", "b"]},
+    ds = client.post("/api/v1/datasets", json={"name": f"stamps-{uuid.uuid4().hex[:8]}", "labels": ["a", "b"]},
                      headers=tenant.auth()).get_json()["id"]
     if seeded:  # a later batch: CSV goes through the COPY staging path, not the first-load bulk path
         r = client.post(f"/api/v1/datasets/{ds}/annotations", data="item_id,annotator_id,label\ni0,w0,a\n",

@@ -15,7 +15,7 @@ import shutil
 import tempfile
 import zlib
 
-from flask import current_app, request
+from flask import current_app, g, request
 from sqlalchemy import select, update
 
 from auditor.db import Annotation, Annotator, ImportBatch, Role
@@ -29,7 +29,7 @@ from auditor.ingest import (
 from auditor.ingest.errors import UploadTooLarge
 from auditor.web.api import serializers as s
 from auditor.web.api.common import get_dataset, get_release
-from auditor.web.api.framework import Param, endpoint
+from auditor.web.api.framework import LabelStudioBody, Param, endpoint
 from auditor.web.errors import ApiError
 from auditor.web.metrics import record_import
 
@@ -61,9 +61,9 @@ def _ingest_limit() -> str:
 
 def _source(body: dict | None, file_format: str | None) -> tuple[object, str | None, str]:
     """(bytes or stream, format, name) of the batch in this request."""
-    if request.is_json and (isinstance(body, list) or file_format == "label-studio"):
+    if isinstance(body, LabelStudioBody):
         # A JSON list is a Label Studio export (a list of tasks), posted as it was exported.
-        return request.get_data(), "label-studio", "request.json"
+        return body.spool, "label-studio", "request.json"
     if request.is_json:
         # The JSON form is the JSONL form, one object per record: same fields, same checks.
         records = body["records"]
@@ -93,7 +93,7 @@ def _options(idempotency_key: str | None) -> dict:
     if request.mimetype == "multipart/form-data":
         key = key or request.form.get("idempotency_key") or None
     if request.is_json:
-        parsed = request.get_json(silent=True)
+        parsed = g.get("json_body")
         key = key or (parsed.get("idempotency_key") if isinstance(parsed, dict) else None)
     if key is not None and (len(key) > 200 or "\x00" in key):
         raise ApiError(400, "idempotency_key must be at most 200 characters.", field="idempotency_key")
