@@ -173,7 +173,7 @@ def score_work(counts: np.ndarray, metrics: list[str]) -> ScoreWork:
     posteriors of each cost ``K`` gamma integrals, shared by the metrics. F1 (macro) also convolves one term per
     (trial, class), where a vector shared by at most 32 items is one trial per item, for
     each of the ``2^d`` subsets of the ``d ≤ 6`` never-gold classes it treats exactly
-    (``d`` is at most the classes no row's plurality names); beyond 6, it adds a Monte
+    (``d`` is at most the classes no row's plurality names); beyond 6, once, with a Monte
     Carlo correction of two batches of draws of ``R × K`` cells each.
     """
     rows = counts[counts.sum(axis=1) > 0]
@@ -184,9 +184,10 @@ def score_work(counts: np.ndarray, metrics: list[str]) -> ScoreWork:
     if "f1 (macro)" in metrics:
         never_gold = n_classes - np.unique(vectors.argmax(axis=1)).size
         trials = float(np.where(weights <= 32, weights, 1).sum())
-        cells += _EXACT_TERM_CELLS * trials * n_classes * 2 ** min(never_gold, _EXACT_NEVER_GOLD)
-        if never_gold > _EXACT_NEVER_GOLD:
-            cells += 2.0 * draws * n_vectors * n_classes  # the pilot batch and the estimate
+        if never_gold > _EXACT_NEVER_GOLD:  # the exact part once, and the pilot batch and the estimate
+            cells += _EXACT_TERM_CELLS * trials * n_classes + 2.0 * draws * n_vectors * n_classes
+        else:
+            cells += _EXACT_TERM_CELLS * trials * n_classes * 2 ** never_gold
     return ScoreWork(cells, draws)
 
 

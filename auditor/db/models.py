@@ -188,6 +188,9 @@ class User(Base):
     vendor: Mapped[str | None] = mapped_column(String(200))
     password_hash: Mapped[str | None] = mapped_column(String(255))
     is_active: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    # Every session cookie carries the generation it was issued at; logout, deactivation and
+    # a new password bump it, which ends every session issued before.
+    session_generation: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = _created()
 
     workspace: Mapped[Workspace] = relationship()

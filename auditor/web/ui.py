@@ -70,6 +70,7 @@ def login():
             user, ws = row
             session.clear()
             session["user_id"], session["workspace_id"] = user.id, ws.id
+            session["generation"] = user.session_generation
             session.permanent = False
             return redirect(local_path(request.args.get("next", "")) or url_for("ui.overview"))
         error = "Unknown workspace, email or password."
@@ -94,6 +95,16 @@ def local_path(target: str) -> str | None:
 
 @bp.post("/logout")
 def logout():
+    """End the session here and on the server: a copy of its cookie is refused afterwards."""
+    principal = load_principal(allow_session=True)
+    if principal is not None and principal.via == "session":
+        from auditor.web.access import end_sessions
+
+        db = get_session()
+        user = db.get(User, principal.user_id)
+        if user is not None:
+            end_sessions(user)
+            db.commit()
     session.clear()
     flash("Logged out.")
     return redirect(url_for("ui.login"))
