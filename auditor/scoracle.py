@@ -32,6 +32,10 @@ class ScoreRequestError(StatsInputError):
         self.errors = errors
         super().__init__(" ".join(e["message"] for e in errors))
 
+    def __reduce__(self):
+        # raised in the web process's scoring process, it travels back pickled
+        return type(self), (self.errors,)
+
 
 def _request_errors(body, limits: tuple[int, int, int, int] | None = None
                     ) -> tuple[list[dict[str, str]], list | None, list | None]:

@@ -10,8 +10,9 @@ of :data:`MAX_CLASSES` classes with entries up to :data:`MAX_COUNT`, at most
 :data:`MAX_METRICS` metrics; then the work itself is estimated from the counts
 (:func:`auditor.scoracle.score_work`) and a request above :data:`MAX_CELLS` is refused
 ("Too Costly"), so every accepted body takes under a second of CPU. Each web process
-scores one request at a time and each caller has one in flight (others get 503 or 429
-with ``Retry-After``), so scoring never takes the threads that answer health checks and
+scores one request at a time, in a process of its own at a lower priority, and each
+caller has one in flight (others get 503 or 429 with ``Retry-After`` before their body
+is read), so scoring takes neither the threads nor the CPU that answer health checks and
 other users' pages. Callers must be signed in (a session or a bearer token) unless
 ``AUDITOR_SCORE_ANONYMOUS=true`` opens the endpoint to anyone, as Scoracle's was.
 """
@@ -19,7 +20,12 @@ other users' pages. Callers must be signed in (a session or a bearer token) unle
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import threading
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 
 from flask import Blueprint, current_app, jsonify, request
@@ -82,14 +88,14 @@ def score():
                            "anonymous requests (AUDITOR_SCORE_ANONYMOUS=true would allow them).")
         response.headers["WWW-Authenticate"] = 'Bearer realm="auditor"'
         return response
-    data = _body()
-    if data is None:
-        return _errors(413, "Too Large", f"The request body is larger than the limit of {MAX_BODY_BYTES} bytes.")
-    body = _parse(data) if request.is_json else None
     try:
         with _slot(_caller()):
-            return jsonify(scoracle_score(body, limits=(MAX_ROWS, MAX_CLASSES, MAX_COUNT, MAX_METRICS),
-                                          max_cells=current_app.config.get("AUDITOR_SCORE_MAX_CELLS", MAX_CELLS)))
+            data = _body()
+            if data is None:
+                return _errors(413, "Too Large",
+                               f"The request body is larger than the limit of {MAX_BODY_BYTES} bytes.")
+            body = _parse(data) if request.is_json else None
+            return jsonify(_score_elsewhere(body, current_app.config.get("AUDITOR_SCORE_MAX_CELLS", MAX_CELLS)))
     except ScoreRequestError as exc:
         response = jsonify(exc.errors)
         response.status_code = 400
@@ -120,6 +126,49 @@ class _Busy(Exception):
 def _caller() -> str:
     principal = load_principal(allow_session=True)
     return f"user:{principal.user_id}" if principal is not None else f"addr:{request.remote_addr}"
+
+
+#: Seconds a score may take in its process before the request gives up (503).
+SCORE_TIMEOUT = 30.0
+_pool: ProcessPoolExecutor | None = None
+_pool_owner: int | None = None
+_pool_lock = threading.Lock()
+
+
+def _child_init() -> None:
+    # Below the web process's priority: its threads answer health checks and pages first.
+    os.nice(10)
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)
+
+
+def _executor() -> ProcessPoolExecutor:
+    """This web process's scoring process (started on first use, after any fork)."""
+    global _pool, _pool_owner
+    with _pool_lock:
+        if _pool is None or _pool_owner != os.getpid():
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(["auditor.scoracle"])
+            _pool = ProcessPoolExecutor(max_workers=SCORE_SLOTS, mp_context=context, initializer=_child_init)
+            _pool_owner = os.getpid()
+        return _pool
+
+
+def _score_elsewhere(body, max_cells: float) -> list[dict]:
+    """Score in this web process's scoring process, which runs at a lower priority and
+    holds no lock the request threads need (the GIL), so they answer meanwhile."""
+    global _pool
+    future = _executor().submit(scoracle_score, body, limits=(MAX_ROWS, MAX_CLASSES, MAX_COUNT, MAX_METRICS),
+                                max_cells=max_cells)
+    try:
+        return future.result(timeout=SCORE_TIMEOUT)
+    except (BrokenProcessPool, FutureTimeout):
+        with _pool_lock:
+            broken, _pool = _pool, None
+        if broken is not None:
+            broken.shutdown(wait=False, cancel_futures=True)
+        raise _Busy(503, "The score could not be computed in time; retry later.") from None
 
 
 @contextmanager
