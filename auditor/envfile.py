@@ -58,7 +58,8 @@ CATALOG: tuple[Section, ...] = (
     Section('web', (
         Variable('AUDITOR_MAX_UPLOAD_BYTES', '1073741824', help=('Largest accepted upload, in bytes (larger bodies get 413).',), field='max_upload_bytes', sample='1024'),
         Variable('AUDITOR_RATELIMIT_STORAGE_URL', 'redis://redis:6379/2', help=('Where rate limits are counted (shared by all web processes); default the Redis broker, else memory.',), scope='web-app', shows_default=False),
-        Variable('AUDITOR_LOGIN_LIMIT', '10 per minute', field='login_limit', sample='3 per minute'),
+        Variable('AUDITOR_LOGIN_LIMIT', '10 per minute', help=('Login attempts per client address, and per account (workspace and email) from any address.',), field='login_limit', sample='3 per minute'),
+        Variable('AUDITOR_LOGIN_ACCOUNT_LIMIT', '5 per minute; 30 per hour', field='login_account_limit', sample='2 per minute'),
         Variable('AUDITOR_INGEST_LIMIT', '60 per minute', field='ingest_limit', sample='4 per minute'),
         Variable('AUDITOR_SCORE_LIMIT', '60 per minute', field='score_limit', sample='5 per minute'),
         Variable('AUDITOR_SCORE_ANONYMOUS', 'false', help=("/api/score answers signed-in callers only (false), or anyone, as Scoracle's did (true).",), field='score_anonymous', sample='true'),

@@ -95,7 +95,7 @@ def score():
                 return _errors(413, "Too Large",
                                f"The request body is larger than the limit of {MAX_BODY_BYTES} bytes.")
             body = _parse(data) if request.is_json else None
-            return jsonify(_score_elsewhere(body, current_app.config.get("AUDITOR_SCORE_MAX_CELLS", MAX_CELLS)))
+            return jsonify(_score_elsewhere(body, current_app.config.get("SCORE_MAX_CELLS", MAX_CELLS)))
     except ScoreRequestError as exc:
         response = jsonify(exc.errors)
         response.status_code = 400

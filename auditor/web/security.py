@@ -70,6 +70,12 @@ def hash_password(password: str) -> str:
     return _hasher.hash(password)
 
 
+@functools.cache
+def dummy_password_hash() -> str:
+    """A hash of a random password, verified against when no account matches (same cost)."""
+    return _hasher.hash(secrets.token_urlsafe(16))
+
+
 def verify_password(password_hash: str | None, password: str) -> bool:
     if not password_hash:
         return False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from functools import wraps
 from urllib.parse import urlsplit
 
@@ -23,7 +24,7 @@ from auditor.db import Annotator, Dataset, Model, Role, User, Workspace
 from auditor.web import dashboards
 from auditor.web.cache import cached
 from auditor.web.db import get_session, in_workspace
-from auditor.web.security import limiter, load_principal, verify_password
+from auditor.web.security import dummy_password_hash, limiter, load_principal, verify_password
 
 __all__ = ["bp"]
 
@@ -54,8 +55,21 @@ def _login_limit() -> str:
     return current_app.config["AUDITOR_LOGIN_LIMIT"]
 
 
+def _account_limit() -> str:
+    return current_app.config.get("AUDITOR_LOGIN_ACCOUNT_LIMIT", "5 per minute; 30 per hour")
+
+
+def _account_key() -> str:
+    # Guessing one account's password from many addresses meets this limit (the address
+    # limit above meets one address guessing many accounts).
+    slug = request.form.get("workspace", "").strip()[:100]
+    email = request.form.get("email", "").strip().lower()[:320]
+    return "account:" + hashlib.sha256(f"{slug}\n{email}".encode()).hexdigest()[:32]
+
+
 @bp.route("/login", methods=["GET", "POST"])
 @limiter.limit(_login_limit, methods=["POST"])
+@limiter.limit(_account_limit, methods=["POST"], key_func=_account_key)
 def login():
     """Workspace, email and password; the CSRF token is checked before this runs."""
     error = None
@@ -66,7 +80,11 @@ def login():
         password = request.form.get("password", "")
         row = db.execute(select(User, Workspace).join(Workspace, User.workspace_id == Workspace.id)
                          .where(Workspace.slug == slug, User.email == email)).first()
-        if row is not None and row[0].is_active and verify_password(row[0].password_hash, password):
+        # An unknown account costs the same password hash as a known one: the answer's time
+        # does not tell which emails exist (120 ms against 5 ms).
+        stored = row[0].password_hash if row is not None and row[0].password_hash else None
+        matches = verify_password(stored or dummy_password_hash(), password) and stored is not None
+        if row is not None and row[0].is_active and matches:
             user, ws = row
             session.clear()
             session["user_id"], session["workspace_id"] = user.id, ws.id

@@ -227,11 +227,11 @@ def test_the_work_of_a_body_is_estimated_and_capped_before_any_is_done(app, clie
     assert work.cells <= MAX_CELLS and work.f1_draws <= F1_MAX_DRAWS
     r = client.post("/api/score", json=body)
     assert r.status_code == 200 and isinstance(r.get_json()[0]["score"], float)
-    app.config["AUDITOR_SCORE_MAX_CELLS"] = work.cells / 2
+    app.config["SCORE_MAX_CELLS"] = work.cells / 2
     try:
         r = client.post("/api/score", json=body)
     finally:
-        del app.config["AUDITOR_SCORE_MAX_CELLS"]
+        del app.config["SCORE_MAX_CELLS"]
     assert r.status_code == 400 and r.get_json()[0]["error"] == "Too Costly", r.get_json()
     # Accuracy on the same counts is cheap and still answered.
     assert client.post("/api/score", json={**body, "metrics": ["accuracy"]}).status_code == 200
