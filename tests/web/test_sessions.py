@@ -65,3 +65,46 @@ def test_a_new_password_ends_the_sessions_opened_with_the_old(app, pg_engine, mo
                              catch_exceptions=False)
     assert out.exit_code == 0, out.output
     assert _reads(thief) == (302, 401)
+
+
+def _login_seconds(client, tenant, email: str) -> float:
+    import time
+
+    token = csrf_token(client.get("/login").get_data(as_text=True))
+    t0 = time.perf_counter()
+    r = client.post("/login", data={"csrf_token": token, "workspace": tenant.slug, "email": email,
+                                    "password": "not the password"})
+    assert r.status_code == 401
+    return time.perf_counter() - t0
+
+
+def test_a_login_with_an_unknown_email_costs_as_much_as_a_known_one(app):
+    """Issue 33, defect 8: a wrong password for a known email took 120 ms (its hash is
+    verified), an unknown email 5 ms: the time told which emails exist."""
+    import statistics
+
+    tenant = make_tenant(app)
+    client = app.test_client()
+    _login_seconds(client, tenant, "warm@up.example")
+    known = statistics.median(_login_seconds(client, tenant, tenant.emails["viewer"]) for _ in range(5))
+    unknown = statistics.median(_login_seconds(client, tenant, f"nobody{k}@x.example") for k in range(5))
+    assert unknown > 0.5 * known, (known, unknown)
+
+
+def test_logins_to_one_account_are_limited_from_any_address(pg_engine):
+    from auditor.web import create_app
+    from tests.web.conftest import app_config
+
+    app = create_app(app_config(pg_engine, AUDITOR_LOGIN_ACCOUNT_LIMIT="2 per minute"))
+    tenant = make_tenant(app)
+
+    def attempt(address: str, email: str) -> int:
+        client = app.test_client()
+        token = csrf_token(client.get("/login").get_data(as_text=True))
+        return client.post("/login", environ_base={"REMOTE_ADDR": address}, data={
+            "csrf_token": token, "workspace": tenant.slug, "email": email, "password": "guess"}).status_code
+
+    statuses = [attempt(f"10.0.0.{k}", tenant.emails["admin"]) for k in range(3)]
+    assert statuses == [401, 401, 429], statuses
+    assert attempt("10.0.0.9", tenant.emails["viewer"]) == 401  # another account: its own budget
+    app.extensions["auditor.engine"].dispose()
