@@ -422,3 +422,25 @@ def test_compose_checks_readiness_and_shares_metrics_across_web_processes():
     assert "/readyz" in check and "openapi" not in check
     assert "python:auditor.web.gunicorn_conf" in web["command"]
     assert "python:auditor.web.gunicorn_conf" in (root / "Dockerfile").read_text(encoding="utf-8")
+
+
+def test_a_database_restart_answers_503_with_retry_after_not_500(pg_engine):
+    """Issue 33, defect 8: inside a PostgreSQL restart's window requests answered 500. The
+    window is a refused connection (as here) or a dropped one: a 503 with Retry-After, JSON
+    for the API, a page for the dashboards; /healthz still answers."""
+    from tests.web.conftest import csrf_token
+
+    config = app_config(pg_engine, DATABASE_URL=f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/gone")
+    down = create_app(config)
+    client = down.test_client()
+    r = client.get("/api/v1/datasets", headers={"Authorization": "Bearer aud_anything"})
+    assert r.status_code == 503 and r.headers["Retry-After"] == "5", r.get_data(as_text=True)[:300]
+    assert r.get_json()["error"] == "unavailable" and "retry" in r.get_json()["message"]
+    r = client.post("/api/v1/datasets", json={"name": "x", "labels": ["a", "b"]},
+                    headers={"Authorization": "Bearer aud_anything"})
+    assert r.status_code == 503
+    token = csrf_token(client.get("/login").get_data(as_text=True))
+    r = client.post("/login", data={"csrf_token": token, "workspace": "w", "email": "e@x.example", "password": "p"})
+    assert r.status_code == 503 and "text/html" in r.content_type and "Retry-After" in r.headers
+    assert client.get("/healthz").status_code == 200
+    down.extensions["auditor.engine"].dispose()
