@@ -94,6 +94,22 @@ def release(release_id: int):
     return render_template("release.html", **data)
 
 
+@bp.post("/releases/<int:release_id>/plan")
+@login_required()
+def ask_release_plan(release_id: int):
+    """The plan panel's form: ask a worker for the release's plan (the CSRF token is checked first)."""
+    from auditor.web.api.plans import ask_plan
+
+    rel, _ = _release(release_id)
+    dataset_id = request.form.get("dataset_id", type=int)
+    if dataset_id is None or not 0 <= dataset_id <= _MAX_ID:
+        abort(400, description="dataset_id: name the dataset whose plan to compute.")
+    ds = _dataset(dataset_id)
+    ask_plan(get_session(), rel.id, ds.id)
+    flash("A worker is computing the plan; reload in a minute.")
+    return redirect(url_for("ui.release", release_id=rel.id, dataset_id=ds.id, _anchor="plan"))
+
+
 @bp.get("/compare")
 @login_required()
 @cached
