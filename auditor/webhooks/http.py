@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import http.client
 import ipaddress
+import logging
 import socket
 import ssl
 import time
@@ -25,6 +26,8 @@ from urllib.parse import urlsplit
 
 __all__ = ["MAX_RESPONSE_BYTES", "MAX_URL_LENGTH", "TIMEOUT", "Answer", "RefusedDestination", "is_internal",
            "post", "validate_url"]
+
+log = logging.getLogger(__name__)
 
 MAX_URL_LENGTH = 2000
 MAX_RESPONSE_BYTES = 64 << 10
@@ -94,7 +97,10 @@ def _connect(host: str, port: int, timeout: float, allow_private: bool) -> socke
         for *_, sockaddr in infos:
             ip = ipaddress.ip_address(sockaddr[0].split("%", 1)[0])
             if is_internal(ip):
-                raise RefusedDestination(f"{host} resolves to {ip}, a loopback, private or link-local address; "
+                # The address stays in the server's log: the delivery log that admins read must
+                # not become a way to look up internal names (what resolves to what, inside).
+                log.warning("webhook destination %s resolves to internal address %s: refused", host, ip)
+                raise RefusedDestination(f"{host} resolves to a loopback, private or link-local address; "
                                          "refused unless AUDITOR_WEBHOOK_ALLOW_PRIVATE=true")
     error: OSError | None = None
     for family, kind, proto, _, sockaddr in infos:
