@@ -98,6 +98,7 @@ CATALOG: tuple[Section, ...] = (
         Variable('AUDITOR_METRICS_TOKEN', '', help=('Bearer token Prometheus sends to GET /metrics (at least 16 characters); empty: /metrics', "answers 404. Several web processes share their counts through prometheus-client's", "PROMETHEUS_MULTIPROC_DIR (set up by the container's gunicorn and by `auditor serve`)."), field='metrics_token', sample='scrape-token-0123456789'),
         Variable('AUDITOR_WEBHOOK_MAX_ATTEMPTS', '8', help=('Attempts per webhook delivery, and the first retry delay in seconds (doubled after each', 'failed attempt, at most 10 minutes).'), scope='worker', field='webhook_max_attempts', sample='3'),
         Variable('AUDITOR_WEBHOOK_RETRY_BACKOFF', '5', scope='worker', field='webhook_retry_backoff', sample='0.5'),
+        Variable('AUDITOR_CONNECTOR_ALLOW_PRIVATE', 'false', help=('auditor connect label-studio / mlflow may point at loopback, private and link-local', 'addresses (a Label Studio on this machine); false: refused, as for webhooks. The commands\' --allow-private.'), scope='cli', shows_default=False),
         Variable('AUDITOR_WEBHOOK_ALLOW_PRIVATE', 'false', help=('Let webhooks reach loopback, private and link-local addresses (false: such deliveries', 'are refused, so a workspace admin cannot probe the internal network).'), scope='worker', field='webhook_allow_private', sample='true'),
     )),
     Section('tests and tools only', (
