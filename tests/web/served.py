@@ -72,6 +72,16 @@ class Served:
     def output(self) -> str:
         return self.log.read_text(errors="replace")[-4000:]
 
+    def stop(self) -> None:
+        """SIGTERM the server's process group (SIGKILL if it has not exited within 15 s)."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+
 
 @contextmanager
 def serve(database_url: str, tmp: Path, *, workers: int = 1, threads: int = 4, **settings: str) -> Iterator[Served]:
@@ -103,10 +113,4 @@ def serve(database_url: str, tmp: Path, *, workers: int = 1, threads: int = 4, *
             time.sleep(0.2)
         yield served
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(5)
+        served.stop()
