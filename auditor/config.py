@@ -32,6 +32,7 @@ class Settings:
     secret_key: str
     max_upload_bytes: int = _DEFAULT_MAX_UPLOAD
     login_limit: str = "10 per minute"
+    login_account_limit: str = "5 per minute; 30 per hour"
     ingest_limit: str = "60 per minute"
     score_limit: str = "60 per minute"
     score_anonymous: bool = False
@@ -114,6 +115,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides) -> Sett
         "secret_key": secret_key,
         "max_upload_bytes": max_upload,
         "login_limit": _rate(env, "AUDITOR_LOGIN_LIMIT", "10 per minute"),
+        "login_account_limit": _rate(env, "AUDITOR_LOGIN_ACCOUNT_LIMIT", "5 per minute; 30 per hour"),
         "ingest_limit": _rate(env, "AUDITOR_INGEST_LIMIT", "60 per minute"),
         "score_limit": _rate(env, "AUDITOR_SCORE_LIMIT", "60 per minute"),
         "score_anonymous": _choice(env, "AUDITOR_SCORE_ANONYMOUS", "false", ("true", "false")) == "true",

@@ -58,7 +58,8 @@ CATALOG: tuple[Section, ...] = (
     Section('web', (
         Variable('AUDITOR_MAX_UPLOAD_BYTES', '1073741824', help=('Largest accepted upload, in bytes (larger bodies get 413).',), field='max_upload_bytes', sample='1024'),
         Variable('AUDITOR_RATELIMIT_STORAGE_URL', 'redis://redis:6379/2', help=('Where rate limits are counted (shared by all web processes); default the Redis broker, else memory.',), scope='web-app', shows_default=False),
-        Variable('AUDITOR_LOGIN_LIMIT', '10 per minute', field='login_limit', sample='3 per minute'),
+        Variable('AUDITOR_LOGIN_LIMIT', '10 per minute', help=('Login attempts per client address, and per account (workspace and email) from any address.',), field='login_limit', sample='3 per minute'),
+        Variable('AUDITOR_LOGIN_ACCOUNT_LIMIT', '5 per minute; 30 per hour', field='login_account_limit', sample='2 per minute'),
         Variable('AUDITOR_INGEST_LIMIT', '60 per minute', field='ingest_limit', sample='4 per minute'),
         Variable('AUDITOR_SCORE_LIMIT', '60 per minute', field='score_limit', sample='5 per minute'),
         Variable('AUDITOR_SCORE_ANONYMOUS', 'false', help=("/api/score answers signed-in callers only (false), or anyone, as Scoracle's did (true).",), field='score_anonymous', sample='true'),
@@ -97,6 +98,7 @@ CATALOG: tuple[Section, ...] = (
         Variable('AUDITOR_METRICS_TOKEN', '', help=('Bearer token Prometheus sends to GET /metrics (at least 16 characters); empty: /metrics', "answers 404. Several web processes share their counts through prometheus-client's", "PROMETHEUS_MULTIPROC_DIR (set up by the container's gunicorn and by `auditor serve`)."), field='metrics_token', sample='scrape-token-0123456789'),
         Variable('AUDITOR_WEBHOOK_MAX_ATTEMPTS', '8', help=('Attempts per webhook delivery, and the first retry delay in seconds (doubled after each', 'failed attempt, at most 10 minutes).'), scope='worker', field='webhook_max_attempts', sample='3'),
         Variable('AUDITOR_WEBHOOK_RETRY_BACKOFF', '5', scope='worker', field='webhook_retry_backoff', sample='0.5'),
+        Variable('AUDITOR_CONNECTOR_ALLOW_PRIVATE', 'false', help=('auditor connect label-studio / mlflow may point at loopback, private and link-local', 'addresses (a Label Studio on this machine); false: refused, as for webhooks. The commands\' --allow-private.'), scope='cli', shows_default=False),
         Variable('AUDITOR_WEBHOOK_ALLOW_PRIVATE', 'false', help=('Let webhooks and alert channels reach loopback, private and link-local addresses (false: such', 'deliveries are refused, so a workspace admin cannot probe the internal network; the SMTP relay too).'), scope='worker', field='webhook_allow_private', sample='true'),
     )),
     Section('alert email (the SMTP relay email alert channels send through)', (

@@ -11,13 +11,14 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
 from auditor.stats._validation import StatsInputError
 from auditor.stats.best import BEST_METRICS, BestPerformanceWarning, best_performance
 
-__all__ = ["ScoreRequestError", "parse_score_request", "scoracle_score"]
+__all__ = ["ScoreRequestError", "ScoreWork", "parse_score_request", "scoracle_score", "score_work"]
 
 
 class ScoreRequestError(StatsInputError):
@@ -30,6 +31,10 @@ class ScoreRequestError(StatsInputError):
     def __init__(self, errors: list[dict[str, str]]):
         self.errors = errors
         super().__init__(" ".join(e["message"] for e in errors))
+
+    def __reduce__(self):
+        # raised in the web process's scoring process, it travels back pickled
+        return type(self), (self.errors,)
 
 
 def _request_errors(body, limits: tuple[int, int, int, int] | None = None
@@ -139,8 +144,59 @@ def parse_score_request(body, /, *, limits: tuple[int, int, int, int] | None = N
     return np.array(counts, dtype=np.int64), list(metrics)
 
 
+#: Draws of F1 (macro)'s Monte Carlo correction answering one request: Scoracle's own
+#: estimate draws 10,000 at most; fewer when the (distinct count vector, class) cells of
+#: one draw are many, so that the draws' cells stay within :data:`F1_DRAW_CELLS`.
+F1_MAX_DRAWS = 10_000
+F1_MIN_DRAWS = 1_000
+F1_DRAW_CELLS = 2e7
+#: Work units of one convolution term of F1 (macro)'s exact part, in Monte Carlo cells
+#: (measured: a term costs about as much as 20 cells; kept with a margin).
+_EXACT_TERM_CELLS = 32
+#: Work units of one (count vector, class) cell of the posteriors every metric shares (a
+#: gamma integral; measured up to about 1,400 cells with counts near 1,000).
+_POSTERIOR_CELLS = 1_500
+#: Never-gold classes F1 (macro) treats exactly (2^n convolutions; beyond, Monte Carlo).
+_EXACT_NEVER_GOLD = 6
+
+
+@dataclass(frozen=True)
+class ScoreWork:
+    """What scoring a request will cost, estimated from its counts before any is done:
+    ``cells`` in units of one Monte Carlo cell (about 10 ns of CPU here), and the F1
+    (macro) draws it will use."""
+
+    cells: float
+    f1_draws: int
+
+
+def score_work(counts: np.ndarray, metrics: list[str]) -> ScoreWork:
+    """Estimate the work of :func:`best_performance` on ``counts`` for ``metrics``.
+
+    Everything is computed per distinct count vector (``R`` of them, ``K`` classes): the
+    posteriors of each cost ``K`` gamma integrals, shared by the metrics. F1 (macro) also convolves one term per
+    (trial, class), where a vector shared by at most 32 items is one trial per item, for
+    each of the ``2^d`` subsets of the ``d ≤ 6`` never-gold classes it treats exactly
+    (``d`` is at most the classes no row's plurality names); beyond 6, once, with a Monte
+    Carlo correction of two batches of draws of ``R × K`` cells each.
+    """
+    rows = counts[counts.sum(axis=1) > 0]
+    vectors, weights = np.unique(rows, axis=0, return_counts=True)
+    n_vectors, n_classes = vectors.shape
+    cells = float(n_vectors * n_classes * _POSTERIOR_CELLS)
+    draws = int(min(F1_MAX_DRAWS, max(F1_MIN_DRAWS, F1_DRAW_CELLS // (n_vectors * n_classes))))
+    if "f1 (macro)" in metrics:
+        never_gold = n_classes - np.unique(vectors.argmax(axis=1)).size
+        trials = float(np.where(weights <= 32, weights, 1).sum())
+        if never_gold > _EXACT_NEVER_GOLD:  # the exact part once, and the pilot batch and the estimate
+            cells += _EXACT_TERM_CELLS * trials * n_classes + 2.0 * draws * n_vectors * n_classes
+        else:
+            cells += _EXACT_TERM_CELLS * trials * n_classes * 2 ** never_gold
+    return ScoreWork(cells, draws)
+
+
 def scoracle_score(body, /, *, rng=0, limits: tuple[int, int, int, int] | None = None,
-                   max_f1_draws: int = 200_000) -> list[dict[str, object]]:
+                   max_f1_draws: int = 200_000, max_cells: float | None = None) -> list[dict[str, object]]:
     """Answer a Scoracle ``POST /api/score`` request body.
 
     Parameters
@@ -157,6 +213,10 @@ def scoracle_score(body, /, *, rng=0, limits: tuple[int, int, int, int] | None =
         Bound on the Monte Carlo draws of F1 (macro)'s correction, which bounds the
         work of one request (200,000 draws: a standard error of a few 1e-4 at worst,
         where Scoracle's own estimate draws 10,000 at most).
+    max_cells : float, optional
+        Refuse ("Too Costly") a request whose estimated work (:func:`score_work`) is
+        larger, before computing; with it, F1 (macro) draws what :func:`score_work`
+        says (at most ``max_f1_draws``). The web endpoint bounds every request's CPU so.
 
     Returns
     -------
@@ -181,6 +241,14 @@ def scoracle_score(body, /, *, rng=0, limits: tuple[int, int, int, int] | None =
     counts, metrics = parse_score_request(body, limits=limits)
     if not metrics:
         return []
+    if max_cells is not None:
+        work = score_work(counts, metrics)
+        if work.cells > max_cells:
+            raise ScoreRequestError([{"error": "Too Costly", "message": (
+                f"Scoring these counts would take about {work.cells / max_cells:.1f} times the work one request may "
+                "use (F1 (macro) on many distinct rows whose pluralities leave several classes never gold is the "
+                "costly case): send fewer distinct rows, or ask for the other metrics.")}])
+        max_f1_draws = min(max_f1_draws, work.f1_draws)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BestPerformanceWarning)
         result = best_performance(counts, metrics=metrics, rng=rng, max_f1_draws=max_f1_draws)

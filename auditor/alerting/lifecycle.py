@@ -28,11 +28,12 @@ MAX_EVENTS = 500
 
 
 class LifecycleError(ValueError):
-    """A step that cannot be taken as asked (``field`` names what was wrong)."""
+    """A step that cannot be taken as asked (``field`` names what was wrong; ``status`` is 404
+    when it names something the workspace does not have)."""
 
-    def __init__(self, message: str, field: str):
+    def __init__(self, message: str, field: str, status: int = 400):
         super().__init__(message)
-        self.field = field
+        self.field, self.status = field, status
 
 
 @dataclass(frozen=True)
@@ -88,8 +89,10 @@ def assign(db: Session, alert: Alert, user_id: int | None, actor: Actor) -> bool
     """Assign the alert to an active user of its workspace (None: to nobody); False when unchanged."""
     if user_id is not None:
         user = db.scalar(select(User).where(User.id == user_id, User.workspace_id == alert.workspace_id))
-        if user is None or not user.is_active:
-            raise LifecycleError(f"No active user with id {user_id} in this workspace.", "user_id")
+        if user is None:
+            raise LifecycleError(f"No user with id {user_id} in this workspace.", "user_id", 404)
+        if not user.is_active:
+            raise LifecycleError(f"User {user_id} is deactivated: assign the alert to an active user.", "user_id")
     if alert.assigned_to_id == user_id:
         return False
     alert.assigned_to_id, alert.assigned_at = user_id, (_now() if user_id is not None else None)

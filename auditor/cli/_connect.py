@@ -13,7 +13,13 @@ import click
 from auditor.cli import main
 from auditor.cli._lazy import LazyCommand, LazyGroup
 
-__all__ = ["connect_group"]
+__all__ = ["allow_private_option", "connect_group", "outgoing_destination"]
+
+#: The connectors' opt-in to an address on this machine or the private network.
+allow_private_option = click.option(
+    "--allow-private", is_flag=True, envvar="AUDITOR_CONNECTOR_ALLOW_PRIVATE",
+    help="Allow an address on this machine or the private network (loopback, private and link-local "
+         "addresses, cloud metadata among them, are refused otherwise, as for outgoing webhooks).")
 
 CONNECTORS = {
     "label-studio": LazyCommand("auditor.cli.connect_labelstudio",
@@ -32,3 +38,20 @@ def connect() -> None:
 def connect_group() -> click.Group:
     """The ``connect`` group of ``auditor``."""
     return connect
+
+
+def outgoing_destination(url: str, allow_private: bool, option: str) -> None:
+    """Refuse (as a bad ``option``) a connector's http(s) address that outgoing webhooks would
+    refuse: loopback, private, link-local (169.254.169.254) or reserved, literal or resolved,
+    unless ``--allow-private`` (``AUDITOR_CONNECTOR_ALLOW_PRIVATE``) opts in."""
+    from urllib.parse import urlsplit
+
+    if urlsplit(url).scheme not in ("http", "https"):
+        return  # not an address this filter judges (an MLflow "databricks" profile)
+    from auditor.webhooks.http import RefusedDestination, check_destination
+
+    try:
+        check_destination(url, allow_private=allow_private,
+                          opt_in="--allow-private (or AUDITOR_CONNECTOR_ALLOW_PRIVATE=true) is given")
+    except RefusedDestination as exc:
+        raise click.BadParameter(str(exc), param_hint=option) from None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from auditor.cli._connect import connect_group
+from auditor.cli._connect import allow_private_option, connect_group, outgoing_destination
 from auditor.cli._workspace import resolve_workspace, workspace_option
 
 _ACTIONS = ["ANNOTATION_CREATED", "ANNOTATIONS_CREATED", "ANNOTATION_UPDATED", "ANNOTATIONS_DELETED", "TASKS_DELETED"]
@@ -48,6 +48,7 @@ def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
 @click.option("--register-webhook", metavar="BASE_URL", default=None,
               help="Also create the webhook in Label Studio, posting to BASE_URL/hooks/label-studio/<id> "
                    "(needs a new secret: on creation or with --rotate-secret).")
+@allow_private_option
 @click.option("--no-sync", is_flag=True,
               help="Store the connector only: no check of the project's labels and no backfill now.")
 @workspace_option()
@@ -57,7 +58,8 @@ def connect_label_studio(ls_url: str, project_id: int, dataset: str, token: str 
                          item_field: str | None, from_name: str | None, labels: tuple[str, ...],
                          vendor_domain: tuple[str, ...], vendor_user: tuple[str, ...], vendor_default: str | None,
                          annotator_namespace: str | None, rotate_secret: bool, register_webhook: str | None,
-                         no_sync: bool, workspace: str | None, database_url: str | None) -> None:
+                         allow_private: bool, no_sync: bool, workspace: str | None,
+                         database_url: str | None) -> None:
     """Connect a Label Studio project to a dataset: webhooks in, and a pull sync now and on schedule.
 
     Creates the connector (or updates its settings), checks that every choice of the
@@ -84,6 +86,7 @@ def connect_label_studio(ls_url: str, project_id: int, dataset: str, token: str 
         url = store.normalize_url(ls_url)
     except IngestError as exc:
         raise click.BadParameter(str(exc), param_hint="--url") from None
+    outgoing_destination(url, allow_private, "--url")
 
     with _session(database_url) as session:
         workspace = resolve_workspace(session, workspace)

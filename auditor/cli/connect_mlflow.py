@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from auditor.cli._connect import connect_group
+from auditor.cli._connect import allow_private_option, connect_group, outgoing_destination
 from auditor.cli._workspace import resolve_workspace, workspace_option
 from auditor.cli.ingest import _URL, _field_map, _request_audit, _session, _who
 
@@ -31,11 +31,13 @@ from auditor.cli.ingest import _URL, _field_map, _request_audit, _session, _who
 @click.option("--write-back", is_flag=True,
               help="Also write the verdicts of the dataset's latest finished audit to the registry now (the "
                    "workers do so after every audit).")
+@allow_private_option
 @workspace_option()
 @_URL
 def connect_mlflow(tracking_uri: str, registered_model: str, dataset: str, auditor_model: str | None,
                    artifact_path: str, artifact_root: str, versions: tuple[str, ...], fields: tuple[str, ...],
-                   tag_prefix: str, write_back: bool, workspace: str | None, url: str | None) -> None:
+                   tag_prefix: str, write_back: bool, allow_private: bool, workspace: str | None,
+                   url: str | None) -> None:
     """Connect an MLflow registered model to a dataset and import its versions' predictions.
 
     Each version becomes the release <auditor-model> <version> (all or nothing per version;
@@ -54,6 +56,7 @@ def connect_mlflow(tracking_uri: str, registered_model: str, dataset: str, audit
                                      tag_prefix=tag_prefix, field_map=_field_map(fields) or None)
     except connector.ConnectorError as exc:
         raise click.BadParameter(str(exc)) from None
+    outgoing_destination(target.tracking_uri, allow_private, "--tracking-uri")
     with _session(url) as session:
         workspace = resolve_workspace(session, workspace)
     max_bytes = load_settings().max_upload_bytes

@@ -68,7 +68,7 @@ def seed(session, *, items: int, seed_value: int, password: str) -> tuple[list[i
         import_predictions,
     )
     from auditor.simulate import Drift, HistoryScenario, Scenario, simulate, simulate_history
-    from auditor.web.security import hash_password
+    from auditor.web.access import set_password
 
     ws = get_workspace(session, WORKSPACE, create=True)
     ws.name = "Demo workspace"
@@ -76,7 +76,7 @@ def seed(session, *, items: int, seed_value: int, password: str) -> tuple[list[i
     if user is None:
         user = User(workspace_id=ws.id, email=ADMIN, role=Role.ADMIN, display_name="Demo admin")
         session.add(user)
-    user.password_hash = hash_password(password)
+    set_password(user, password)
     scenario = Scenario(n_items=items, seed=seed_value)
     data = simulate(scenario)
     ds = create_dataset(session, DATASET, list(scenario.labels), workspace=WORKSPACE,

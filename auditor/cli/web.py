@@ -77,7 +77,7 @@ def users_create(workspace: str | None, email: str, role: str, vendor: str | Non
 
     from auditor.db import Role, User
     from auditor.ingest import get_workspace
-    from auditor.web.security import hash_password
+    from auditor.web.access import set_password
 
     if role == "vendor" and not vendor:
         raise click.UsageError("--vendor is required for the vendor role.")
@@ -93,7 +93,7 @@ def users_create(workspace: str | None, email: str, role: str, vendor: str | Non
             user = User(workspace_id=ws.id, email=email)
             db.add(user)
         user.role, user.vendor, user.display_name = Role(role), vendor, display_name or user.display_name
-        user.password_hash = hash_password(password)
+        set_password(user, password)
         db.flush()
         click.echo(f"user {email} ({role}) {verb} in workspace {workspace}")
 

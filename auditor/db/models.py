@@ -218,6 +218,9 @@ class User(Base):
     is_active: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
     #: When the user last opened a page (written at most every few minutes; "since my last visit").
     last_seen_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Every session cookie carries the generation it was issued at; logout, deactivation and
+    # a new password bump it, which ends every session issued before.
+    session_generation: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = _created()
 
     workspace: Mapped[Workspace] = relationship()

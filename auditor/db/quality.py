@@ -27,6 +27,7 @@ import numpy as np
 from sqlalchemy import BigInteger, cast, delete, func, insert, select
 from sqlalchemy.orm import Session
 
+from auditor import timestamps
 from auditor.db.models import (
     Annotation,
     Annotator,
@@ -39,9 +40,10 @@ from auditor.db.models import (
 )
 from auditor.stats.quality import QualityMonitor
 
-__all__ = ["GROUPINGS", "WINDOW", "update_quality", "window_bounds"]
+__all__ = ["GROUPINGS", "SKIPPED_STAMPS", "WINDOW", "update_quality", "window_bounds"]
 
 GROUPINGS = ("vendor", "annotator")
+SKIPPED_STAMPS = "time_stamp_out_of_range"
 WINDOW = timedelta(days=7)
 #: Windows start on Mondays, 00:00 UTC.
 _ORIGIN = datetime(1970, 1, 5, tzinfo=UTC)
@@ -77,7 +79,10 @@ def _new_annotations_pg(session: Session, dataset_id: int, since: int, up_to: in
     params = (dataset_id, since, up_to)
     lo, hi, _ = item_range(raw, dataset_id)
     n_blocks = max(1, -(-estimated_rows(raw, where, params) // _BLOCK_ROWS))
-    when = "data_version" if by_batch else "floor(extract(epoch FROM coalesce(annotated_at, created_at)))::int8"
+    # An infinite stamp (never accepted, but a database may hold anything) reads as far before 1970.
+    when = "data_version" if by_batch else (
+        "CASE WHEN isfinite(coalesce(annotated_at, created_at)) THEN "
+        f"floor(extract(epoch FROM coalesce(annotated_at, created_at)))::int8 ELSE {_NO_STAMP} END")
     sql = ("SELECT string_agg(int8send(item_id) || int8send(annotator_id::int8) || int8send(label::int8) || "
            f"int8send({when}), ''::bytea) FROM {where}")
     # One block (a batch since the last audit): the data_version condition alone, which the
@@ -93,13 +98,32 @@ def _new_annotations_pg(session: Session, dataset_id: int, since: int, up_to: in
                 parts.append(np.frombuffer(data, dtype=">i8").reshape(-1, 4))
     if not parts:
         return None
-    arr = np.concatenate(parts).astype(np.int64)
-    return arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), arr[:, 3] if by_batch else _weeks(arr[:, 3])
+    return _columns(np.concatenate(parts).astype(np.int64), by_batch)
+
+
+_NO_STAMP = -(2**62)
+
+
+def _columns(arr: np.ndarray, by_batch: bool):
+    """(item ids, annotator ids, labels, windows, in range) of the rows read.
+
+    ``in range`` is False for rows stamped outside :mod:`auditor.timestamps`' range (stored
+    by an older version): they stay in the items' counts but in no window. A year 9999
+    overflowed the windows and, since late work counts in the newest window, would have
+    held every later row.
+    """
+    if by_batch:
+        return arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), arr[:, 3], np.ones(arr.shape[0], bool)
+    lo, hi = (x // 1_000_000 for x in timestamps.bounds_us())
+    stamp = arr[:, 3]
+    fine = (stamp >= lo) & (stamp <= hi)
+    return arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), _weeks(np.where(fine, stamp, lo)), fine
 
 
 def _new_annotations(session: Session, dataset_id: int, since: int, up_to: int, *, by_batch: bool = False):
-    """(item id, annotator id, label, window) of the annotations written in (since, up_to];
-    the window is the week number, or with ``by_batch`` the data version of the import."""
+    """(item id, annotator id, label, window, in range) of the annotations written in
+    (since, up_to]; the window is the week number, or with ``by_batch`` the data version of
+    the import (see :func:`_columns`)."""
     if session.get_bind().dialect.name == "postgresql":
         return _new_annotations_pg(session, dataset_id, since, up_to, by_batch=by_batch)
     stamp = func.coalesce(Annotation.annotated_at, Annotation.created_at)
@@ -111,8 +135,7 @@ def _new_annotations(session: Session, dataset_id: int, since: int, up_to: int, 
     parts = [np.asarray(chunk, dtype=np.int64).reshape(-1, 4) for chunk in session.execute(stmt).partitions()]
     if not parts:
         return None
-    arr = np.concatenate(parts)
-    return arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), arr[:, 3] if by_batch else _weeks(arr[:, 3])
+    return _columns(np.concatenate(parts), by_batch)
 
 
 def _by_ids(session: Session, columns, key, ids: np.ndarray):
@@ -163,11 +186,13 @@ def _load(row: QualityState | None, alpha: float) -> dict[str, QualityMonitor]:
 
 
 def update_quality(session: Session, dataset: Dataset, *, up_to: int, run_id: int | None,
-                   alpha: float = 0.05, written: dict[str, int] | None = None) -> list[dict[str, Any]]:
+                   alpha: float = 0.05, written: dict[str, int] | None = None,
+                   skipped: dict[str, int] | None = None) -> list[dict[str, Any]]:
     """Feed the annotations of versions up to ``up_to`` not seen yet, store the windows they
     touched and the changes found; return the alerts (in the caller's transaction, with
     the dataset row locked by the caller). ``written``: the rows written, replaced or deleted
-    are added to it by table name."""
+    are added to it by table name. ``skipped``: the rows left out of the windows (a time
+    stamp outside the accepted range) are added to it under ``time_stamp_out_of_range``."""
     written = {} if written is None else written
     row = session.get(QualityState, dataset.id)
     since = 0 if row is None else int(row.data_version)
@@ -179,7 +204,10 @@ def update_quality(session: Session, dataset: Dataset, *, up_to: int, run_id: in
     new = _new_annotations(session, dataset.id, since, up_to, by_batch=by_batch)
     alerts: list[dict[str, Any]] = []
     if new is not None:
-        item_ids, annotator_ids, labels, week = new
+        item_ids, annotator_ids, labels, week, in_range = new
+        n_out = int(in_range.size - np.count_nonzero(in_range))
+        if skipped is not None and n_out:
+            skipped[SKIPPED_STAMPS] = skipped.get(SKIPPED_STAMPS, 0) + n_out
         items, item_row = np.unique(item_ids, return_inverse=True)
         # The first update reads every annotation up to the version: their counts are the items'.
         counts, gold = (_items(session, dataset, items, item_row=item_row, labels=labels) if since == 0
@@ -193,7 +221,7 @@ def update_quality(session: Session, dataset: Dataset, *, up_to: int, run_id: in
         touched: dict[str, set[int]] = {g: set() for g in GROUPINGS}
         for grouping, mon in monitors.items():
             group = groups[grouping]
-            keep = np.array([g is not None for g in group], dtype=bool)
+            keep = np.array([g is not None for g in group], dtype=bool) & in_range
             last = int(mon.windows[-1]) if mon.windows else None
             wk = week if last is None else np.maximum(week, last)  # late work counts in the newest window
             for w in np.unique(wk[keep]):

@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
+from auditor import timestamps
 from auditor.db.models import (
     Agreement,
     Alert,
@@ -32,7 +33,7 @@ from auditor.db.models import (
     Release,
     VendorReport,
 )
-from auditor.db.quality import update_quality
+from auditor.db.quality import SKIPPED_STAMPS, update_quality
 from auditor.db.session import WRITE_OPTIONS
 
 __all__ = [
@@ -297,9 +298,10 @@ def finish_audit(session: Session, run_id: int, *, task_id: str, data_version: i
     now = utcnow()
     alerts = list(alerts)
     written: dict[str, int] = {}
+    skipped: dict[str, int] = {}
     if quality_alpha is not None:
         alerts += update_quality(session, dataset, up_to=data_version, run_id=run_id, alpha=quality_alpha,
-                                 written=written)
+                                 written=written, skipped=skipped)
     for key, model in _RESULT_TABLES.items():
         rows = [dict(r) for r in results.get(key, ())]
         written[model.__tablename__] = written.get(model.__tablename__, 0) + len(rows)
@@ -316,12 +318,23 @@ def finish_audit(session: Session, run_id: int, *, task_id: str, data_version: i
                   for a in alerts]
     session.add_all(new_alerts)
     run.status, run.data_version, run.finished_at = AuditStatus.SUCCEEDED, data_version, now
-    run.summary = {**summary, "timings": dict(timings or {})}
+    run.summary = {**summary, "timings": dict(timings or {}), **_skipped_summary(summary, skipped)}
     run.error = None
     _mark_outbox(session, dataset.id, data_version, now)
     session.flush()
     written[Alert.__tablename__] = written.get(Alert.__tablename__, 0) + len(new_alerts)
     return Finished(True, int(dataset.data_version), tuple(a.id for a in new_alerts), written_rows=written)
+
+
+def _skipped_summary(summary: Mapping[str, Any], skipped: Mapping[str, int]) -> dict[str, Any]:
+    """What the quality windows left out, for the run's summary (and a note saying so)."""
+    n = skipped.get(SKIPPED_STAMPS, 0)
+    if not n:
+        return {}
+    note = (f"quality windows: {n} annotation(s) with a time stamp outside the accepted range "
+            f"({timestamps.EARLIEST:%Y-%m-%d} to now + {timestamps.FUTURE_TOLERANCE.days} day) were left out of "
+            "the weekly windows (the other statistics count them); re-import them with their true time stamps")
+    return {"quality_skipped": dict(skipped), "notes": [*(summary.get("notes") or []), note]}
 
 
 def latest_runs(session: Session, dataset_ids: Iterable[int], *, status: AuditStatus = AuditStatus.SUCCEEDED

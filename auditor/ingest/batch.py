@@ -140,10 +140,22 @@ class Sql:
         n = 0
         if self.pg:
             raw = self.conn.connection.driver_connection
-            with raw.cursor() as cur, cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
-                    n += 1
+            failure: BaseException | None = None
+            try:
+                with raw.cursor() as cur, cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+                    try:
+                        for row in rows:
+                            copy.write_row(row)
+                            n += 1
+                    except BaseException as exc:
+                        # The reader refused the batch. psycopg ends the COPY with the error's
+                        # text, and PostgreSQL drops a connection whose failure message passes
+                        # 10,000 bytes ("invalid message length"): end it with a short one.
+                        failure = exc
+                        raise _ReaderStopped("the batch's reader stopped") from None
+            except _ReaderStopped:
+                assert failure is not None
+                raise failure.with_traceback(failure.__traceback__) from None
             return n
         sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
         chunk: list[tuple] = []
@@ -157,6 +169,10 @@ class Sql:
             self.conn.exec_driver_sql(sql, chunk)
             n += len(chunk)
         return n
+
+
+class _ReaderStopped(Exception):
+    """Ends a ``COPY`` whose rows' reader raised (the reader's error is raised after)."""
 
 
 def sqlite_time(ts: datetime | None) -> str | None:

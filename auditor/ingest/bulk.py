@@ -27,8 +27,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from auditor import timestamps
 from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, RowError
-from auditor.ingest.formats import MAX_ID_LENGTH, TIERS, AnnotationDefaults, Source
+from auditor.ingest.formats import MAX_ID_LENGTH, MAX_NAME_LENGTH, TIERS, AnnotationDefaults, Source
 
 __all__ = ["ANNOTATION_COPY_COLUMNS", "COPY_HEADER", "COPY_TRAILER", "Fallback", "Loaded", "Registry",
            "RowEncoder", "item_copy_text", "stream_long_csv"]
@@ -250,6 +251,12 @@ def _timestamps(values: pa.Array, present: np.ndarray) -> np.ndarray:
     return out
 
 
+def _out_of_range(ts: np.ndarray) -> np.ndarray:
+    """Rows whose time stamp (microseconds; :data:`_NO_TS` when absent) is outside the accepted range."""
+    lo, hi = timestamps.bounds_us()
+    return (ts != _NO_TS) & ((ts < lo) | (ts > hi))
+
+
 def _blocks(source: Source, delimiter: str, n_columns: int, used: Sequence[str],
             progress: Callable[[int], None] | None) -> Iterator[pa.RecordBatch]:
     names = [f"c{i}" for i in range(n_columns)]
@@ -335,9 +342,13 @@ def stream_long_csv(source: Source, *, delimiter: str, columns: dict[str, int], 
             present = pc.binary_length(ts_text).to_numpy() > 0
             bad_ts = present & ~pc.fill_null(pc.match_substring_regex(ts_text, TS_PATTERN), False).to_numpy(
                 zero_copy_only=False)
+        ts = _timestamps(ts_text, present & ~bad_ts) if ts_text is not None else None
+        far = np.zeros(n, bool) if ts is None else _out_of_range(ts)
         long_item = pc.fill_null(pc.utf8_length(item), 0).to_numpy() > MAX_ID_LENGTH
         long_ann = pc.fill_null(pc.utf8_length(annotator), 0).to_numpy() > MAX_ID_LENGTH
-        bad = miss_item | miss_ann | miss_label | unknown | bad_tier | bad_ts | long_item | long_ann
+        long_vendor = pc.fill_null(pc.utf8_length(vendor), 0).to_numpy() > MAX_NAME_LENGTH
+        bad = (miss_item | miss_ann | miss_label | unknown | bad_tier | bad_ts | far | long_item | long_ann
+               | long_vendor)
         if bad.any():
             bad_rows += int(np.count_nonzero(bad))
             for i in np.flatnonzero(bad)[:max(MAX_REPORTED_ERRORS - len(errors), 0)]:
@@ -349,6 +360,9 @@ def stream_long_csv(source: Source, *, delimiter: str, columns: dict[str, int], 
                     if mask[i]:
                         errors.append(RowError(row, name, f"is {len(values[i].as_py())} characters long; ids "
                                                           f"have at most {MAX_ID_LENGTH}"))
+                if long_vendor[i]:
+                    errors.append(RowError(row, "vendor", f"is {len(vendor[i].as_py())} characters long; at "
+                                                          f"most {MAX_NAME_LENGTH}"))
                 if unknown[i]:
                     errors.append(RowError(row, "label", f"{label[i].as_py()!r} is not one of the dataset's "
                                                          f"labels {label_names}"))
@@ -357,10 +371,11 @@ def stream_long_csv(source: Source, *, delimiter: str, columns: dict[str, int], 
                 if bad_ts[i]:
                     errors.append(RowError(row, "timestamp",
                                            f"{ts_text[i].as_py()!r} is not an ISO 8601 date-time"))
+                if far[i]:
+                    errors.append(RowError(row, "timestamp", timestamps.refusal(repr(ts_text[i].as_py()))))
         if errors:
             rows += n
             continue  # keep reading only to find more errors
-        ts = _timestamps(ts_text, present) if ts_text is not None else None
 
         item_enc = pc.dictionary_encode(item)
         item_codes, new = items.add(item_enc.dictionary)

@@ -23,6 +23,7 @@ from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
+from auditor import timestamps
 from auditor.db.models import Tier
 from auditor.db.partitions import (
     add_annotation_partition_key,
@@ -37,6 +38,7 @@ from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, RowError
 from auditor.ingest.formats import (
     MAX_ID_LENGTH,
     MAX_LINE_BYTES,
+    MAX_NAME_LENGTH,
     AnnotationDefaults,
 )
 
@@ -53,12 +55,18 @@ def _raw_csv_plan(b: batch.Batch, field_map: Mapping[str, str] | None) -> list[s
     if not b.sql.pg or b.fmt not in ("csv", "tsv"):
         return None
     head = b.source.head(1 << 16)
+    line = head.split(b"\n", 1)[0]
+    if b"\r" in line.rstrip(b"\r"):
+        return None  # lines ending with CR alone: the reader refuses them, saying so
     try:
-        first = head.split(b"\n", 1)[0].decode("utf-8-sig")
+        first = line.decode("utf-8-sig")
     except UnicodeDecodeError:
         return None
     delimiter = "\t" if b.fmt == "tsv" or b.source.name.lower().removesuffix(".gz").endswith((".tsv", ".tab")) else ","
-    header = [h.strip() for h in next(csv.reader(io.StringIO(first), delimiter=delimiter), [])]
+    try:
+        header = [h.strip() for h in next(csv.reader(io.StringIO(first), delimiter=delimiter), [])]
+    except csv.Error:
+        return None  # the reader names the problem
     inverse = {src: canonical for canonical, src in (field_map or {}).items()}
     names = [inverse.get(h, h) for h in header]
     if not {"item_id", "annotator_id", "label"} <= set(names) or len(set(names)) != len(names):
@@ -139,6 +147,8 @@ def _stage_raw_csv(b: batch.Batch, header: list[str], labels: Sequence[str], def
         (f"array_position({label_array}, {col['label']}) IS NULL", "'label'",
          f"quote_literal({col['label']}) || ' is not one of the dataset''s labels ' || "
          f"{batch.quote(str(list(map(str, labels))))}"),
+        (f"length({vendor}) > {MAX_NAME_LENGTH}", "'vendor'",
+         f"'is ' || length({vendor}) || ' characters long; at most {MAX_NAME_LENGTH}'"),
         (f"{tier} IS NOT NULL AND {tier} NOT IN ('crowd', 'expert')", "'tier'",
          f"quote_literal({tier}) || ' is not one of [''crowd'', ''expert'']'"),
         (f"{ts} IS NOT NULL AND {ts} !~ {batch.quote(_TS_PATTERN)}", "'timestamp'",
@@ -156,10 +166,32 @@ def _stage_raw_csv(b: batch.Batch, header: list[str], labels: Sequence[str], def
                       f"WHERE {any_bad} ORDER BY row_no LIMIT {MAX_REPORTED_ERRORS}").all()
         raise ImportRejected([RowError(int(r), f, reason) for r, f, reason, _ in bad], source=b.source.name,
                              bad_rows=int(bad[0][3]) if bad else 0)
+    if "timestamp" in col:
+        _refuse_out_of_range(b, table, ts)
     src = (f"(SELECT row_no, {col['item_id']} AS item_ext, {col['annotator_id']} AS annotator_ext, "
            f"CAST(array_position({label_array}, {col['label']}) - 1 AS SMALLINT) AS label, "
            f"{vendor} AS vendor, {tier} AS tier, CAST({ts} AS TIMESTAMPTZ) AS ts FROM {table})")
     return table, src, rows, ann
+
+
+def _refuse_out_of_range(b: batch.Batch, table: str, ts: str) -> None:
+    """Refuse the batch, naming the rows, if a time stamp is outside the accepted range
+    (:mod:`auditor.timestamps`); the rows' form was checked by the pattern before."""
+    try:
+        with batch.savepoint(b.session):
+            bad = b.sql.run(f"SELECT row_no, {ts}, count(*) OVER () FROM {table} WHERE {ts} IS NOT NULL AND "
+                            f"CAST({ts} AS TIMESTAMPTZ) NOT BETWEEN :lo AND :hi ORDER BY row_no "
+                            f"LIMIT {MAX_REPORTED_ERRORS}", {"lo": timestamps.EARLIEST, "hi": timestamps.latest()}
+                            ).all()
+    except DBAPIError as exc:
+        # a form the pattern lets through that is no date (month 13): the batch's data, not ours
+        if not (getattr(exc.orig, "sqlstate", None) or "").startswith("22"):
+            raise
+        raise ImportRejected([RowError(0, "timestamp", str(exc.orig).splitlines()[0])],
+                             source=b.source.name) from None
+    if bad:
+        raise ImportRejected([RowError(int(r), "timestamp", timestamps.refusal(repr(shown))) for r, shown, _ in bad],
+                             source=b.source.name, bad_rows=int(bad[0][2]))
 
 
 _ANNOTATION_FIELDS = ("item_id", "annotator_id", "label", "vendor", "tier", "timestamp")

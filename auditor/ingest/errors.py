@@ -10,6 +10,11 @@ MAX_REPORTED_ERRORS = 20
 """A rejected batch reports at most this many row errors (the first ones in file order)."""
 
 
+MAX_REASON_LENGTH = 400
+"""The longest reason a row error gives (longer ones are cut, ending with "...")."""
+MAX_FIELD_LENGTH = 200
+
+
 class IngestError(Exception):
     """A request that cannot be served as asked (unknown dataset, bad option...)."""
 
@@ -25,6 +30,14 @@ class RowError:
     row: int
     field: str | None
     reason: str
+
+    def __post_init__(self) -> None:
+        # A reason echoes the row's values, which a file may make megabytes long: keep every
+        # message short enough to answer (and to travel in PostgreSQL's COPY failure message).
+        if len(self.reason) > MAX_REASON_LENGTH:
+            object.__setattr__(self, "reason", self.reason[:MAX_REASON_LENGTH - 3] + "...")
+        if self.field is not None and len(self.field) > MAX_FIELD_LENGTH:
+            object.__setattr__(self, "field", self.field[:MAX_FIELD_LENGTH - 3] + "...")
 
     def __str__(self) -> str:
         where = f"row {self.row}" if self.row > 0 else "file"

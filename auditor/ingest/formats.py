@@ -16,8 +16,8 @@ Formats (``format=`` or detected from the name and the first bytes):
 ``label-studio``
     A Label Studio JSON export (a list of tasks): ``annotations`` with
     ``completed_by`` and a ``choices`` result; ``predictions`` with ``model_version``.
-    The export is one JSON document, so it is read whole: use CSV/JSONL for large
-    imports.
+    The list is parsed one task at a time (a task may be at most
+    :data:`MAX_TASK_BYTES`), so memory does not grow with the export.
 
 Predictions: ``item_id`` and ``label`` (a label name) and/or ``probabilities`` (a
 list in the dataset's label order, or an object label → p); in CSV, one column per
@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, RowError, UploadTooLarge
+from auditor.timestamps import out_of_range
 
 __all__ = [
     "ANNOTATION_FORMATS",
@@ -285,17 +286,26 @@ def _decoded_lines(source: Source, errors: _Errors, first_row: int) -> Iterator[
             yield line
 
 
+#: The widest CSV/TSV file read (a wide file has one column per annotator).
+MAX_COLUMNS = 100_000
+
+
 def _csv_records(source: Source, errors: _Errors, delimiter: str) -> tuple[list[str], Iterator[tuple[int, list[str]]]]:
     lines = _decoded_lines(source, errors, first_row=0)
     reader = csv.reader(lines, delimiter=delimiter, strict=True)
     try:
-        header = [h.strip() for h in next(reader)]
+        header = next(reader)
+        if len(header) > MAX_COLUMNS:
+            # each column is a Python object per row: a 16 MB header line of commas is 16 million
+            errors.add(0, None, f"the header has {len(header):,} columns; at most {MAX_COLUMNS:,}")
+            errors.raise_if_any()
+        header = [h.strip() for h in header]
     except StopIteration:
         errors.add(0, None, "the file is empty")
         errors.raise_if_any()
         raise AssertionError("unreachable") from None
     except csv.Error as exc:
-        errors.add(0, None, f"cannot read the header: {exc}")
+        errors.add(0, None, f"cannot read the header: {_csv_problem(exc)}")
         errors.raise_if_any()
         raise
 
@@ -307,7 +317,7 @@ def _csv_records(source: Source, errors: _Errors, delimiter: str) -> tuple[list[
             except StopIteration:
                 return
             except csv.Error as exc:
-                errors.add(row + 1, None, f"malformed CSV: {exc}")
+                errors.add(row + 1, None, f"malformed CSV: {_csv_problem(exc)}")
                 return
             row += 1
             if not rec:
@@ -319,6 +329,14 @@ def _csv_records(source: Source, errors: _Errors, delimiter: str) -> tuple[list[
             yield row, rec
 
     return header, records()
+
+
+def _csv_problem(exc: csv.Error) -> str:
+    """The csv module's complaint, in the file's terms (a lone CR is old Mac line ends)."""
+    if "new-line character seen in unquoted field" in str(exc):
+        return ("a line holds a carriage return (CR) outside quotes: lines ending with CR alone are not "
+                "read; save the file with LF or CRLF line ends")
+    return str(exc)
 
 
 def _jsonl_records(source: Source, errors: _Errors) -> Iterator[tuple[int, Mapping[str, Any]]]:
@@ -339,17 +357,121 @@ def _jsonl_records(source: Source, errors: _Errors) -> Iterator[tuple[int, Mappi
         yield row, rec
 
 
-def _load_json_document(source: Source, errors: _Errors) -> Any:
-    try:
-        with source.open() as fh:
-            return json.load(io.TextIOWrapper(fh, encoding="utf-8-sig"))
-    except UnicodeDecodeError as exc:
-        errors.add(0, None, f"not valid UTF-8 text ({exc.reason})")
-    except json.JSONDecodeError as exc:
-        errors.add(exc.lineno, None, f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})")
-    except RecursionError:
-        errors.add(0, None, "the JSON is nested too deeply")
+#: The largest Label Studio task (its JSON text) read: as the longest line of a CSV or JSONL
+#: file, it bounds the memory one task takes while it is parsed.
+MAX_TASK_BYTES = 2 << 20
+#: Ground-truth annotations one Label Studio export may hold (kept until the votes are staged).
+MAX_GROUND_TRUTHS = 200_000
+
+
+class _TaskBudget(io.RawIOBase):
+    """A byte stream that refuses to give more than ``limit`` bytes between two :meth:`reset`
+    calls (one per task parsed), and drops a leading UTF-8 byte order mark."""
+
+    def __init__(self, fh: IO[bytes], limit: int, on_over: Callable[[], Exception]):
+        self._fh, self._limit, self._on_over = fh, limit, on_over
+        self._since, self._first = 0, True
+
+    def readable(self) -> bool:
+        return True
+
+    def reset(self) -> None:
+        self._since = 0
+
+    def readinto(self, buffer) -> int:
+        data = self._fh.read(len(buffer))
+        if self._first and data:
+            self._first = False
+            if data.startswith(codecs.BOM_UTF8):
+                data = data[len(codecs.BOM_UTF8):] or self._fh.read(len(buffer))
+        self._since += len(data)
+        if self._since > self._limit + _CHUNK:  # ijson reads ahead by at most one buffer
+            raise self._on_over()
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _json_list_items(source: Source, errors: _Errors) -> Iterator[tuple[int, Any]]:
+    """(row, element) of a JSON document's top-level list, parsed one element at a time.
+
+    A Label Studio export is one JSON list; read whole, a 3.6 MB ``.json.gz`` took a web
+    process to 6 GB. Here memory is bounded by the largest element (:data:`MAX_TASK_BYTES`)
+    and nesting by :data:`MAX_JSON_DEPTH` (the parser's own item builder names each level's
+    path, which is quadratic in the depth).
+    """
+    import ijson
+
+    head = source.head(4096).lstrip(codecs.BOM_UTF8).lstrip()
+    if not head.startswith(b"["):
+        errors.add(0, None, "a Label Studio export is a JSON list of tasks")
+        errors.raise_if_any()
+    row = 0
+
+    def over() -> Exception:
+        return ImportRejected([RowError(row + 1, None, f"the task is larger than {MAX_TASK_BYTES:,} bytes")],
+                              source=source.name)
+
+    with source.open() as fh:
+        budget = _TaskBudget(fh, MAX_TASK_BYTES, over)
+        events = ijson.basic_parse(io.BufferedReader(budget, _CHUNK), use_float=True)
+        try:
+            for item in _top_level_items(events):
+                row += 1
+                budget.reset()
+                yield row, item
+        except _TooDeep:
+            errors.add(row + 1, None, f"the JSON is nested more than {MAX_JSON_DEPTH} levels deep")
+        except ijson.JSONError as exc:
+            errors.add(row + 1, None, f"not valid JSON ({str(exc)[:200]})")
+        except UnicodeDecodeError as exc:
+            errors.add(row + 1, None, f"not valid UTF-8 text ({exc.reason})")
     errors.raise_if_any()
+
+
+#: The deepest nesting a Label Studio task may have (an export's is about 6 levels).
+MAX_JSON_DEPTH = 64
+
+
+class _TooDeep(Exception):
+    pass
+
+
+def _top_level_items(events: Iterator[tuple[str, Any]]) -> Iterator[Any]:
+    """The elements of the top-level JSON list whose parser events are ``events``, built one by one."""
+    stack: list[Any] = []  # the containers being built; stack[0] is the top-level list (kept empty)
+    keys: list[Any] = []  # the pending key of each container on the stack (maps only)
+
+    def place(value: Any) -> Any:
+        if len(stack) == 1:
+            return value
+        parent = stack[-1]
+        if isinstance(parent, dict):
+            parent[keys[-1]] = value
+        else:
+            parent.append(value)
+        return _NOTHING
+
+    for event, value in events:
+        if event == "map_key":
+            keys[-1] = value
+            continue
+        if event in ("start_map", "start_array"):
+            if len(stack) > MAX_JSON_DEPTH:
+                raise _TooDeep
+            stack.append({} if event == "start_map" else [])
+            keys.append(None)
+            continue
+        if event in ("end_map", "end_array"):
+            keys.pop()
+            value = stack.pop()
+            if not stack:
+                return  # the end of the top-level list
+        done = place(value)
+        if done is not _NOTHING:
+            yield done
+
+
+_NOTHING = object()
 
 
 def _renamer(field_map: Mapping[str, str] | None) -> Callable[[str], str]:
@@ -406,6 +528,23 @@ def _ident(value: Any, row: int, field: str, errors: _Errors) -> str | None:
     return text
 
 
+#: The longest vendor name or gold source the database stores.
+MAX_NAME_LENGTH = 200
+
+
+def _name_ok(text: str | None, row: int, field: str, errors: _Errors) -> bool:
+    """A vendor name or gold source: at most :data:`MAX_NAME_LENGTH` characters, no NUL."""
+    if text is None:
+        return True
+    if "\x00" in text:
+        errors.add(row, field, "holds a NUL character")
+        return False
+    if len(text) > MAX_NAME_LENGTH:
+        errors.add(row, field, f"is {len(text)} characters long; at most {MAX_NAME_LENGTH}")
+        return False
+    return True
+
+
 def parse_timestamp(text: str) -> datetime:
     """ISO 8601 → aware datetime (naive values are taken as UTC)."""
     value = datetime.fromisoformat(text)
@@ -440,6 +579,7 @@ def _annotation_row(row: int, rec: Mapping[str, Any], codes: Mapping[str, int], 
         errors.add(row, "label", f"{label!r} is not one of the dataset's labels {list(codes)}")
         ok = False
     vendor = _text(rec.get("vendor")) or defaults.vendor
+    ok = _name_ok(vendor, row, "vendor", errors) and ok
     tier = _text(rec.get("tier")) or defaults.tier
     if tier is not None and tier not in TIERS:
         errors.add(row, "tier", f"{tier!r} is not one of {list(TIERS)}")
@@ -452,6 +592,11 @@ def _annotation_row(row: int, rec: Mapping[str, Any], codes: Mapping[str, int], 
         except ValueError:
             errors.add(row, "timestamp", f"{ts_text!r} is not an ISO 8601 date-time")
             ok = False
+        else:
+            far = out_of_range(ts)
+            if far is not None:
+                errors.add(row, "timestamp", far)
+                ok = False
     if not ok:
         return None
     return (row, values["item_id"], values["annotator_id"], code, vendor, tier, ts)
@@ -536,7 +681,7 @@ def read_annotations(source: Source, fmt: str, labels: Sequence[str] | LearnedLa
     elif fmt == "label-studio":
         report = report if report is not None else LabelStudioReport()
         for row, task, item in _label_studio_tasks(source, errors, field_map):
-            for ann in task.get("annotations") or []:
+            for ann in _task_list(task, "annotations", row, errors):
                 if not isinstance(ann, dict):
                     errors.add(row, "annotations", "an annotation must be a JSON object")
                     continue
@@ -554,6 +699,10 @@ def read_annotations(source: Source, fmt: str, labels: Sequence[str] | LearnedLa
                     code = codes.get(choice)
                     if code is None:
                         errors.add(row, "choices", f"{choice!r} is not one of the dataset's labels {list(codes)}")
+                    elif len(report.gold) >= MAX_GROUND_TRUTHS:
+                        errors.add(row, "ground_truth", f"more than {MAX_GROUND_TRUTHS:,} ground-truth annotations "
+                                                        "in one export: import the gold labels as a CSV or JSONL file")
+                        errors.raise_if_any()
                     else:
                         report.gold.append((row, item, code, "label-studio ground truth"))
                     continue
@@ -592,12 +741,8 @@ def _label_studio_user(ann: Mapping[str, Any], row: int, errors: _Errors) -> str
 
 def _label_studio_tasks(source: Source, errors: _Errors, field_map: Mapping[str, str] | None
                         ) -> Iterator[tuple[int, dict, str | None]]:
-    tasks = _load_json_document(source, errors)
-    if not isinstance(tasks, list):
-        errors.add(0, None, "a Label Studio export is a JSON list of tasks")
-        errors.raise_if_any()
     item_field = (field_map or {}).get("item_id", "item_id")
-    for row, task in enumerate(tasks, 1):
+    for row, task in _json_list_items(source, errors):
         if not isinstance(task, dict):
             errors.add(row, None, "a task must be a JSON object")
             continue
@@ -610,16 +755,31 @@ def _label_studio_tasks(source: Source, errors: _Errors, field_map: Mapping[str,
 
 
 def _label_studio_choice(result: Any, row: int, errors: _Errors) -> str | None:
-    for region in result or []:
-        choices = (region.get("value") or {}).get("choices") if isinstance(region, dict) else None
+    if not isinstance(result, list):
+        errors.add(row, "result", f"expected a list of results, not {type(result).__name__}")
+        return None
+    for region in result:
+        value = region.get("value") if isinstance(region, dict) else None
+        choices = value.get("choices") if isinstance(value, dict) else None
         if choices is None:
             continue
-        if len(choices) != 1:
-            errors.add(row, "choices", f"expected exactly one choice, found {choices!r}")
+        if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], str):
+            errors.add(row, "choices", f"expected exactly one choice (a string), found {str(choices)[:80]}")
             return None
         return choices[0]
     errors.add(row, "result", "no `choices` result in this annotation")
     return None
+
+
+def _task_list(task: Mapping[str, Any], key: str, row: int, errors: _Errors) -> list:
+    """A task's ``annotations`` or ``predictions``: a list (absent or null: none)."""
+    value = task.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        errors.add(row, key, f"expected a list, not {type(value).__name__}")
+        return []
+    return value
 
 
 # --- predictions ------------------------------------------------------------------
@@ -729,11 +889,12 @@ def read_predictions(source: Source, fmt: str, labels: Sequence[str], *, field_m
     elif fmt == "label-studio":
         seen_versions: set[str] = set()
         for row, task, item in _label_studio_tasks(source, errors, field_map):
-            for pred in task.get("predictions") or []:
+            for pred in _task_list(task, "predictions", row, errors):
                 if not isinstance(pred, dict):
                     continue
                 version = _text(pred.get("model_version"))
-                seen_versions.add(str(version))
+                if len(seen_versions) < 100:  # named in the message when none matches
+                    seen_versions.add(str(version)[:100])
                 if release is not None and version != release:
                     continue
                 choice = _label_studio_choice(pred.get("result"), row, errors)
@@ -784,5 +945,8 @@ def read_gold(source: Source, fmt: str, labels: Sequence[str], *, field_map: Map
         if label not in codes:
             errors.add(row, "label", f"{label!r} is not one of the dataset's labels {list(codes)}")
             continue
-        yield (row, item, codes[label], _text(rec.get("source")) or default_source)
+        source = _text(rec.get("source")) or default_source
+        if not _name_ok(source, row, "source", errors):
+            continue
+        yield (row, item, codes[label], source)
     errors.raise_if_any()

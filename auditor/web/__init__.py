@@ -100,6 +100,7 @@ def create_app(test_config: dict | None = None) -> Flask:
         RATELIMIT_IN_MEMORY_FALLBACK_ENABLED=True,
         RATELIMIT_KEY_PREFIX="auditor-web",
         AUDITOR_LOGIN_LIMIT=settings.login_limit,
+        AUDITOR_LOGIN_ACCOUNT_LIMIT=settings.login_account_limit,
         AUDITOR_INGEST_LIMIT=settings.ingest_limit,
         AUDITOR_SCORE_LIMIT=settings.score_limit,
         AUDITOR_SCORE_ANONYMOUS=settings.score_anonymous,

@@ -1,8 +1,9 @@
 """Revoking API tokens and (de)activating users, with a record of who did it and when.
 
 Shared by the command line, the JSON API and the admin page. Authentication reads a
-token's ``revoked_at`` and its user's ``is_active`` on every request (before any cached
-answer is looked up), so a change here refuses the next request of that token or user.
+token's ``revoked_at`` and its user's ``is_active`` and session generation on every
+request (before any cached answer is looked up), so a change here refuses the next
+request of that token, user or session.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from auditor.db import AccessAction, AccessEvent, ApiToken, User
 
-__all__ = ["revoke_token", "set_user_active"]
+__all__ = ["end_sessions", "revoke_token", "set_password", "set_user_active"]
 
 
 def _record(db: Session, user: User, action: AccessAction, *, actor: str, actor_id: int | None,
@@ -44,7 +45,21 @@ def set_user_active(db: Session, user: User, active: bool, *, actor: str, actor_
     if bool(user.is_active) == active:
         return False
     user.is_active = active
+    end_sessions(user)  # reactivating must not revive the sessions of before
     _record(db, user, AccessAction.USER_REACTIVATED if active else AccessAction.USER_DEACTIVATED,
             actor=actor, actor_id=actor_id)
     db.flush()
     return True
+
+
+def end_sessions(user: User) -> None:
+    """End every session of ``user``: cookies issued before carry an older generation."""
+    user.session_generation = (user.session_generation or 0) + 1
+
+
+def set_password(user: User, password: str) -> None:
+    """A new password ends the sessions opened with the old one."""
+    from auditor.web.security import hash_password
+
+    user.password_hash = hash_password(password)
+    end_sessions(user)

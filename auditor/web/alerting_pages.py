@@ -114,7 +114,7 @@ def _step(alert_id: int, fn, *args, done: str):
         changed = fn(db, a, *args, api.actor(g.principal))
     except lifecycle.LifecycleError as exc:
         db.rollback()
-        abort(400, description=f"{exc.field}: {exc}")
+        abort(exc.status, description=f"{exc.field}: {exc}")
     db.commit()
     if changed:
         flash(f"Alert {a.id} {done}.")

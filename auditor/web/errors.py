@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, jsonify, render_template, request
+from flask import Flask, jsonify, make_response, render_template, request
 from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException, InternalServerError
 
@@ -36,7 +36,7 @@ class ApiError(Exception):
 
 _CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
           405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
-          415: "unsupported_media_type", 422: "unprocessable", 429: "too_many_requests"}
+          415: "unsupported_media_type", 422: "unprocessable", 429: "too_many_requests", 503: "unavailable"}
 
 
 def _is_api() -> bool:
@@ -86,9 +86,44 @@ def _handle_http(exc: HTTPException):
                            message=exc.description), status
 
 
+class _Unavailable(HTTPException):
+    code = 503
+    description = "The database cannot be reached (it may be restarting); retry in a few seconds."
+
+
+#: SQLSTATE classes of a database that is not there: connection exceptions, operator
+#: intervention (a shutdown or restart in progress).
+_UNAVAILABLE_SQLSTATES = ("08", "57")
+_UNAVAILABLE_MESSAGES = ("connection refused", "could not connect", "server closed the connection",
+                         "connection is closed", "terminating connection", "the database system is starting up",
+                         "the database system is shutting down", "consuming input failed", "database is locked")
+
+
+def database_unavailable(exc: BaseException) -> bool:
+    """Is ``exc`` the database being away for a moment (a restart, a lost connection), not a fault?"""
+    from sqlalchemy import exc as sa_exc
+
+    if isinstance(exc, sa_exc.DisconnectionError | sa_exc.TimeoutError):
+        return True
+    if not isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError):
+        return False
+    if exc.connection_invalidated:
+        return True
+    code = getattr(exc.orig, "sqlstate", None) or ""
+    if code:
+        return code[:2] in _UNAVAILABLE_SQLSTATES
+    return any(m in str(exc.orig).lower() for m in _UNAVAILABLE_MESSAGES)
+
+
 def _handle_unexpected(exc: Exception):
     if isinstance(exc, HTTPException):
         return _handle_http(exc)
+    if database_unavailable(exc):
+        log.warning("database unavailable on %s %s: %s", request.method, request.path, exc.__class__.__name__)
+        response = _handle_http(_Unavailable())
+        response = response if not isinstance(response, tuple) else make_response(response)
+        response.headers["Retry-After"] = "5"
+        return response
     log.exception("unhandled error on %s %s", request.method, request.path)
     return _handle_http(InternalServerError("Something went wrong on our side; the error was logged."))
 

@@ -3,7 +3,9 @@
 ``/healthz`` touches nothing: a container orchestrator restarts a process that stops
 answering it. ``/readyz`` checks, each within :data:`CHECK_TIMEOUT` seconds and all at
 once, that the database answers, that its schema is at the migrations' head, and that
-the task broker answers; it answers 200, or 503 with the checks that failed. Neither
+the task broker answers; it answers 200 (``ok``), 200 ``degraded`` when only the broker
+is down (imports still work: their audits wait for the sweep), or 503 with the checks
+that failed. Neither
 needs a login (nor a CSRF token: they are GETs; nor counts against a rate limit), and
 neither says more than which check failed and why in a few words: the error's details
 (host names, user names) go to the log only.
@@ -46,12 +48,18 @@ def healthz():
     return response
 
 
+#: Checks whose failure leaves the process able to serve: without the broker, imports are
+#: still stored and acknowledged (the sweep enqueues their audits once it is back).
+DEGRADABLE = frozenset({"broker"})
+
+
 @bp.get("/readyz")
 def readyz():
     checks = readiness(current_app._get_current_object())  # type: ignore[attr-defined]
-    ok = all(c["ok"] for c in checks.values())
-    response = jsonify({"status": "ok" if ok else "unavailable", "checks": checks})
-    response.status_code = 200 if ok else 503
+    failed = {name for name, c in checks.items() if not c["ok"]}
+    status = "ok" if not failed else ("degraded" if failed <= DEGRADABLE else "unavailable")
+    response = jsonify({"status": status, "checks": checks})
+    response.status_code = 503 if status == "unavailable" else 200
     response.headers["Cache-Control"] = "no-store"
     return response
 

@@ -23,6 +23,7 @@ from auditor.connectors.labelstudio.events import TooManyAnnotations, parse_even
 from auditor.connectors.labelstudio.mapping import PayloadRejected
 from auditor.connectors.labelstudio.store import apply, read_spec
 from auditor.db.models import Dataset, LabelStudioConnector
+from auditor.web.api.framework import check_json_text
 from auditor.web.db import get_session
 from auditor.web.errors import ApiError
 
@@ -50,26 +51,6 @@ def _body() -> bytes:
     return data
 
 
-def _text_ok(node, where: str = "body") -> None:
-    """PostgreSQL stores neither NUL characters nor lone surrogates: refuse them up front."""
-    stack = [(node, where)]
-    while stack:
-        value, at = stack.pop()
-        if isinstance(value, str):
-            if "\x00" in value:
-                raise ApiError(400, f"{at} holds a NUL character.", field=at)
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                raise ApiError(400, f"{at} is not valid Unicode text.", field=at) from None
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                stack.append((k, at))
-                stack.append((v, f"{at}.{k}" if at != "body" else str(k)))
-        elif isinstance(value, list):
-            stack.extend((v, f"{at}[{i}]") for i, v in enumerate(value))
-
-
 @bp.post("/<int:connector_id>")
 def receive(connector_id: int):
     db = get_session()
@@ -84,7 +65,7 @@ def receive(connector_id: int):
         body = json.loads(raw)
     except (ValueError, RecursionError):
         raise ApiError(400, "The event must be a JSON object (Label Studio's webhook payload).", field="body") from None
-    _text_ok(body)
+    check_json_text(body)
     spec = read_spec(conn, db.get(Dataset, conn.dataset_id))
     try:
         action, changes = parse_event(body, spec)

@@ -20,7 +20,7 @@ from auditor.web.api.serializers import BODIES
 from auditor.web.cache import cached
 from auditor.web.db import get_session
 from auditor.web.security import load_principal
-from auditor.web.ui import _MAX_ID, _dataset, bp, local_path, login_required
+from auditor.web.ui import _MAX_ID, _dataset, bp, dataset_arg, local_path, login_required
 
 __all__: list[str] = []
 
@@ -71,7 +71,7 @@ def _release(release_id: int | None) -> tuple[Release, Model]:
 @cached
 def release(release_id: int):
     rel, model = _release(release_id)
-    data = dashboards.release_page(get_session(), rel, model, _int_arg("dataset_id"), g.principal.workspace_id,
+    data = dashboards.release_page(get_session(), rel, model, dataset_arg(), g.principal.workspace_id,
                                    request.args)
     return render_template("release.html", **data)
 
@@ -91,6 +91,22 @@ def _compared_ids() -> list[int | None] | None:
     return list(dict.fromkeys(ids))
 
 
+@bp.post("/releases/<int:release_id>/plan")
+@login_required()
+def ask_release_plan(release_id: int):
+    """The plan panel's form: ask a worker for the release's plan (the CSRF token is checked first)."""
+    from auditor.web.api.plans import ask_plan
+
+    rel, _ = _release(release_id)
+    dataset_id = request.form.get("dataset_id", type=int)
+    if dataset_id is None or not 0 <= dataset_id <= _MAX_ID:
+        abort(400, description="dataset_id: name the dataset whose plan to compute.")
+    ds = _dataset(dataset_id)
+    ask_plan(get_session(), rel.id, ds.id)
+    flash("A worker is computing the plan; reload in a minute.")
+    return redirect(url_for("ui.release", release_id=rel.id, dataset_id=ds.id, _anchor="plan"))
+
+
 @bp.get("/compare")
 @login_required()
 @cached
@@ -108,7 +124,7 @@ def compare():
     chosen = [_release(i) for i in ids]
     if len(chosen) < 2:
         abort(400, description="r: name at least two different releases to compare.")
-    data = dashboards.compare_page(db, g.principal.workspace_id, chosen, _int_arg("dataset_id"))
+    data = dashboards.compare_page(db, g.principal.workspace_id, chosen, dataset_arg())
     return render_template("compare.html", choices=choices, max_releases=dashboards.COMPARE_MAX, **data)
 
 

@@ -1,5 +1,6 @@
-"""The release page's plan panel (``templates/_plan_panel.html``): the stored plan of a release,
-asked of a worker when missing or older than the latest audit (never computed in a request)."""
+"""The release page's plan panel (``templates/_plan_panel.html``): the stored plan of a release
+(read only: the page is a GET), with a form that asks a worker for a new one when it is
+missing or older than the latest audit (a POST with its CSRF token; never computed in a request)."""
 
 from __future__ import annotations
 
@@ -57,9 +58,9 @@ def release_plan(release_id: int, dataset_id: int | None) -> dict | None:
     the top of its relabel list."""
     if dataset_id is None:
         return None
-    from auditor.web.api.plans import fetch_plan
+    from auditor.web.api.plans import stored_plan
 
-    view, _ = fetch_plan(get_session(), release_id, dataset_id)
+    view = stored_plan(get_session(), release_id, dataset_id)
     view["rows"] = _summary(view["plan"]) if view.get("plan") else []
     view["relabel_top"] = _relabel_top(release_id, dataset_id) if view.get("plan") else []
     return view

@@ -70,6 +70,12 @@ def hash_password(password: str) -> str:
     return _hasher.hash(password)
 
 
+@functools.cache
+def dummy_password_hash() -> str:
+    """A hash of a random password, verified against when no account matches (same cost)."""
+    return _hasher.hash(secrets.token_urlsafe(16))
+
+
 def verify_password(password_hash: str | None, password: str) -> bool:
     if not password_hash:
         return False
@@ -138,7 +144,7 @@ def _principal_statement(*, by_token: bool, with_fingerprint: bool):
     grants = (select(func.aggregate_strings(cast(_GRANT.c.dataset_id, String), ","))
               .where(_GRANT.c.user_id == _USER.c.id).scalar_subquery())
     columns = [_USER.c.id, _USER.c.workspace_id, _WORKSPACE.c.slug, _USER.c.email, _USER.c.role, _USER.c.vendor,
-               _USER.c.is_active, grants.label("grants")]
+               _USER.c.is_active, _USER.c.session_generation, grants.label("grants")]
     if with_fingerprint:
         columns.append(fingerprint_column(_USER.c.workspace_id).label("fingerprint"))
     if by_token:
@@ -195,7 +201,9 @@ def load_principal(*, allow_session: bool, with_fingerprint: bool = False) -> Pr
                         role = Role(token_role)
                     principal = Principal(row["id"], row["workspace_id"], row["slug"], row["email"], role,
                                           row["vendor"], "token", grants)
-            elif row["workspace_id"] == session.get("workspace_id"):
+            elif row["workspace_id"] == session.get("workspace_id") and \
+                    row["session_generation"] == session.get("generation", 0):
+                # a session issued before its user's last logout, deactivation or new password has ended
                 principal = Principal(row["id"], row["workspace_id"], row["slug"], row["email"], role,
                                       row["vendor"], "session", grants)
         if principal is not None and with_fingerprint:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from functools import wraps
 from urllib.parse import quote, urlsplit
 
@@ -23,7 +24,7 @@ from auditor.db import Annotator, Dataset, Model, Role, User, Workspace
 from auditor.web import dashboards, timerange
 from auditor.web.cache import cached
 from auditor.web.db import get_session, in_workspace
-from auditor.web.security import limiter, load_principal, verify_password
+from auditor.web.security import dummy_password_hash, limiter, load_principal, verify_password
 
 __all__ = ["bp"]
 
@@ -68,8 +69,21 @@ def _login_limit() -> str:
     return current_app.config["AUDITOR_LOGIN_LIMIT"]
 
 
+def _account_limit() -> str:
+    return current_app.config.get("AUDITOR_LOGIN_ACCOUNT_LIMIT", "5 per minute; 30 per hour")
+
+
+def _account_key() -> str:
+    # Guessing one account's password from many addresses meets this limit (the address
+    # limit above meets one address guessing many accounts).
+    slug = request.form.get("workspace", "").strip()[:100]
+    email = request.form.get("email", "").strip().lower()[:320]
+    return "account:" + hashlib.sha256(f"{slug}\n{email}".encode()).hexdigest()[:32]
+
+
 @bp.route("/login", methods=["GET", "POST"])
 @limiter.limit(_login_limit, methods=["POST"])
+@limiter.limit(_account_limit, methods=["POST"], key_func=_account_key)
 def login():
     """Workspace, email and password; the CSRF token is checked before this runs."""
     error = None
@@ -80,10 +94,15 @@ def login():
         password = request.form.get("password", "")
         row = db.execute(select(User, Workspace).join(Workspace, User.workspace_id == Workspace.id)
                          .where(Workspace.slug == slug, User.email == email)).first()
-        if row is not None and row[0].is_active and verify_password(row[0].password_hash, password):
+        # An unknown account costs the same password hash as a known one: the answer's time
+        # does not tell which emails exist (120 ms against 5 ms).
+        stored = row[0].password_hash if row is not None and row[0].password_hash else None
+        matches = verify_password(stored or dummy_password_hash(), password) and stored is not None
+        if row is not None and row[0].is_active and matches:
             user, ws = row
             session.clear()
             session["user_id"], session["workspace_id"] = user.id, ws.id
+            session["generation"] = user.session_generation
             session.permanent = False
             return redirect(local_path(request.args.get("next", "")) or url_for("ui.overview"))
         error = "Unknown workspace, email or password."
@@ -108,6 +127,16 @@ def local_path(target: str) -> str | None:
 
 @bp.post("/logout")
 def logout():
+    """End the session here and on the server: a copy of its cookie is refused afterwards."""
+    principal = load_principal(allow_session=True)
+    if principal is not None and principal.via == "session":
+        from auditor.web.access import end_sessions
+
+        db = get_session()
+        user = db.get(User, principal.user_id)
+        if user is not None:
+            end_sessions(user)
+            db.commit()
     session.clear()
     flash("Logged out.")
     return redirect(url_for("ui.login"))
@@ -133,6 +162,21 @@ def _dataset(dataset_id: int) -> Dataset:
     return ds
 
 
+def dataset_arg() -> int | None:
+    """The query's ``dataset_id`` (a page's choice of dataset), None when absent or not a number.
+
+    A number must name a dataset the caller may see: another workspace's id is a 404, as in
+    the API, rather than quietly showing another dataset.
+    """
+    value = request.args.get("dataset_id", type=int)
+    if value is None:
+        return None
+    principal = g.principal
+    if value < 0 or (not principal.reads_all and value not in principal.grants):
+        abort(404)
+    return _dataset(value).id
+
+
 @bp.get("/datasets/<int:dataset_id>")
 @login_required()
 @cached
@@ -147,8 +191,7 @@ def model(model_id: int):
     m = in_workspace(get_session(), Model, model_id, g.principal.workspace_id) if model_id <= _MAX_ID else None
     if m is None:
         abort(404)
-    dataset_id = request.args.get("dataset_id", type=int)
-    return render_template("model.html", **dashboards.model_page(get_session(), m, dataset_id,
+    return render_template("model.html", **dashboards.model_page(get_session(), m, dataset_arg(),
                                                                  g.principal.workspace_id, request.args))
 
 
@@ -161,6 +204,7 @@ def vendor(name: str):
         abort(404)
     db = get_session()
     granted = None if principal.reads_all else principal.grants
+    dataset_arg()  # another workspace's dataset is not found
     data = dashboards.vendor_page(db, principal.workspace_id, name, dataset_ids=granted, args=request.args,
                                   with_price=principal.reads_all, period=timerange.page_range("all"))
     from auditor.web.pages import PRICE_SETTERS

@@ -17,16 +17,20 @@ from __future__ import annotations
 
 import http.client
 import ipaddress
+import logging
 import socket
 import ssl
 import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-__all__ = ["MAX_RESPONSE_BYTES", "MAX_URL_LENGTH", "TIMEOUT", "Answer", "RefusedDestination", "connect",
-           "is_internal", "post", "validate_url"]
+__all__ = ["MAX_RESPONSE_BYTES", "MAX_URL_LENGTH", "TIMEOUT", "Answer", "RefusedDestination", "check_destination",
+           "connect", "is_internal", "post", "validate_url"]
+
+log = logging.getLogger(__name__)
 
 MAX_URL_LENGTH = 2000
+_WEBHOOK_OPT_IN = "AUDITOR_WEBHOOK_ALLOW_PRIVATE=true"
 MAX_RESPONSE_BYTES = 64 << 10
 TIMEOUT = 10.0
 _KEPT = 300
@@ -45,7 +49,7 @@ def is_internal(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
                                      and ip in ipaddress.ip_network("100.64.0.0/10")))
 
 
-def validate_url(url: str, *, allow_private: bool) -> str:
+def validate_url(url: str, *, allow_private: bool, opt_in: str = _WEBHOOK_OPT_IN) -> str:
     """``url`` if a webhook may point there, else :class:`RefusedDestination` saying why.
 
     Only a literal IP address can be judged here; host names are judged when a delivery
@@ -79,9 +83,36 @@ def validate_url(url: str, *, allow_private: bool) -> str:
         ip = None
     if ip is not None and not allow_private and is_internal(ip):
         raise RefusedDestination(f"{ip} is a loopback, private or link-local address; such destinations are "
-                                 "refused unless AUDITOR_WEBHOOK_ALLOW_PRIVATE=true")
+                                 f"refused unless {opt_in}")
     if not allow_private and parts.hostname.lower().rstrip(".") in ("localhost", "localhost.localdomain"):
-        raise RefusedDestination("localhost is refused unless AUDITOR_WEBHOOK_ALLOW_PRIVATE=true")
+        raise RefusedDestination(f"localhost is refused unless {opt_in}")
+    return url
+
+
+def _refuse_internal(host: str, infos, opt_in: str) -> None:
+    for *_, sockaddr in infos:
+        ip = ipaddress.ip_address(sockaddr[0].split("%", 1)[0])
+        if is_internal(ip):
+            # The address stays in the server's log: the delivery log that admins read must
+            # not become a way to look up internal names (what resolves to what, inside).
+            log.warning("destination %s resolves to internal address %s: refused", host, ip)
+            raise RefusedDestination(f"{host} resolves to a loopback, private or link-local address; "
+                                     f"refused unless {opt_in}")
+
+
+def check_destination(url: str, *, allow_private: bool, opt_in: str = _WEBHOOK_OPT_IN) -> str:
+    """:func:`validate_url`, and the addresses the host resolves to now: none may be internal
+    (unless ``allow_private``). For destinations configured once and reached later (the
+    connectors); ``opt_in`` names the setting that allows internal ones."""
+    url = validate_url(url, allow_private=allow_private, opt_in=opt_in)
+    if not allow_private:
+        parts = urlsplit(url)
+        try:
+            infos = socket.getaddrinfo(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80),
+                                       type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise RefusedDestination(f"{parts.hostname} does not resolve ({exc.__class__.__name__})") from None
+        _refuse_internal(parts.hostname, infos, opt_in)
     return url
 
 
@@ -91,11 +122,7 @@ def connect(host: str, port: int, timeout: float, allow_private: bool) -> socket
     if not infos:
         raise OSError(f"{host} has no address")
     if not allow_private:
-        for *_, sockaddr in infos:
-            ip = ipaddress.ip_address(sockaddr[0].split("%", 1)[0])
-            if is_internal(ip):
-                raise RefusedDestination(f"{host} resolves to {ip}, a loopback, private or link-local address; "
-                                         "refused unless AUDITOR_WEBHOOK_ALLOW_PRIVATE=true")
+        _refuse_internal(host, infos, _WEBHOOK_OPT_IN)
     error: OSError | None = None
     for family, kind, proto, _, sockaddr in infos:
         sock = socket.socket(family, kind, proto)

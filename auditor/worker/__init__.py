@@ -47,7 +47,7 @@ def celery_config(settings: Settings | None = None, worker: WorkerSettings | Non
         "task_time_limit": w.time_limit,
         "result_expires": 24 * 3600,
         # Publishing from a web request must fail fast when the broker is down.
-        "broker_connection_timeout": 2.0,
+        "broker_connection_timeout": 1.0,
         "broker_connection_retry_on_startup": True,
         "broker_transport_options": _transport_options(s.broker_url, w),
         "worker_concurrency": w.concurrency,

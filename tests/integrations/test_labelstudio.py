@@ -125,6 +125,7 @@ def stack(pg_factory, redis_url, start_worker, tmp_path):  # noqa: F811
     """PostgreSQL, a Celery worker and an Auditor web process sharing one environment."""
     url, factory = pg_factory
     env = worker_env(tmp_path, url, redis_url, redis_url, AUDITOR_SECRET_KEY="ls-test-" + uuid.uuid4().hex,
+                     AUDITOR_CONNECTOR_ALLOW_PRIVATE="true",  # the Label Studio here listens on 127.0.0.1
                      AUDITOR_LABELSTUDIO_SYNC_SECONDS="3600", AUDITOR_INGEST_LIMIT="1000 per minute")
     worker = start_worker(env)
     web = AuditorWeb(env, tmp_path / "web.log")
@@ -365,6 +366,7 @@ def test_the_beat_task_catches_up_without_webhooks(label_studio, pg_factory, red
     running; the worker's beat task pulls the project by itself."""
     url, factory = pg_factory
     env = worker_env(tmp_path, url, redis_url, redis_url, AUDITOR_SECRET_KEY="ls-test-" + uuid.uuid4().hex,
+                     AUDITOR_CONNECTOR_ALLOW_PRIVATE="true",  # the Label Studio here listens on 127.0.0.1
                      AUDITOR_LABELSTUDIO_SYNC_SECONDS="2")
     admin, rater = label_studio.client(label_studio.admin_token), label_studio.client(label_studio.annotator_token)
     ns = label_studio.url.removeprefix("http://")

@@ -47,6 +47,7 @@ def app_config(pg_engine, **overrides) -> dict:
         "RATELIMIT_KEY_PREFIX": "auditor-test-" + uuid.uuid4().hex[:12],
         "AUDITOR_INGEST_LIMIT": "1000 per minute",
         "AUDITOR_LOGIN_LIMIT": "1000 per minute",
+        "AUDITOR_LOGIN_ACCOUNT_LIMIT": "1000 per minute",
         "AUDITOR_SCORE_LIMIT": "1000 per minute",
         "CELERY": {"broker_url": "memory://", "result_backend": "cache+memory://",
                    "auditor_database_url": url,

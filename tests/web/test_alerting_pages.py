@@ -72,13 +72,14 @@ def test_bad_steps_are_400s_naming_the_field_and_viewers_cannot_take_them(app):
     client = app.test_client()
     login(client, tenant, "analyst")
     page = f"/alerts/{alert_id}"
-    for action, data, field in (("snooze", {"until": "soon"}, "until"),
-                                ("snooze", {"until": "2001-01-01"}, "until"),
-                                ("assign", {"user_id": "eve"}, "user_id"),
-                                ("assign", {"user_id": str(make_tenant(app).user_ids["admin"])}, "user_id"),
-                                ("comments", {"body": "  "}, "body")):
+    # Another workspace's user is not found in this one (404), as in the API.
+    for action, data, field, status in (("snooze", {"until": "soon"}, "until", 400),
+                                        ("snooze", {"until": "2001-01-01"}, "until", 400),
+                                        ("assign", {"user_id": "eve"}, "user_id", 400),
+                                        ("assign", {"user_id": str(make_tenant(app).user_ids["admin"])}, "user_id", 404),
+                                        ("comments", {"body": "  "}, "body", 400)):
         r = _post(client, page, f"/alerts/{alert_id}/{action}", data)
-        assert r.status_code == 400 and field in r.get_data(as_text=True), (action, data)
+        assert r.status_code == status and field in r.get_data(as_text=True), (action, data)
     viewer = app.test_client()
     login(viewer, tenant, "viewer")
     assert 'id="assign-user"' not in viewer.get(page).get_data(as_text=True)
@@ -121,11 +122,11 @@ def test_admins_route_alerts_from_the_page(app):
     (rule,) = client.get("/api/v1/alert-rules", headers=tenant.auth()).get_json()["items"]
     assert (rule["name"], rule["kinds"], rule["channel_ids"], rule["active"]) == (
         "any of pages", [], [channels[0]["id"]], False)
-    for data, field in (({"name": "x", "channel_ids": "999999"}, "channel_ids"),
-                        ({"name": "x", "channel_ids": "abc"}, "channel_ids"),
-                        ({"name": "x", "kinds": "nope", "channel_ids": str(channels[0]["id"])}, "kinds")):
+    for data, field, status in (({"name": "x", "channel_ids": "999999"}, "channel_ids", 404),
+                                ({"name": "x", "channel_ids": "abc"}, "channel_ids", 400),
+                                ({"name": "x", "kinds": "nope", "channel_ids": str(channels[0]["id"])}, "kinds", 400)):
         r = client.post("/alerting/rules", data={"csrf_token": csrf_token(html), **data})
-        assert r.status_code == 400 and field in r.get_data(as_text=True), data
+        assert r.status_code == status and field in r.get_data(as_text=True), data
     r = client.post("/alerting/channels", data={"csrf_token": csrf_token(html), "kind": "slack", "name": "x",
                                                 "url": "http://127.0.0.1:9/x"})
     assert r.status_code == 400 and "url" in r.get_data(as_text=True)

@@ -6,13 +6,8 @@ server (prometheus-client's multiprocess mode, set up by the gunicorn hooks).
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -22,8 +17,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from auditor.db import make_engine, migrate
-from tests.workers.conftest import CLI, free_port
+from tests.web.served import serve
 
 pytestmark = pytest.mark.services
 
@@ -49,48 +43,20 @@ def _healthz_count(text: str) -> float:
 
 @pytest.fixture
 def served(pg_database, tmp_path):
-    url = pg_database()
-    engine = make_engine(url)
-    migrate.upgrade(engine)
-    engine.dispose()
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AUDITOR_") and k != "PROMETHEUS_MULTIPROC_DIR"}
-    env.update({"AUDITOR_DATABASE_URL": url.render_as_string(hide_password=False),
-                "AUDITOR_INSTANCE_PATH": str(tmp_path), "AUDITOR_METRICS_TOKEN": TOKEN,
-                "AUDITOR_RATELIMIT_STORAGE_URL": "memory://",
-                "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
-    log = open(tmp_path / "serve.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-c", CLI, "serve", "--port", str(port), "--workers", "2",
-                             "--threads", "2"], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    folder = Path(tempfile.gettempdir()) / f"auditor-prometheus-{proc.pid}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if _get(base + "/healthz")[0] == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise AssertionError((tmp_path / "serve.log").read_text(errors="replace")[-3000:])
-            time.sleep(0.2)
-        yield base, folder
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(5)
-        log.close()
-        shutil.rmtree(folder, ignore_errors=True)
+    url = pg_database().render_as_string(hide_password=False)
+    with serve(url, tmp_path, workers=2, threads=2, AUDITOR_METRICS_TOKEN=TOKEN) as server:
+        folder = Path(tempfile.gettempdir()) / f"auditor-prometheus-{server.proc.pid}"
+        try:
+            # the server's readiness probes (one, or more if one was slow to answer)
+            probes = _healthz_count(_get(server.base + "/metrics", {"Authorization": f"Bearer {TOKEN}"})[1].decode())
+            yield server.base, folder, int(probes)
+        finally:
+            server.stop()
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_metrics_sum_the_counts_of_every_web_process(served):
-    base, folder = served
-    sent = 1  # the fixture's readiness probe
+    base, folder, sent = served  # the fixture's readiness probes
     auth = {"Authorization": f"Bearer {TOKEN}"}
     with ThreadPoolExecutor(8) as pool:
         for _ in range(20):

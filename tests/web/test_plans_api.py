@@ -36,8 +36,8 @@ def test_the_plan_is_computed_by_the_worker_task_and_read_back(app, client, plan
     auth = planned.tenant.auth("viewer")
     rid = planned.release_ids["2.0"]
     with eager_audits(app):  # the plan task runs inline, as a worker would
-        r = client.get(f"/api/v1/releases/{rid}/plan", headers=auth)
-    assert r.status_code == 200, r.get_json()
+        r = client.post(f"/api/v1/releases/{rid}/plan", headers=auth)
+    assert r.status_code == 202, r.get_json()
     body = r.get_json()
     assert body["status"] == "succeeded" and body["current"] and body["dataset_id"] == planned.dataset_id
     plan = body["plan"]
@@ -57,10 +57,22 @@ def test_the_plan_is_computed_by_the_worker_task_and_read_back(app, client, plan
 
 
 def test_a_missing_plan_is_pending_until_a_worker_computes_it(app, client, planned):
+    """Issue 33, defect 8: GET /releases/<id>/plan stored a pending row and enqueued a task,
+    with a session cookie alone. A GET now only reads; asking is a POST (a bearer token in
+    the API, a form with its CSRF token on the release page)."""
     rid = planned.release_ids["1.0"]
     r = client.get(f"/api/v1/releases/{rid}/plan", headers=planned.tenant.auth("admin"))
     assert r.status_code == 200
-    assert r.get_json()["status"] == "pending" and r.get_json()["plan"] is None
+    assert r.get_json()["status"] == "pending" and r.get_json()["plan"] is None and not r.get_json()["current"]
+    assert _rows(app, rid) == []  # the GET wrote nothing
+    browser = app.test_client()
+    login(browser, planned.tenant, "viewer")
+    assert browser.get(f"/api/v1/releases/{rid}/plan").status_code == 200 and _rows(app, rid) == []
+    assert browser.post(f"/api/v1/releases/{rid}/plan").status_code == 401  # a cookie cannot write the API
+    assert browser.post(f"/releases/{rid}/plan", data={"dataset_id": planned.dataset_id}).status_code == 400  # CSRF
+    assert _rows(app, rid) == []
+    r = client.post(f"/api/v1/releases/{rid}/plan", headers=planned.tenant.auth("viewer"))
+    assert r.status_code == 202 and r.get_json()["status"] == "pending"
     (row,) = _rows(app, rid)
     assert row.status == "pending"
 
@@ -69,7 +81,7 @@ def test_relabel_list_as_json_and_csv(app, client, planned):
     auth = planned.tenant.auth("analyst")
     rid = planned.release_ids["2.0"]
     with eager_audits(app):
-        client.get(f"/api/v1/releases/{rid}/plan", headers=auth)
+        client.post(f"/api/v1/releases/{rid}/plan", headers=auth)
     page = client.get(f"/api/v1/releases/{rid}/relabel-list?per_page=20", headers=auth).get_json()
     assert page["total"] == 150 and len(page["items"]) == 20
     assert [x["rank"] for x in page["items"]] == list(range(1, 21))
@@ -98,7 +110,7 @@ def test_vendor_prices_roles_validation_and_costs(app, client, planned):
     admin, viewer = planned.tenant.auth("admin"), planned.tenant.auth("viewer")
     rid = planned.release_ids["2.0"]
     with eager_audits(app):
-        client.get(f"/api/v1/releases/{rid}/plan", headers=admin)
+        client.post(f"/api/v1/releases/{rid}/plan", headers=admin)
     r = client.post("/api/v1/vendor-prices", json={"vendor": "acme-labeling", "price_per_label": 0.08}, headers=admin)
     assert r.status_code == 200 and r.get_json()["price_per_label"] == 0.08 and r.get_json()["currency"] == "USD"
     assert client.post("/api/v1/vendor-prices", json={"vendor": "bolt-annotations", "price_per_label": 0.05,
@@ -122,7 +134,7 @@ def test_vendor_prices_roles_validation_and_costs(app, client, planned):
 
     # with prices, the plan costs its designs per vendor, from each vendor's own labels
     with eager_audits(app):
-        plan = client.get(f"/api/v1/releases/{rid}/plan", headers=admin).get_json()["plan"]
+        plan = client.post(f"/api/v1/releases/{rid}/plan", headers=admin).get_json()["plan"]
     assert plan["prices"] == {"acme-labeling": 0.08, "bolt-annotations": 0.05}
     assert {d["vendor"] for d in plan["designs"][1:]} == {"acme-labeling", "bolt-annotations"}
     for d in plan["designs"][1:]:
@@ -136,7 +148,7 @@ def test_vendor_prices_roles_validation_and_costs(app, client, planned):
 def test_release_page_shows_the_plan_panel(app, client, planned):
     rid = planned.release_ids["2.0"]
     with eager_audits(app):
-        client.get(f"/api/v1/releases/{rid}/plan", headers=planned.tenant.auth("admin"))
+        client.post(f"/api/v1/releases/{rid}/plan", headers=planned.tenant.auth("admin"))
     login(client, planned.tenant, "viewer")
     html = client.get(f"/releases/{rid}?dataset_id={planned.dataset_id}").get_data(as_text=True)
     assert 'id="plan"' in html and "Audit plan" in html
@@ -149,8 +161,8 @@ def test_release_page_shows_the_plan_panel(app, client, planned):
                          .where(ReleasePlan.release_id == rid, ReleasePlan.status == "pending")) == 0
 
 
-def test_concurrent_first_views_store_one_pending_plan(app):
-    """Several first views of a release's plan at once (a dashboard opened by a team): each gets
+def test_concurrent_first_requests_store_one_pending_plan(app):
+    """Several first requests of a release's plan at once (a team asking together): each gets
     its answer, one row is stored, nothing fails on the unique (release, dataset) key."""
     import threading
 
@@ -163,14 +175,14 @@ def test_concurrent_first_views_store_one_pending_plan(app):
     def view():
         client = app.test_client()
         barrier.wait()
-        codes.append(client.get(f"/api/v1/releases/{rid}/plan", headers=racing.tenant.auth("viewer")).status_code)
+        codes.append(client.post(f"/api/v1/releases/{rid}/plan", headers=racing.tenant.auth("viewer")).status_code)
 
     threads = [threading.Thread(target=view) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert codes == [200] * 8
+    assert codes == [202] * 8
     assert len(_rows(app, rid)) == 1
 
 

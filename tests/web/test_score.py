@@ -204,3 +204,71 @@ def test_the_documented_request_schema_is_what_the_endpoint_accepts(body):
     except ScoreRequestError:
         accepted = False
     assert accepted == documented, body if len(str(body)) < 2000 else str(body)[:2000]
+
+
+# --- issue 33, defect 4: the work of a body is capped, and scoring cannot starve the process ---
+
+
+def _ties(rows: int, seed: int = 0) -> list:
+    """Counts of 0 or 1000 over 20 classes: ties, many never-gold classes, F1 (macro)'s costly case."""
+    rng = np.random.default_rng(seed)
+    return np.where(rng.random((rows, 20)) < 0.5, 0, 1000).tolist()
+
+
+def test_the_work_of_a_body_is_estimated_and_capped_before_any_is_done(app, client):
+    """80 × 20 counts of 0 or 1000 with F1 (macro) took 5 s of CPU (200,000 Monte Carlo
+    draws): the work is now estimated from the counts, F1 draws at most what fits, and
+    a body estimated above the cap is refused without being scored."""
+    from auditor.scoracle import F1_MAX_DRAWS, score_work
+    from auditor.web.score import MAX_CELLS
+
+    body = {"labelCounts": _ties(80), "metrics": ["f1 (macro)"]}
+    work = score_work(*parse_score_request(body))
+    assert work.cells <= MAX_CELLS and work.f1_draws <= F1_MAX_DRAWS
+    r = client.post("/api/score", json=body)
+    assert r.status_code == 200 and isinstance(r.get_json()[0]["score"], float)
+    app.config["SCORE_MAX_CELLS"] = work.cells / 2
+    try:
+        r = client.post("/api/score", json=body)
+    finally:
+        del app.config["SCORE_MAX_CELLS"]
+    assert r.status_code == 400 and r.get_json()[0]["error"] == "Too Costly", r.get_json()
+    # Accuracy on the same counts is cheap and still answered.
+    assert client.post("/api/score", json={**body, "metrics": ["accuracy"]}).status_code == 200
+
+
+@given(st.lists(st.lists(st.sampled_from([0, 1, 2, 10, 1000]), min_size=20, max_size=20), min_size=1,
+                max_size=1000).filter(lambda c: any(any(r) for r in c)))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_every_body_within_the_bounds_is_within_the_work_cap(counts):
+    """Within the documented shape bounds (1000 × 20, counts to 1000) the estimate never
+    refuses: the cap is there for the work, and F1's draws shrink to fit it."""
+    from auditor.scoracle import score_work
+    from auditor.web.score import MAX_CELLS
+
+    work = score_work(*parse_score_request({"labelCounts": counts, "metrics": list(BEST_METRICS)}))
+    assert work.cells <= MAX_CELLS
+
+
+def test_scoring_takes_one_slot_per_process_and_one_per_caller(app, client):
+    """While a score is computed, a second one by the same caller is a 429 and any other
+    beyond the process's slot a 503 (both with Retry-After) instead of a queued thread;
+    health checks are answered meanwhile."""
+    from auditor.web import score as score_module
+
+    body = {"labelCounts": [[3, 2], [0, 5]], "metrics": ["accuracy"]}
+    assert score_module._slots.acquire(blocking=False)  # another request is being scored
+    try:
+        r = client.post("/api/score", json=body)
+        assert r.status_code == 503 and "Retry-After" in r.headers and r.get_json()[0]["error"] == "Busy"
+        assert client.get("/healthz").status_code == 200
+    finally:
+        score_module._slots.release()
+    with score_module._in_flight_lock:
+        score_module._in_flight.add("addr:127.0.0.1")  # this caller's first score is in flight
+    try:
+        r = client.post("/api/score", json=body)
+        assert r.status_code == 429 and "Retry-After" in r.headers
+    finally:
+        score_module._in_flight.discard("addr:127.0.0.1")
+    assert client.post("/api/score", json=body).status_code == 200

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -36,10 +37,8 @@ def _fill(rule: str, ids: dict) -> str:
     return "/api/v1" + re.sub(r"<(?:\w+:)?(\w+)>", lambda m: str(ids[m.group(1)]), rule)
 
 
-@pytest.fixture(scope="module")
-def two(app, seeded):
-    """Workspace A (seeded) and B (its own dataset); ids of A's objects."""
-    other = seed(app, name="other-set")
+def _object_ids(app, seeded) -> dict:
+    """Ids of one of each kind of object of a seeded workspace (an alert and a webhook added)."""
     client = app.test_client()
     a = seeded.tenant.auth()
     run = client.get(f"/api/v1/datasets/{seeded.dataset_id}/audit-runs", headers=a).get_json()["items"][0]
@@ -65,7 +64,20 @@ def two(app, seeded):
     ids["channel_id"] = channel.get_json()["id"]
     ids["rule_id"] = client.post("/api/v1/alert-rules", headers=a,
                                  json={"name": "all", "channel_ids": [ids["channel_id"]]}).get_json()["id"]
-    return seeded, other, ids
+    return ids
+
+
+@pytest.fixture(scope="module")
+def two(app, seeded):
+    """Workspace A (seeded) and B (its own dataset); ids of A's objects."""
+    other = seed(app, name="other-set")
+    return seeded, other, _object_ids(app, seeded)
+
+
+@pytest.fixture(scope="module")
+def b_ids(app, two):
+    """Ids of workspace B's own objects (B calls its own URLs naming A's ids in the query or body)."""
+    return _object_ids(app, two[1])
 
 
 def test_other_workspace_gets_404_for_every_object(client, two):
@@ -97,6 +109,129 @@ def test_other_workspace_gets_404_for_every_object(client, two):
     r = client.post(f"/api/v1/datasets/{b.dataset_id}/predictions?release_id={ids['release_id']}",
                     headers=b.tenant.auth(), json={"records": [{"item_id": "x", "label": "negative"}]})
     assert r.status_code == 404 and r.get_json()["field"] == "release_id"
+
+
+def _id_fields(schema, path="") -> list[str]:
+    """Integer fields named ``*_id``, and arrays of integers named ``*_ids``, anywhere in a body
+    schema (their dotted paths)."""
+    found = []
+    if isinstance(schema, dict):
+        for name, sub in (schema.get("properties") or {}).items():
+            where = f"{path}.{name}" if path else name
+            types = sub.get("type") if isinstance(sub, dict) else None
+            types = types if isinstance(types, list) else [types]
+            items = (sub.get("items") or {}) if isinstance(sub, dict) else {}
+            if name.endswith("_id") and "integer" in types:
+                found.append(where)
+            elif name.endswith("_ids") and "array" in types and items.get("type") == "integer":
+                found.append(where)
+            found += _id_fields(sub, where)
+        if isinstance(schema.get("items"), dict):
+            found += _id_fields(schema["items"], path + "[]")
+    return found
+
+
+def _ids_taken(op) -> list[tuple[str, str]]:
+    """Every id an operation takes outside its path: ("query", name) and ("body", dotted path)."""
+    query = [("query", p.name) for p in op.query if p.type == "integer" and p.name.endswith("_id")]
+    return query + [("body", f) for f in _id_fields(op.body or {})]
+
+
+def _set_body_field(body: dict, dotted: str, value) -> dict:
+    out = json.loads(json.dumps(body))
+    *parents, last = dotted.split(".")
+    node = out
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value
+    return out
+
+
+def test_ids_of_another_workspace_in_queries_and_bodies_are_not_found(client, two, b_ids):
+    """Every id an operation reads from its query or body, enumerated from the route table:
+    B calls its own URLs naming A's object there and gets a 404 that holds nothing of A's
+    (``annotator-bounds?audit_run_id=`` of another workspace's run returned that run's
+    annotators, agreement and bounds)."""
+    a, b, ids = two
+    probed = []
+    for op in OPERATIONS:
+        for where, name in _ids_taken(op):
+            field = name.split(".")[-1]
+            key = field.removesuffix("s") if field.endswith("_ids") else field
+            assert key in ids, f"{op.method} {op.rule} takes {name!r} in its {where}: add the kind of object here"
+            url = _fill(op.rule, b_ids)
+            body = VALID_BODIES.get(op.body_name) if op.body_name else None
+            if body and "channel_ids" in body:  # B's own channel, so only the probed id is A's
+                body = {**body, "channel_ids": [b_ids["channel_id"]]}
+            if where == "query":
+                url += f"?{name}={ids[key]}"
+                if "predictions" in op.rule and name != "release_id":
+                    url += f"&release_id={b_ids['release_id']}"
+            else:
+                body = _set_body_field(body or {}, name, [ids[key]] if field != key else ids[key])
+            for fmt in (("", "&format=csv") if op.listing else ("",)):
+                r = client.open(url + fmt, method=op.method, json=body, headers=b.tenant.auth())
+                assert r.status_code == 404, (op.method, url + fmt, r.status_code, r.get_data(as_text=True)[:300])
+                assert r.mimetype == "application/json" and set(r.get_json()) <= {"error", "message", "field"}, \
+                    (url, r.get_data(as_text=True)[:300])
+                assert r.get_json()["field"] == field
+                assert a.tenant.slug not in r.get_data(as_text=True)
+            probed.append((op.method, op.rule, name))
+    # the route table's ids outside paths today: alerts, certifications, power curves, annotator
+    # bounds, predictions, plans, relabel lists and access events
+    assert len(probed) >= 11, probed
+
+
+def test_pages_given_another_workspaces_ids_show_nothing_of_it(app, two, b_ids):
+    """The dashboards' pages that read an id from the query: another workspace's id is a 404."""
+    a, b, ids = two
+    client = app.test_client()
+    login(client, b.tenant)
+    pages = [f"/models/{b_ids['model_id']}?dataset_id={ids['dataset_id']}",
+             f"/releases/{b_ids['release_id']}?dataset_id={ids['dataset_id']}",
+             f"/compare?a={b_ids['release_id']}&b={ids['release_id']}",
+             f"/compare?a={ids['release_id']}&b={b_ids['release_id']}",
+             f"/compare?a={b_ids['release_id']}&b={b.release_ids['2.1']}&dataset_id={ids['dataset_id']}",
+             f"/vendors/acme-labeling?dataset_id={ids['dataset_id']}"]
+    for url in pages:
+        r = client.get(url)
+        assert r.status_code == 404, (url, r.status_code)
+        assert a.tenant.slug not in r.get_data(as_text=True)
+
+
+def test_annotator_bounds_of_another_workspaces_run_are_not_found(app):
+    """Issue 33, defect 1: A's viewer asked for A's dataset's annotator bounds naming B's
+    audit run and got B's annotators (without a vendor), agreement and bounds, as JSON and
+    CSV. A run of another dataset of the same workspace is not this dataset's either."""
+    from tests.web.conftest import eager_audits
+
+    def dataset(tenant, name, prefix):
+        c = app.test_client()
+        ds = c.post("/api/v1/datasets", json={"name": name, "labels": ["a", "b"]}, headers=tenant.auth()).get_json()
+        rows = [{"item_id": f"i{i}", "annotator_id": f"{prefix}-{j}", "label": "ab"[(i * j + i) % 3 % 2]}
+                for i in range(30) for j in range(3)]
+        with eager_audits(app):
+            r = c.post(f"/api/v1/datasets/{ds['id']}/annotations", json={"records": rows}, headers=tenant.auth())
+            assert r.status_code == 202, r.get_json()
+        run = c.get(f"/api/v1/datasets/{ds['id']}/audit-runs", headers=tenant.auth()).get_json()["items"][0]
+        assert run["status"] == "succeeded", run
+        return ds["id"], run["id"]
+
+    a, b = make_tenant(app), make_tenant(app)
+    a_ds, a_run = dataset(a, "mine", "own-annotator")
+    _, a_other_run = dataset(a, "mine-too", "other-annotator")
+    _, b_run = dataset(b, "theirs", "secret-annotator")
+    client = app.test_client()
+    viewer = a.auth("viewer")
+    own = client.get(f"/api/v1/datasets/{a_ds}/annotator-bounds?audit_run_id={a_run}", headers=viewer)
+    assert own.status_code == 200 and "own-annotator-0" in own.get_data(as_text=True)
+    for run in (b_run, a_other_run):
+        for fmt in ("json", "csv"):
+            r = client.get(f"/api/v1/datasets/{a_ds}/annotator-bounds?audit_run_id={run}&format={fmt}",
+                           headers=viewer)
+            text = r.get_data(as_text=True)
+            assert r.status_code == 404 and r.get_json()["field"] == "audit_run_id", (run, fmt, text[:300])
+            assert "secret-annotator" not in text and "other-annotator" not in text
 
 
 def test_lists_never_show_another_workspace(client, two):

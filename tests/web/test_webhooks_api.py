@@ -118,3 +118,27 @@ def test_the_webhooks_page_shows_each_webhook_and_its_log_to_admins(app):
     viewer = app.test_client()
     login(viewer, tenant, "analyst")
     assert viewer.get("/webhooks").status_code == 403
+
+
+def test_the_delivery_log_does_not_show_what_internal_names_resolve_to(app, client):
+    """Issue 33, defect 8: a delivery to a name resolving inside the network was refused
+    with "<name> resolves to 10.x.y.z": the log admins read answered DNS questions about the
+    inside. It still says why, without the address."""
+    import socket
+
+    from auditor.db import make_session_factory
+    from auditor.webhooks.deliveries import attempt
+
+    host = socket.gethostname()
+    resolved = {info[4][0] for info in socket.getaddrinfo(host, 80, type=socket.SOCK_STREAM)}
+    tenant = make_tenant(app)
+    auth = tenant.auth()
+    hook = client.post("/api/v1/webhooks", json={"url": f"http://{host}:9/hook"}, headers=auth).get_json()
+    queued = client.post(f"/api/v1/webhooks/{hook['id']}/test", headers=auth)
+    assert queued.status_code == 202
+    # the worker's attempt, made here (the task sends it the same way)
+    attempt(make_session_factory(app.extensions["auditor.engine"]), queued.get_json()["id"], max_attempts=1,
+            backoff=1.0, allow_private=False)
+    text = client.get(f"/api/v1/webhooks/{hook['id']}/deliveries", headers=auth).get_data(as_text=True)
+    assert "loopback, private or link-local" in text, text[:500]
+    assert not any(ip in text for ip in resolved), (resolved, text[:500])

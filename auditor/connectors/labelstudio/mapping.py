@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from auditor.timestamps import out_of_range
+
 __all__ = [
     "MAX_ID_LENGTH",
     "Errors",
@@ -259,6 +261,10 @@ def parse_annotation(ann: Any, task: Mapping[str, Any] | None, mapping: ReadSpec
         found, code = _choice(result, mapping, where, errors)
         if found and code is not None:
             state = GOLD if ground_truth else VOTE
+    far = out_of_range(updated) if updated is not None else None
+    if far is not None:
+        # A stamp far in the future would also make every later, real update look older.
+        errors.add(f"{where}.updated_at" if parse_time(ann.get("updated_at")) else f"{where}.created_at", far)
     if errors.items[n_before:]:
         return None
     assert ls_id is not None and task_id is not None and uid is not None and updated is not None

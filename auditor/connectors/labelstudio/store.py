@@ -65,6 +65,7 @@ from auditor.db.models import (
 from auditor.db.partitions import ensure_annotation_partition
 from auditor.db.session import WRITE_OPTIONS
 from auditor.ingest.errors import IngestError
+from auditor.timestamps import out_of_range
 
 __all__ = ["Changes", "Outcome", "apply", "begin_write", "configure", "read_spec", "resolve_token"]
 
@@ -310,6 +311,8 @@ def apply(session: Session, conn: LabelStudioConnector, changes: Changes, *, sou
         row = known.get(a.ls_id)
         if row is not None:
             seen = _aware(row.ls_updated_at)
+            if seen is not None and out_of_range(seen) is not None:
+                seen = None  # a stamp an older version let in (year 9999) must not freeze the annotation
             if row.state == DELETED or (seen is not None and (
                     a.updated_at < seen or (a.updated_at == seen and (
                         source != "pull" or _fingerprint(row) == a.fingerprint())))):

@@ -116,6 +116,6 @@ def list_access_events(principal, db, user_id):
     stmt = (select(AccessEvent).where(AccessEvent.workspace_id == principal.workspace_id)
             .order_by(AccessEvent.created_at.desc(), AccessEvent.id.desc()))
     if user_id is not None:
-        stmt = stmt.where(AccessEvent.user_id == user_id)
+        stmt = stmt.where(AccessEvent.user_id == _get_user(principal, db, user_id).id)
     return Listing(stmt, s.access_event, ["id", "created_at", "action", "actor", "actor_id", "user_id",
                                           "token_id", "subject"], "access-events")

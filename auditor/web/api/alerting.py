@@ -169,7 +169,7 @@ def _step(principal, db, alert_id: int, fn, *args) -> dict:
         fn(db, a, *args, actor(principal))
     except lifecycle.LifecycleError as exc:
         db.rollback()
-        raise ApiError(400, str(exc), field=exc.field) from None
+        raise ApiError(exc.status, str(exc), field=exc.field) from None
     db.commit()
     return detail(db, a)
 
@@ -383,12 +383,12 @@ def fill_rule(principal, db, r: AlertRule, body: dict) -> AlertRule:
                                .order_by(AlertChannel.id)))
     missing = sorted(set(channel_ids) - {c.id for c in channels})
     if missing:
-        raise ApiError(400, f"channel_ids: no alert channel with id {missing[0]}.", field="channel_ids")
+        raise ApiError(404, f"channel_ids: no alert channel with id {missing[0]}.", field="channel_ids")
     found = set(db.scalars(select(Dataset.id).where(Dataset.workspace_id == principal.workspace_id,
                                                     Dataset.id.in_(dataset_ids))))
     missing = sorted(set(dataset_ids) - found)
     if missing:
-        raise ApiError(400, f"dataset_ids: no dataset with id {missing[0]}.", field="dataset_ids")
+        raise ApiError(404, f"dataset_ids: no dataset with id {missing[0]}.", field="dataset_ids")
     r.name, r.channels = body["name"].strip(), channels
     r.kinds, r.severities = sorted(set(body.get("kinds") or [])), sorted(set(body.get("severities") or []))
     r.dataset_ids, r.active = dataset_ids, body.get("active", True)

@@ -58,9 +58,13 @@ def get_release(principal, db, release_id: int, *, field: str = "release_id") ->
     return row[0]
 
 
-def get_run(principal, db, audit_run_id: int) -> AuditRun:
-    row = db.execute(select(AuditRun).join(Dataset, AuditRun.dataset_id == Dataset.id)
-                     .where(AuditRun.id == audit_run_id, Dataset.workspace_id == principal.workspace_id)).first()
+def get_run(principal, db, audit_run_id: int, *, dataset: Dataset | None = None) -> AuditRun:
+    """The audit run if it is the workspace's (and, with ``dataset``, that dataset's), else a 404."""
+    stmt = (select(AuditRun).join(Dataset, AuditRun.dataset_id == Dataset.id)
+            .where(AuditRun.id == audit_run_id, Dataset.workspace_id == principal.workspace_id))
+    if dataset is not None:
+        stmt = stmt.where(AuditRun.dataset_id == dataset.id)
+    row = db.execute(stmt).first()
     if row is None:
         raise ApiError(404, f"No audit run with id {audit_run_id}.", field="audit_run_id")
     return row[0]

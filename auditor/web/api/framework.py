@@ -10,12 +10,13 @@ import csv
 import io
 import json
 import re
+import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, current_app, g, jsonify, request
 from jsonschema import Draft202012Validator
 from sqlalchemy import Select, func, select
 from werkzeug.wsgi import wrap_file
@@ -26,7 +27,7 @@ from auditor.web.db import get_session
 from auditor.web.errors import ApiError
 from auditor.web.security import hash_token, limiter, load_principal
 
-__all__ = ["OPERATIONS", "Listing", "Operation", "Param", "bp", "endpoint"]
+__all__ = ["MAX_JSON_BODY_BYTES", "OPERATIONS", "LabelStudioBody", "Listing", "Operation", "Param", "bp", "endpoint"]
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
@@ -37,6 +38,9 @@ MAX_ID = 2**31 - 1
 MAX_PER_PAGE = 500
 CSV_MAX_ROWS = 1_000_000
 CSV_IN_MEMORY = 4 << 20
+#: The largest JSON body parsed whole (a document takes many times its size in memory once
+#: parsed); larger batches go as JSONL, CSV or Label Studio files, which are streamed.
+MAX_JSON_BODY_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -232,14 +236,73 @@ def _caller_key() -> str:
     return "addr:" + (request.remote_addr or "unknown")
 
 
+class LabelStudioBody(list):
+    """A Label Studio export posted as the JSON body: not parsed here, but spooled (``spool``)
+    for the ingestion reader, which parses it one task at a time."""
+
+    def __init__(self, spool):
+        super().__init__()
+        self.spool = spool
+
+
+def _spooled_body():
+    """The request body in a temporary file (in memory while small); the upload limit holds."""
+    spool = tempfile.SpooledTemporaryFile(max_size=MAX_JSON_BODY_BYTES)
+    shutil.copyfileobj(request.stream, spool, 1 << 16)
+    spool.seek(0)
+    return spool
+
+
+def _starts_a_list(spool) -> bool:
+    head = spool.read(4096).lstrip(b"\xef\xbb\xbf").lstrip()
+    spool.seek(0)
+    return head.startswith(b"[")
+
+
+def _read_json(op: Operation) -> Any:
+    """The JSON body, parsed whole only up to :data:`MAX_JSON_BODY_BYTES`: a JSON document
+    becomes many times its size in memory. A Label Studio export posted to an upload
+    operation is passed on unparsed (:class:`LabelStudioBody`)."""
+    if not request.is_json:
+        return None
+    length = request.content_length
+    if op.uploads:
+        spool = _spooled_body()
+        if request.args.get("file_format") == "label-studio" or _starts_a_list(spool):
+            return LabelStudioBody(spool)
+        spool.seek(0, 2)
+        length = spool.tell()
+        spool.seek(0)
+        reader = spool
+    else:
+        reader = request.stream
+    if length is not None and length > MAX_JSON_BODY_BYTES:
+        raise _json_too_large()
+    data = reader.read(MAX_JSON_BODY_BYTES + 1)
+    if len(data) > MAX_JSON_BODY_BYTES:
+        raise _json_too_large()
+    try:
+        return current_app.json.loads(data)
+    except ValueError:
+        return None
+
+
+def _json_too_large() -> ApiError:
+    return ApiError(413, f"A JSON body may be at most {MAX_JSON_BODY_BYTES:,} bytes: send larger batches as "
+                         "JSONL, CSV or a Label Studio file, which are read as they arrive.", field="body")
+
+
 def parse_json_body(op: Operation) -> Any:
-    body = request.get_json(silent=True)
+    body = _read_json(op)
+    if isinstance(body, LabelStudioBody):
+        return body  # read (and checked) as that format
     if body is None:
         raise ApiError(415 if not request.is_json else 400,
                        "The request body must be JSON (Content-Type: application/json).", field="body")
-    _check_json_text(body, "")
-    if op.uploads and (isinstance(body, list) or request.args.get("file_format") == "label-studio"):
-        return body  # a Label Studio export posted as the body: read (and checked) as that format
+    g.json_body = body
+    check_json_text(body)
+    if op.uploads and isinstance(body, list):
+        return body
     errors = sorted(op.validator.iter_errors(body), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         details = [{"field": _path(e.absolute_path) or "body", "message": _short(e.message)} for e in errors[:20]]
@@ -268,17 +331,20 @@ def _check_text(value: str, where: str) -> None:
         raise ApiError(400, f"{where} is not valid Unicode text.", field=where) from None
 
 
-def _check_json_text(node: Any, where: str) -> None:
-    # PostgreSQL stores neither NUL characters nor lone surrogates: refuse them up front.
-    if isinstance(node, str):
-        _check_text(node, where or "body")
-    elif isinstance(node, dict):
-        for k, v in node.items():
-            _check_text(k, where or "body")
-            _check_json_text(v, f"{where}.{k}" if where else k)
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            _check_json_text(v, f"{where}[{i}]")
+def check_json_text(node: Any, where: str = "") -> None:
+    """Refuse NUL characters and lone surrogates anywhere in a parsed JSON document (400
+    naming where): PostgreSQL stores neither. Iterative, so any depth the parser took is fine."""
+    stack = [(node, where)]
+    while stack:
+        value, at = stack.pop()
+        if isinstance(value, str):
+            _check_text(value, at or "body")
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                _check_text(k, at or "body")
+                stack.append((v, f"{at}.{k}" if at else str(k)))
+        elif isinstance(value, list):
+            stack.extend((v, f"{at}[{i}]") for i, v in enumerate(value))
 
 
 def _page(db, listing: Listing, page: int, per_page: int) -> dict:

@@ -15,7 +15,7 @@ import shutil
 import tempfile
 import zlib
 
-from flask import current_app, request
+from flask import current_app, g, request
 from sqlalchemy import select, update
 
 from auditor.db import Annotation, Annotator, ImportBatch, Role
@@ -30,7 +30,7 @@ from auditor.ingest.attempts import record_rejected
 from auditor.ingest.errors import UploadTooLarge
 from auditor.web.api import serializers as s
 from auditor.web.api.common import get_dataset, get_release
-from auditor.web.api.framework import Param, endpoint
+from auditor.web.api.framework import LabelStudioBody, Param, endpoint
 from auditor.web.errors import ApiError
 from auditor.web.metrics import record_import
 
@@ -62,9 +62,9 @@ def _ingest_limit() -> str:
 
 def _source(body: dict | None, file_format: str | None) -> tuple[object, str | None, str]:
     """(bytes or stream, format, name) of the batch in this request."""
-    if request.is_json and (isinstance(body, list) or file_format == "label-studio"):
+    if isinstance(body, LabelStudioBody):
         # A JSON list is a Label Studio export (a list of tasks), posted as it was exported.
-        return request.get_data(), "label-studio", "request.json"
+        return body.spool, "label-studio", "request.json"
     if request.is_json:
         # The JSON form is the JSONL form, one object per record: same fields, same checks.
         records = body["records"]
@@ -94,7 +94,7 @@ def _options(idempotency_key: str | None) -> dict:
     if request.mimetype == "multipart/form-data":
         key = key or request.form.get("idempotency_key") or None
     if request.is_json:
-        parsed = request.get_json(silent=True)
+        parsed = g.get("json_body")
         key = key or (parsed.get("idempotency_key") if isinstance(parsed, dict) else None)
     if key is not None and (len(key) > 200 or "\x00" in key):
         raise ApiError(400, "idempotency_key must be at most 200 characters.", field="idempotency_key")
@@ -206,7 +206,8 @@ def submit_annotations(principal, db, dataset_id, file_format, idempotency_key, 
             raise ApiError(403, f"A vendor token submits as {principal.vendor!r} only.", field="vendor")
         vendor = principal.vendor
     data, fmt, name = _source(body, file_format)
-    if request.is_json and isinstance(body, dict):
+    if fmt == "jsonl" and request.is_json and isinstance(body, dict):
+        # the records object, checked against its schema (a Label Studio body is not)
         vendor = vendor or body.get("vendor")
         tier = tier or body.get("tier")
     if principal.role == Role.VENDOR and tier is not None and tier != "crowd":

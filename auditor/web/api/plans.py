@@ -93,38 +93,52 @@ def plan_view(row: ReleasePlan | None, release_id: int, dataset_id: int, current
             "plan": row.plan}
 
 
-def fetch_plan(db, release_id: int, dataset_id: int) -> tuple[dict, bool]:
-    """The stored plan as the API shows it, asking a worker for a new one when it is missing
-    or older than the latest audit (one row write and one message; no computing here)."""
-    row, ask = plans.request(db, release_id, dataset_id)
+def stored_plan(db, release_id: int, dataset_id: int) -> dict:
+    """The stored plan as the API shows it (read only: a GET writes nothing and asks no worker)."""
+    row, audit = plans.current(db, release_id, dataset_id)
+    return plan_view(row, release_id, dataset_id, plans.is_current(row, audit))
+
+
+def ask_plan(db, release_id: int, dataset_id: int) -> dict:
+    """Ask a worker for the plan when it is missing or older than the latest audit (one row
+    write and one message; no computing here); the plan as it stands."""
+    _, ask = plans.request(db, release_id, dataset_id)
     if ask:
         try:
             db.commit()
         except IntegrityError:
-            # A concurrent first view stored the pending row (and asks the worker) first.
+            # A concurrent first request stored the pending row (and asks the worker) first.
             db.rollback()
             ask = False
     if ask:
         from auditor.worker.plans import request_plan
 
         request_plan(release_id, dataset_id)
-    row, audit = plans.current(db, release_id, dataset_id)
-    current = plans.is_current(row, audit)
-    return plan_view(row, release_id, dataset_id, current), current
+    return stored_plan(db, release_id, dataset_id)
+
+
+_PLAN_DOC = """What to label next, and how much, to settle the release's verdict: for a grid of designs
+    (new items × labels per item, more labels on existing items, per vendor when prices are
+    set) the probability that the verdict certifies it and the cost; the cheapest design
+    reaching 80%; or "cannot be certified at any budget". Computed by a worker after each
+    audit (and when asked with POST): ``current`` is false while the stored plan is older
+    than the latest audit (``status`` ``pending`` while one is on its way); poll again."""
 
 
 @endpoint("GET", "/releases/<int:release_id>/plan", summary="Read a release's audit plan", tag="plans",
-          roles=READERS, query=[_DATASET], response=ref("ReleasePlan"))
+          roles=READERS, query=[_DATASET], response=ref("ReleasePlan"), description=_PLAN_DOC)
 def read_release_plan(principal, db, release_id, dataset_id):
-    """What to label next, and how much, to settle the release's verdict: for a grid of designs
-    (new items × labels per item, more labels on existing items, per vendor when prices are
-    set) the probability that the verdict certifies it and the cost; the cheapest design
-    reaching 80%; or "cannot be certified at any budget". Computed by a worker from the
-    latest audit: ``current`` is false while a newer plan is on its way (``status``
-    ``pending``); poll again."""
     rid, did = _release_dataset(principal, db, release_id, dataset_id)
-    view, _ = fetch_plan(db, rid, did)
-    return view
+    return stored_plan(db, rid, did)
+
+
+@endpoint("POST", "/releases/<int:release_id>/plan", summary="Ask for a release's audit plan", tag="plans",
+          roles=READERS, query=[_DATASET], response=ref("ReleasePlan"), status=202)
+def request_release_plan(principal, db, release_id, dataset_id):
+    """Ask a worker for the release's plan from the latest audit, unless the stored one is
+    current or one is on its way; answers the plan as it stands (poll ``GET`` for the new one)."""
+    rid, did = _release_dataset(principal, db, release_id, dataset_id)
+    return ask_plan(db, rid, did)
 
 
 @endpoint("GET", "/releases/<int:release_id>/relabel-list", summary="List the items to relabel first",
@@ -137,9 +151,8 @@ def list_relabel_items(principal, db, release_id, dataset_id):
     rid, did = _release_dataset(principal, db, release_id, dataset_id)
     row = db.scalars(select(ReleasePlan).where(ReleasePlan.release_id == rid, ReleasePlan.dataset_id == did)).first()
     if row is None or not row.relabel:
-        fetch_plan(db, rid, did)
-        raise ApiError(404, "No plan of this release has been computed yet; it has been asked for: try again "
-                            "in a minute.", field="release_id")
+        raise ApiError(404, f"No plan of this release has been computed yet: POST /api/v1/releases/{rid}/plan "
+                            "asks a worker for one.", field="release_id")
     ids = [int(r[0]) for r in row.relabel]
     ext = dict(db.execute(select(Item.id, Item.external_id).where(Item.dataset_id == did, Item.id.in_(ids))).all())
     rows = [{"rank": i + 1, "item_id": int(r[0]), "external_id": ext.get(int(r[0]), ""), "labels": int(r[2]),

@@ -30,6 +30,7 @@ from auditor.web.api.common import (
     READ_OR_VENDOR,
     get_dataset,
     get_model,
+    get_release,
     get_run,
     vendor_scope,
 )
@@ -112,9 +113,9 @@ def list_dataset_certifications(principal, db, dataset_id, model_id, release_id,
     ds = get_dataset(principal, db, dataset_id)
     stmt = certifications_stmt(principal.workspace_id).where(AuditRun.dataset_id == ds.id)
     if model_id is not None:
-        stmt = stmt.where(Model.id == model_id)
+        stmt = stmt.where(Model.id == get_model(principal, db, model_id).id)
     if release_id is not None:
-        stmt = stmt.where(Release.id == release_id)
+        stmt = stmt.where(Release.id == get_release(principal, db, release_id).id)
     if latest:
         run = latest_run(db, ds.id)
         stmt = stmt.where(AuditRun.id == (run.id if run else -1))
@@ -148,12 +149,12 @@ def list_power_curves(principal, db, dataset_id, audit_run_id, release_id, vendo
     stmt = (select(PowerCurve).join(AuditRun, PowerCurve.audit_run_id == AuditRun.id)
             .where(AuditRun.dataset_id == ds.id).order_by(AuditRun.id.desc(), PowerCurve.id))
     if audit_run_id is not None:
-        stmt = stmt.where(AuditRun.id == audit_run_id)
+        stmt = stmt.where(AuditRun.id == get_run(principal, db, audit_run_id, dataset=ds).id)
     elif not all_runs:
         run = latest_run(db, ds.id)
         stmt = stmt.where(AuditRun.id == (run.id if run else -1))
     if release_id is not None:
-        stmt = stmt.where(PowerCurve.release_id == release_id)
+        stmt = stmt.where(PowerCurve.release_id == get_release(principal, db, release_id).id)
     if vendor is not None:
         stmt = stmt.where(PowerCurve.vendor == vendor)
     columns = ["id", "audit_run_id", "release_id", "vendor", "reference", "combiner", "scorer",
@@ -196,18 +197,19 @@ def list_annotator_bounds(principal, db, dataset_id, vendor, audit_run_id):
     """Each annotator's lower bound (Theorem 3) from one audit run's vendor reports."""
     ds = get_dataset(principal, db, dataset_id)
     vendor = vendor_scope(principal, vendor)
-    run_id = audit_run_id if audit_run_id is not None else getattr(latest_run(db, ds.id), "id", -1)
+    # A run named in the query must be this dataset's: another's (of any workspace) is not found.
+    run = get_run(principal, db, audit_run_id, dataset=ds) if audit_run_id is not None else latest_run(db, ds.id)
+    run_id = run.id if run is not None else -1
     stmt = (select(VendorReport).join(AuditRun, VendorReport.audit_run_id == AuditRun.id)
             .where(AuditRun.dataset_id == ds.id, AuditRun.id == run_id).order_by(VendorReport.vendor))
     if vendor is not None:
         stmt = stmt.where(VendorReport.vendor == vendor)
     rows = [{"vendor": v.vendor, "audit_run_id": v.audit_run_id, **a}
             for v in db.scalars(stmt) for a in (v.annotators or [])]
-    if vendor is None and run_id != -1:
+    if vendor is None and run is not None:
         # Annotators without a vendor are in no vendor report; the run's summary keeps their bounds.
-        run = db.get(AuditRun, run_id)
         rows += [{"vendor": None, "audit_run_id": run_id, **a}
-                 for a in ((run.summary or {}).get("annotators_without_vendor") or [])] if run else []
+                 for a in ((run.summary or {}).get("annotators_without_vendor") or [])]
     columns = ["vendor", "audit_run_id", *dict.fromkeys(k for r in rows for k in r if k not in ("vendor", "audit_run_id"))]
     return Listing(rows, s.annotator_bound, columns, f"annotator-bounds-{ds.id}")
 
