@@ -111,10 +111,10 @@ def plan_command(dataset: str, model: str, release: str, probability: float, as_
 
     from auditor.audit import plans
     from auditor.audit.pipeline import AuditOptions
+    from auditor.audit.snapshot import load_audit_snapshot
     from auditor.config import load_worker_settings
     from auditor.db import Item
     from auditor.db.session import session_scope
-    from auditor.db.snapshot import load_audit_snapshot
 
     factory = _factory(url)
     with session_scope(factory) as session:

@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session, aliased, defer
 from auditor.alerting.lifecycle import is_snoozed
 from auditor.alerting.routing import ALERT_KINDS
 from auditor.audit import plans
+from auditor.audit.store import latest_runs
 from auditor.db import (
     Agreement,
     Alert,
@@ -51,7 +52,6 @@ from auditor.db import (
     VendorReport,
 )
 from auditor.db.models import LabelStudioConnector, MlflowConnector
-from auditor.db.queries_audit import latest_runs
 from auditor.stats.annotators import hoeffding_lower
 from auditor.stats.confusion import confusion_matrix
 from auditor.web.tables import COUNT_CAP, Column, like_pattern, table_state

@@ -23,8 +23,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from auditor.alerting.settings import audit_options
 from auditor.audit import plans
 from auditor.audit.pipeline import AuditOptions
+from auditor.audit.snapshot import load_audit_snapshot
 from auditor.db.session import session_scope
-from auditor.db.snapshot import load_audit_snapshot
 
 __all__ = ["plan_release", "plan_releases", "request_after_audit", "request_plan"]
 

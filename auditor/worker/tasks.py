@@ -40,11 +40,11 @@ from auditor.audit.pipeline import (
     release_payload,
     upper_summary,
 )
+from auditor.audit.snapshot import SnapshotCache
+from auditor.audit.store import heartbeat_audit, stale_datasets
 from auditor.config import WorkerSettings, load_worker_settings
 from auditor.db import make_engine, make_session_factory
-from auditor.db.queries_audit import heartbeat_audit, stale_datasets
 from auditor.db.session import session_scope
-from auditor.db.snapshot import SnapshotCache
 from auditor.worker.dispatch import request_audit
 
 __all__ = ["audit_dataset", "audit_release", "deliver_alerts", "deliver_webhook", "finish_audit", "mlflow_write_back", "sweep"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from flask import jsonify
 from sqlalchemy import Select, func, select
 
+from auditor.audit.store import latest_run
 from auditor.db import (
     Agreement,
     Alert,
@@ -23,7 +24,6 @@ from auditor.db import (
     Role,
     VendorReport,
 )
-from auditor.db.queries_audit import latest_run
 from auditor.jsonable import finite
 from auditor.web.api import serializers as s
 from auditor.web.api.common import (

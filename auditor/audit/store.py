@@ -5,7 +5,7 @@ At most one run per dataset is ``running``; a run whose heartbeat is older than 
 lease is known dead (its worker was killed) and the next claim takes it over. Results
 are written in one transaction that first checks the run is still owned by the writer,
 so a run taken over never writes twice. What an audit reads is the snapshot
-repository's (:mod:`auditor.db.snapshot`).
+repository's (:mod:`auditor.audit.snapshot`).
 """
 
 from __future__ import annotations
