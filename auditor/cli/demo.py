@@ -59,6 +59,7 @@ def seed(session, *, items: int, seed_value: int, password: str) -> tuple[list[i
     """
     from sqlalchemy import select
 
+    from auditor.actions.accounts import set_password
     from auditor.db import Role, User
     from auditor.ingest import (
         create_dataset,
@@ -68,7 +69,6 @@ def seed(session, *, items: int, seed_value: int, password: str) -> tuple[list[i
         import_predictions,
     )
     from auditor.simulate import Drift, HistoryScenario, Scenario, simulate, simulate_history
-    from auditor.web.access import set_password
 
     ws = get_workspace(session, WORKSPACE, create=True)
     ws.name = "Demo workspace"

@@ -73,29 +73,21 @@ def users() -> None:
 def users_create(workspace: str | None, email: str, role: str, vendor: str | None, display_name: str | None,
                  password: str) -> None:
     """Create a user (or reset its role, vendor and password)."""
-    from sqlalchemy import select
-
-    from auditor.db import Role, User
+    from auditor.actions.accounts import AccountError, save_user
+    from auditor.db import Role
     from auditor.ingest import get_workspace
-    from auditor.web.access import set_password
 
-    if role == "vendor" and not vendor:
-        raise click.UsageError("--vendor is required for the vendor role.")
-    if len(password) < 8:
-        raise click.BadParameter("use at least 8 characters.", param_hint="--password")
-    email = email.strip().lower()
     with _session_scope() as db:
         workspace = resolve_workspace(db, workspace)
         ws = get_workspace(db, workspace, create=True)
-        user = db.scalar(select(User).where(User.workspace_id == ws.id, User.email == email))
-        verb = "updated" if user is not None else "created"
-        if user is None:
-            user = User(workspace_id=ws.id, email=email)
-            db.add(user)
-        user.role, user.vendor, user.display_name = Role(role), vendor, display_name or user.display_name
-        set_password(user, password)
-        db.flush()
-        click.echo(f"user {email} ({role}) {verb} in workspace {workspace}")
+        try:
+            user, created = save_user(db, ws.id, email, role=Role(role), password=password, vendor=vendor,
+                                      display_name=display_name)
+        except AccountError as exc:
+            if exc.field == "vendor":
+                raise click.UsageError("--vendor is required for the vendor role.") from None
+            raise click.BadParameter(str(exc), param_hint=f"--{exc.field}") from None
+        click.echo(f"user {user.email} ({role}) {'created' if created else 'updated'} in workspace {workspace}")
 
 
 @main.group()
@@ -116,9 +108,9 @@ def tokens_create(workspace: str | None, email: str, role: str | None, datasets:
     """Create an API token and print it (the only time it is shown)."""
     from sqlalchemy import select
 
+    from auditor.actions.accounts import issue_token
     from auditor.db import DatasetGrant, Role, User, Workspace
     from auditor.ingest import IngestError, get_dataset
-    from auditor.web.security import issue_token
 
     with _session_scope() as db:
         workspace = resolve_workspace(db, workspace)
@@ -193,8 +185,8 @@ def tokens_revoke(workspace: str | None, email: str, token_ids: tuple[int, ...],
     """Revoke tokens at once (the next request with one is refused); recorded with who and when."""
     from sqlalchemy import select
 
+    from auditor.actions.accounts import revoke_token
     from auditor.db import ApiToken
-    from auditor.web.access import revoke_token
 
     if not (token_ids or prefixes or revoke_all):
         raise click.UsageError("name the tokens: --id, --prefix or --all.")
@@ -215,7 +207,7 @@ def tokens_revoke(workspace: str | None, email: str, token_ids: tuple[int, ...],
 
 
 def _set_active(workspace: str | None, email: str, active: bool) -> None:
-    from auditor.web.access import set_user_active
+    from auditor.actions.accounts import set_user_active
 
     with _session_scope() as db:
         workspace, user = _user(db, workspace, email)

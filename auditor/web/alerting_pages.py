@@ -16,6 +16,8 @@ from flask import abort, flash, g, redirect, render_template, request, url_for
 from jsonschema import Draft202012Validator
 from sqlalchemy import select
 
+from auditor.actions import alerts as alert_actions
+from auditor.actions.alerts import STEPPERS
 from auditor.alerting import lifecycle
 from auditor.alerting import settings as ws_settings
 from auditor.alerting.routing import ALERT_KINDS
@@ -42,7 +44,6 @@ from auditor.web.ui import _MAX_ID, _dataset, bp, local_path, login_required
 __all__: list[str] = []
 
 #: Who takes the lifecycle steps (as in the API).
-STEPPERS = frozenset({Role.ADMIN, Role.ANALYST})
 DELIVERIES_SHOWN = 20
 
 
@@ -111,11 +112,9 @@ def _step(alert_id: int, fn, *args, done: str):
     db = get_session()
     a = _alert(alert_id, lock=True)
     try:
-        changed = fn(db, a, *args, api.actor(g.principal))
+        changed = fn(db, a, *args, actor=api.actor(g.principal))
     except lifecycle.LifecycleError as exc:
-        db.rollback()
         abort(exc.status, description=f"{exc.field}: {exc}")
-    db.commit()
     if changed:
         flash(f"Alert {a.id} {done}.")
     return _back(url_for("ui.alerts"))
@@ -125,13 +124,13 @@ def _step(alert_id: int, fn, *args, done: str):
 @login_required()
 def acknowledge_alert(alert_id: int):
     """Mark an alert as seen (the CSRF token is checked before this runs); again changes nothing."""
-    return _step(alert_id, lifecycle.acknowledge, done="acknowledged")
+    return _step(alert_id, alert_actions.acknowledge, done="acknowledged")
 
 
 @bp.post("/alerts/<int:alert_id>/reopen")
 @login_required()
 def reopen_alert(alert_id: int):
-    return _step(alert_id, lifecycle.reopen, done="reopened")
+    return _step(alert_id, alert_actions.reopen, done="reopened")
 
 
 @bp.post("/alerts/<int:alert_id>/assign")
@@ -143,7 +142,7 @@ def assign_alert(alert_id: int):
     user_id = int(raw) if raw else None
     if user_id is not None and user_id > _MAX_ID:
         abort(400, description="user_id: no such user.")
-    return _step(alert_id, lifecycle.assign, user_id, done="assigned" if user_id else "unassigned")
+    return _step(alert_id, alert_actions.assign, user_id, done="assigned" if user_id else "unassigned")
 
 
 @bp.post("/alerts/<int:alert_id>/snooze")
@@ -153,13 +152,13 @@ def snooze_alert(alert_id: int):
     raw = "" if "wake" in request.form else request.form.get("until", "").strip()
     with _as_page_error():
         until = api.parse_time(raw[:40], "until") if raw else None
-    return _step(alert_id, lifecycle.snooze, until, done="snoozed" if until else "woken")
+    return _step(alert_id, alert_actions.snooze, until, done="snoozed" if until else "woken")
 
 
 @bp.post("/alerts/<int:alert_id>/comments")
 @login_required()
 def comment_alert(alert_id: int):
-    return _step(alert_id, lifecycle.comment, request.form.get("body", ""), done="commented on")
+    return _step(alert_id, alert_actions.comment, request.form.get("body", ""), done="commented on")
 
 
 # --- the admins' alert routing ----------------------------------------------------------------------

@@ -10,12 +10,12 @@ import math
 from flask import abort, flash, g, redirect, render_template, request, url_for
 from jsonschema import Draft202012Validator
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 
-from auditor.audit import plans
+from auditor.actions import prices
+from auditor.actions.plans import request_plan
+from auditor.actions.prices import PRICE_SETTERS
 from auditor.db import AuditRun, Dataset, Item, Model, Release, Role
 from auditor.web import dashboards, item_pages, timerange
-from auditor.web.api.common import WRITERS
 from auditor.web.api.serializers import BODIES
 from auditor.web.cache import cached
 from auditor.web.db import get_session
@@ -27,7 +27,6 @@ __all__: list[str] = []
 #: Who may acknowledge an alert (as in the API).
 _ACKNOWLEDGERS = frozenset({Role.ADMIN, Role.ANALYST})
 #: Who may set or clear a vendor's price (as ``POST /api/v1/vendor-prices``).
-PRICE_SETTERS = WRITERS
 
 
 def _int_arg(name: str) -> int | None:
@@ -95,14 +94,12 @@ def _compared_ids() -> list[int | None] | None:
 @login_required()
 def ask_release_plan(release_id: int):
     """The plan panel's form: ask a worker for the release's plan (the CSRF token is checked first)."""
-    from auditor.web.api.plans import ask_plan
-
     rel, _ = _release(release_id)
     dataset_id = request.form.get("dataset_id", type=int)
     if dataset_id is None or not 0 <= dataset_id <= _MAX_ID:
         abort(400, description="dataset_id: name the dataset whose plan to compute.")
     ds = _dataset(dataset_id)
-    ask_plan(get_session(), rel.id, ds.id)
+    request_plan(get_session(), rel.id, ds.id)
     flash("A worker is computing the plan; reload in a minute.")
     return redirect(url_for("ui.release", release_id=rel.id, dataset_id=ds.id, _anchor="plan"))
 
@@ -188,18 +185,11 @@ def set_vendor_price():
     action, vendor, price, currency = _price_form()
     db = get_session()
     if action == "clear":
-        if not plans.clear_price(db, g.principal.workspace_id, vendor):
+        if not prices.clear_vendor_price(db, g.principal.workspace_id, vendor):
             abort(404, description=f"No price is set for the vendor {vendor!r}.")
-        db.commit()
         flash(f"The price of {vendor} was cleared.")
     else:
-        try:
-            row = plans.set_price(db, g.principal.workspace_id, vendor, price, currency)
-            db.commit()
-        except IntegrityError:  # a first price for this vendor set at the same moment: replace it
-            db.rollback()
-            row = plans.set_price(db, g.principal.workspace_id, vendor, price, currency)
-            db.commit()
+        row = prices.set_vendor_price(db, g.principal.workspace_id, vendor, price, currency)
         flash(f"{vendor} charges {row.price_per_label:.10g} {row.currency} per label.")
     return redirect(local_path(request.form.get("next", "")) or url_for("ui.vendors"))
 

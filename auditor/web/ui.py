@@ -130,7 +130,7 @@ def logout():
     """End the session here and on the server: a copy of its cookie is refused afterwards."""
     principal = load_principal(allow_session=True)
     if principal is not None and principal.via == "session":
-        from auditor.web.access import end_sessions
+        from auditor.actions.accounts import end_sessions
 
         db = get_session()
         user = db.get(User, principal.user_id)
@@ -207,7 +207,7 @@ def vendor(name: str):
     dataset_arg()  # another workspace's dataset is not found
     data = dashboards.vendor_page(db, principal.workspace_id, name, dataset_ids=granted, args=request.args,
                                   with_price=principal.reads_all, period=timerange.page_range("all"))
-    from auditor.web.pages import PRICE_SETTERS
+    from auditor.actions.prices import PRICE_SETTERS
 
     return render_template("vendor.html", can_price=principal.role in PRICE_SETTERS, **data)
 
@@ -271,7 +271,7 @@ def access():
 @login_required()
 def access_user(user_id: int, action: str):
     """The CSRF token is checked before this runs."""
-    from auditor.web.access import set_user_active
+    from auditor.actions.accounts import set_user_active
 
     _admin()
     db = get_session()
@@ -291,8 +291,8 @@ def access_user(user_id: int, action: str):
 @login_required()
 def access_token(token_id: int):
     """The CSRF token is checked before this runs."""
+    from auditor.actions.accounts import revoke_token
     from auditor.db import ApiToken
-    from auditor.web.access import revoke_token
 
     _admin()
     db = get_session()
