@@ -10,6 +10,9 @@ from auditor.cli import main
 from auditor.cli._workspace import WORKSPACE_HELP, resolve_workspace, workspace_option
 
 _ROLES = ["admin", "analyst", "vendor", "viewer"]
+#: The web app's factory and its gunicorn hooks, named as in the container's command.
+WEB_APP = "auditor.web:create_app()"
+WEB_HOOKS = "auditor.web.gunicorn_conf"
 
 
 def _session_scope():
@@ -29,32 +32,24 @@ def serve(host: str, port: int, workers: int, threads: int, dev: bool) -> None:
     """Run the web app (JSON API and dashboards) with gunicorn."""
     import os
     import secrets
-
-    from auditor.web import create_app
+    import sys
 
     # Every worker process must sign sessions and CSRF tokens with the same key: without a
     # configured one, pick one here, before the workers fork, for this server's lifetime.
     os.environ.setdefault("AUDITOR_SECRET_KEY", secrets.token_hex(32))
+    # The app and its server hooks by name, as the container runs them: the command line
+    # starts the web app without importing it (the app logs each request with its id; the
+    # hooks share the Prometheus counts of the workers).
     if dev:
-        create_app().run(host=host, port=port, debug=False, use_reloader=True)
+        from flask.cli import ScriptInfo
+
+        ScriptInfo(app_import_path=WEB_APP).load_app().run(host=host, port=port, debug=False, use_reloader=True)
         return
-    from gunicorn.app.base import BaseApplication
+    from gunicorn.app.wsgiapp import WSGIApplication
 
-    class _Server(BaseApplication):
-        def load_config(self):
-            from auditor.web import gunicorn_conf
-
-            # The app logs each request (with its id); the hooks share Prometheus counts.
-            for key, value in {"bind": f"{host}:{port}", "workers": workers, "threads": threads,
-                               "worker_class": "gthread", "on_starting": gunicorn_conf.on_starting,
-                               "child_exit": gunicorn_conf.child_exit, "on_exit": gunicorn_conf.on_exit,
-                               "post_fork": gunicorn_conf.post_fork}.items():
-                self.cfg.set(key, value)
-
-        def load(self):
-            return create_app()
-
-    _Server().run()
+    sys.argv = ["auditor serve", "-c", f"python:{WEB_HOOKS}", "--bind", f"{host}:{port}", "--workers", str(workers),
+                "--threads", str(threads), "--worker-class", "gthread", WEB_APP]
+    WSGIApplication("%(prog)s [OPTIONS] [APP_MODULE]", prog="auditor serve").run()
 
 
 @main.group()

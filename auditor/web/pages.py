@@ -26,7 +26,6 @@ __all__: list[str] = []
 
 #: Who may acknowledge an alert (as in the API).
 _ACKNOWLEDGERS = frozenset({Role.ADMIN, Role.ANALYST})
-#: Who may set or clear a vendor's price (as ``POST /api/v1/vendor-prices``).
 
 
 def _int_arg(name: str) -> int | None:

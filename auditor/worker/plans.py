@@ -25,6 +25,7 @@ from auditor.audit import plans
 from auditor.audit.pipeline import AuditOptions
 from auditor.audit.snapshot import load_audit_snapshot
 from auditor.db.session import session_scope
+from auditor.worker.context import session_factory, worker_settings
 
 __all__ = ["plan_release", "plan_releases", "request_after_audit", "request_plan"]
 
@@ -73,11 +74,9 @@ def request_after_audit(factory: sessionmaker[Session], run_id: int, limit: int)
 
 def _plan(task, dataset_id: int, release_ids: list[int]) -> list[dict[str, Any]]:
     """Plan the releases on the dataset from one snapshot; each plan is stored in its own transaction."""
-    from auditor.worker.tasks import _session_factory, _worker_settings
-
-    factory = _session_factory(task)
+    factory = session_factory(task)
     with session_scope(factory) as session:  # (the snapshot reads in a transaction of its own)
-        options = audit_options(session, dataset_id, AuditOptions.from_settings(_worker_settings(task)))
+        options = audit_options(session, dataset_id, AuditOptions.from_settings(worker_settings(task)))
     with factory() as session:
         snap = load_audit_snapshot(session, dataset_id)
         session.rollback()
