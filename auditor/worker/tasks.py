@@ -27,7 +27,7 @@ from celery.result import GroupResult
 from sqlalchemy import exc as sa_exc
 
 from auditor import webhooks
-from auditor.alerting.channels import Smtp
+from auditor.alerting import channels
 from auditor.alerting.routing import route_alerts
 from auditor.audit import runner
 from auditor.audit.pipeline import (
@@ -278,7 +278,7 @@ def deliver_webhook(self, delivery_id: int) -> dict[str, Any]:
     try:
         done = webhooks.attempt(session_factory(self), int(delivery_id), max_attempts=w.webhook_max_attempts,
                                 backoff=w.webhook_retry_backoff, allow_private=w.webhook_allow_private,
-                                smtp=Smtp.from_settings(w), base_url=w.base_url)
+                                send_channel=channels.sender(channels.Smtp.from_settings(w), w.base_url))
     except TRANSIENT as exc:  # the database is away: the delivery is untouched, try again
         raise self.retry(exc=exc, countdown=w.webhook_retry_backoff) from exc
     if done.retry_in is not None:

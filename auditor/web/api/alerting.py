@@ -242,7 +242,7 @@ def _channel(principal, db, channel_id: int) -> AlertChannel:
 
 def channel_target(body: dict) -> tuple[list[str] | None, str | None]:
     """(recipients, url) of a new channel, checked; a 400 names the bad field."""
-    from auditor.alerting.addresses import valid_address
+    from auditor.addresses import valid_address
 
     if body["kind"] == ChannelKind.EMAIL.value:
         recipients = [r.strip() for r in body.get("recipients") or []]

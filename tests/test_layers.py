@@ -1,0 +1,50 @@
+"""The layering the code keeps, checked as contracts (``[tool.importlinter]`` in pyproject.toml).
+
+``lint-imports`` reads every module of ``auditor`` (statically: imports inside functions
+count) and checks that the statistics import nothing of the service, that the persistence
+layer imports neither the audit, the statistics nor the web app, that the connectors take
+only the worker's public entry points, that the command line and the actions import no web
+code, and that no two packages of ``auditor`` import each other, directly or through others.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _lint_imports() -> str:
+    exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports")
+    if exe is None:
+        pytest.fail("lint-imports is not installed: pip install -e '.[test]'")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([exe, "--no-cache", "--config", str(ROOT / "pyproject.toml")], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+def test_the_layer_contracts_are_kept():
+    report = _lint_imports()
+    # every contract of the configuration ran, and none was broken
+    assert "Contracts: 6 kept, 0 broken." in report, report
+
+
+def test_the_contracts_name_the_layers_the_docs_describe():
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]["contracts"]
+    by_id = {c["id"]: c for c in contracts}
+    assert set(by_id) == {"stats-pure", "db-low", "connectors-public-worker", "cli-not-web", "actions-no-front-end",
+                          "no-package-cycles"}
+    assert {"auditor.db", "auditor.web", "auditor.worker"} <= set(by_id["stats-pure"]["forbidden_modules"])
+    assert set(by_id["db-low"]["forbidden_modules"]) == {"auditor.audit", "auditor.stats", "auditor.web"}
+    assert by_id["cli-not-web"]["forbidden_modules"] == ["auditor.web"]
+    assert by_id["no-package-cycles"]["ancestors"] == ["auditor"]
