@@ -39,7 +39,7 @@ from auditor.web.api.serializers import BODIES
 from auditor.web.db import get_session, in_workspace
 from auditor.web.errors import ApiError
 from auditor.web.tables import Column, like_pattern, table_state
-from auditor.web.ui import _MAX_ID, _dataset, bp, local_path, login_required
+from auditor.web.ui import MAX_ID, bp, dataset_or_404, local_path, login_required
 
 __all__: list[str] = []
 
@@ -73,7 +73,7 @@ def _admin() -> None:
 
 def _owned(model, object_id: int):
     """The workspace's ``model`` object, or a 404."""
-    obj = in_workspace(get_session(), model, object_id, g.principal.workspace_id) if object_id <= _MAX_ID else None
+    obj = in_workspace(get_session(), model, object_id, g.principal.workspace_id) if object_id <= MAX_ID else None
     if obj is None:
         abort(404)
     return obj
@@ -88,7 +88,7 @@ def _back(default: str):
 
 def _alert(alert_id: int, *, lock: bool = False) -> Alert:
     stmt = select(Alert).where(Alert.id == alert_id, Alert.workspace_id == g.principal.workspace_id)
-    a = get_session().scalar(stmt.with_for_update() if lock else stmt) if alert_id <= _MAX_ID else None
+    a = get_session().scalar(stmt.with_for_update() if lock else stmt) if alert_id <= MAX_ID else None
     if a is None:
         abort(404)
     return a
@@ -140,7 +140,7 @@ def assign_alert(alert_id: int):
     if raw and not raw.isdigit():
         abort(400, description=f"user_id: choose a user of the workspace; got {raw[:40]!r}.")
     user_id = int(raw) if raw else None
-    if user_id is not None and user_id > _MAX_ID:
+    if user_id is not None and user_id > MAX_ID:
         abort(400, description="user_id: no such user.")
     return _step(alert_id, alert_actions.assign, user_id, done="assigned" if user_id else "unassigned")
 
@@ -233,7 +233,7 @@ def channel_action(channel_id: int, action: str):
 def _ints(name: str) -> list[int]:
     out = []
     for raw in request.form.getlist(name)[:200]:
-        if not raw.isdigit() or int(raw) > _MAX_ID:
+        if not raw.isdigit() or int(raw) > MAX_ID:
             abort(400, description=f"{name}: not an id; got {raw[:40]!r}.")
         out.append(int(raw))
     return out
@@ -347,4 +347,4 @@ def imports_page(db, ds: Dataset, args) -> dict:
 def imports(dataset_id: int):
     """Every batch of the dataset (who, when, rows, outcome) and its rejected attempts (never cached:
     a rejected attempt changes nothing else a cached page would notice)."""
-    return render_template("imports.html", **imports_page(get_session(), _dataset(dataset_id), request.args))
+    return render_template("imports.html", **imports_page(get_session(), dataset_or_404(dataset_id), request.args))

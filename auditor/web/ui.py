@@ -152,11 +152,13 @@ def overview():
 
 # Ids are 32-bit integers in the database: a larger one in a URL names nothing (a 404, not a
 # database error).
-_MAX_ID = 2**31 - 1
+#: The largest id a page accepts (the database's integer keys): larger ones are not found.
+MAX_ID = 2**31 - 1
 
 
-def _dataset(dataset_id: int) -> Dataset:
-    ds = in_workspace(get_session(), Dataset, dataset_id, g.principal.workspace_id) if dataset_id <= _MAX_ID else None
+def dataset_or_404(dataset_id: int) -> Dataset:
+    """The dataset of the caller's workspace with this id, or a 404."""
+    ds = in_workspace(get_session(), Dataset, dataset_id, g.principal.workspace_id) if dataset_id <= MAX_ID else None
     if ds is None:
         abort(404)
     return ds
@@ -174,21 +176,21 @@ def dataset_arg() -> int | None:
     principal = g.principal
     if value < 0 or (not principal.reads_all and value not in principal.grants):
         abort(404)
-    return _dataset(value).id
+    return dataset_or_404(value).id
 
 
 @bp.get("/datasets/<int:dataset_id>")
 @login_required()
 @cached
 def dataset(dataset_id: int):
-    return render_template("dataset.html", **dashboards.dataset_page(get_session(), _dataset(dataset_id)))
+    return render_template("dataset.html", **dashboards.dataset_page(get_session(), dataset_or_404(dataset_id)))
 
 
 @bp.get("/models/<int:model_id>")
 @login_required()
 @cached
 def model(model_id: int):
-    m = in_workspace(get_session(), Model, model_id, g.principal.workspace_id) if model_id <= _MAX_ID else None
+    m = in_workspace(get_session(), Model, model_id, g.principal.workspace_id) if model_id <= MAX_ID else None
     if m is None:
         abort(404)
     return render_template("model.html", **dashboards.model_page(get_session(), m, dataset_arg(),
@@ -223,7 +225,7 @@ def annotator(dataset_id: int, external_id: str):
                                     or dataset_id not in principal.grants):
         abort(404)
     db = get_session()
-    ds = _dataset(dataset_id)
+    ds = dataset_or_404(dataset_id)
     person = db.scalars(select(Annotator).where(Annotator.workspace_id == principal.workspace_id,
                                                 Annotator.external_id == external_id)).first()
     if person is None or (not principal.reads_all and person.vendor != principal.vendor):
