@@ -152,7 +152,6 @@ def overview():
 
 # Ids are 32-bit integers in the database: a larger one in a URL names nothing (a 404, not a
 # database error).
-#: The largest id a page accepts (the database's integer keys): larger ones are not found.
 MAX_ID = 2**31 - 1
 
 
