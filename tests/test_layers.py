@@ -4,7 +4,8 @@
 count) and checks that the statistics import nothing of the service, that the persistence
 layer imports neither the audit, the statistics nor the web app, that the connectors take
 only the worker's public entry points, that the command line and the actions import no web
-code, and that no two packages of ``auditor`` import each other, directly or through others.
+code, and that no two packages of ``auditor`` (nor two modules of one package) import each
+other, directly or through others.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ def _lint_imports() -> str:
     if exe is None:
         pytest.fail("lint-imports is not installed: pip install -e '.[test]'")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([exe, "--no-cache", "--config", str(ROOT / "pyproject.toml")], cwd=ROOT, env=env,
+    # (the contracts are read from pyproject.toml in the working directory)
+    out = subprocess.run([exe, "--no-cache"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout
