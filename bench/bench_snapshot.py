@@ -13,7 +13,7 @@ release with hard labels and class probabilities on every item, written with
 has its own benchmark). Then, each in a fresh child process (so peak memory is that
 phase's own, including the interpreter and the libraries), it measures:
 
-* ``counts``: :func:`auditor.db.load_snapshot`, counts only (one row per item);
+* ``counts``: :func:`auditor.audit.snapshot.load_snapshot`, counts only (one row per item);
 * ``annotations``: the same with every annotation row;
 * ``counts_no_predictions``, ``annotations_no_predictions``: the same without reading
   the release's predictions (``releases=[]``);
