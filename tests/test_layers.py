@@ -4,12 +4,14 @@
 count) and checks that the statistics import nothing of the service, that the persistence
 layer imports neither the audit, the statistics nor the web app, that the connectors take
 only the worker's public entry points, that the command line and the actions import no web
-code, and that no two packages of ``auditor`` (nor two modules of one package) import each
-other, directly or through others.
+code, that no two packages of ``auditor`` (nor two modules of one package) import each
+other, directly or through others, and that a private module (``_name.py``) is imported only
+inside its package. A private name (``_name``) is not imported from another package either.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -36,7 +38,7 @@ def _lint_imports() -> str:
 def test_the_layer_contracts_are_kept():
     report = _lint_imports()
     # every contract of the configuration ran, and none was broken
-    assert "Contracts: 6 kept, 0 broken." in report, report
+    assert "Contracts: 7 kept, 0 broken." in report, report
 
 
 def test_the_contracts_name_the_layers_the_docs_describe():
@@ -45,8 +47,32 @@ def test_the_contracts_name_the_layers_the_docs_describe():
     contracts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]["contracts"]
     by_id = {c["id"]: c for c in contracts}
     assert set(by_id) == {"stats-pure", "db-low", "connectors-public-worker", "cli-not-web", "actions-no-front-end",
-                          "no-package-cycles"}
+                          "no-package-cycles", "private-modules"}
     assert {"auditor.db", "auditor.web", "auditor.worker"} <= set(by_id["stats-pure"]["forbidden_modules"])
     assert set(by_id["db-low"]["forbidden_modules"]) == {"auditor.audit", "auditor.stats", "auditor.web"}
     assert by_id["cli-not-web"]["forbidden_modules"] == ["auditor.web"]
     assert by_id["no-package-cycles"]["ancestors"] == ["auditor"]
+
+
+#: Private names still imported from another package, each until its move lands (the test
+#: fails when one goes, so that the entry goes with it).
+PENDING_PRIVATE = {
+    # plan_calibration moves to bench/ with the planning package (issue 36)
+    ("auditor.plan_calibration", "auditor.stats.planning"),
+}
+
+
+def _package(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_private_name_is_imported_across_packages():
+    found: dict[tuple[str, str], set[str]] = {}
+    for path in sorted((ROOT / "auditor").rglob("*.py")):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("auditor."):
+                names = {a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")}
+                if names and _package(node.module) != _package(module):
+                    found.setdefault((module, node.module), set()).update(names)
+    assert set(found) == PENDING_PRIVATE, found
