@@ -6,7 +6,7 @@ For each scenario, every repetition draws a release's current data from the true
 (a vendor pool and a model, ``auditor.simulate.PoolScenario``), asks
 ``plan_certification`` for the probability of certifying with each design, then draws
 each design's data from the *true* process and runs the verdict the audit pipeline runs
-(``auditor.plan_calibration``). Reported per design: the mean announced probability and
+(``bench/_plan_calibration.py``). Reported per design: the mean announced probability and
 the observed frequency of certification, and over all designs the frequency per bin of
 announced probability. Pass: within ±0.07 wherever the mean announced probability lies in
 [0.2, 0.95]; the "cannot be certified" answer never given for a model truly better than
@@ -38,12 +38,13 @@ import argparse
 import time
 import warnings
 
-from auditor.plan_calibration import (
+from _plan_calibration import (
     CalibrationScenario,
     check_scenario,
     fixed_truth_error_bound,
     relabel_gain,
 )
+
 from auditor.simulate import PoolScenario
 
 TIGHT = (0.9, 0.85, 0.8, 0.75, 0.7)  # average 0.8; errors uniform: U_t within 0.013 of it as k → ∞

@@ -17,14 +17,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import auditor.stats.planning as planning
-from auditor.plan_calibration import (
-    CalibrationScenario,
-    check_scenario,
-    fixed_truth_error_bound,
-    margin_lower_bound,
-    relabel_gain,
-)
 from auditor.simulate import PoolScenario
 from auditor.stats import (
     AnytimeState,
@@ -39,6 +31,14 @@ from auditor.stats import (
     upper_bounds,
 )
 from auditor.stats.confseq import _prefix_sums
+from auditor.stats.planning import label_model, simulation
+from bench._plan_calibration import (
+    CalibrationScenario,
+    check_scenario,
+    fixed_truth_error_bound,
+    margin_lower_bound,
+    relabel_gain,
+)
 
 TIGHT = (0.9, 0.85, 0.8, 0.75, 0.7)
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::RuntimeWarning")
@@ -62,7 +62,7 @@ def test_expected_variance_process_equals_an_average_over_arrival_orders(n0, n, 
     vals = rng.choice([0.0, 1 / 3, 0.5, 1.0], size=n, p=[0.2, 0.1, 0.1, 0.6])
     orders = np.stack([rng.permutation(vals) for _ in range(4000)])
     exact = _prefix_sums(orders, n0, s0, v0)[2][:, -1]
-    approx = planning._anytime_v(n0, s0, v0, n, vals.sum(), (vals**2).sum())
+    approx = simulation._anytime_v(n0, s0, v0, n, vals.sum(), (vals**2).sum())
     # the formula is the expectation over orders: equal within the Monte Carlo error of 4,000 orders
     assert approx == pytest.approx(exact.mean(), abs=4 * exact.std() / math.sqrt(4000) + 1e-9)
 
@@ -72,16 +72,16 @@ def test_simulated_verdict_equals_the_real_one_on_actual_items(method):
     pool = PoolScenario(hard_fraction=0.1, model_accuracy=0.93, annotator_accuracy=TIGHT)
     counts, preds = data(pool, 1500, 5, 1)
     new_counts, new_preds = data(pool, 3000, 7, 2)
-    cur = planning._current_sums(counts, preds)
+    cur = simulation._current_sums(counts, preds)
     if method == "anytime":
         st_ = AnytimeState()
         st_.update(counts, preds)
-        cur = planning._Current(anytime=st_, t=cur.t, e=cur.e, l=cur.l)
-    values = planning._current_sums(new_counts, new_preds)
+        cur = simulation._Current(anytime=st_, t=cur.t, e=cur.e, l=cur.l)
+    values = simulation._current_sums(new_counts, new_preds)
     new = {s: (np.array([float(getattr(values, s).n)]), np.array([float(getattr(values, s).s)]),
                np.array([float(getattr(values, s).ss)])) for s in ("t", "e", "l")}
     for bound in ("theoretical", "empirical"):
-        simulated = planning._verdict_scores(cur, new, method=method, bound=bound, tau=0.0, split=0.5)[0]
+        simulated = simulation._verdict_scores(cur, new, method=method, bound=bound, tau=0.0, split=0.5)[0]
         if method == "anytime":
             real = AnytimeState()
             real.update(counts, preds)
@@ -162,16 +162,16 @@ def test_probability_range_reads_the_fitted_curve_at_the_margins_quantiles(inter
     theta = rng.normal(0.01, 0.004, size=4000)
     z = (theta - theta.mean()) / theta.std()
     cert = rng.random((1, theta.size)) < 1.0 / (1.0 + np.exp(-(intercept + slope * z)))
-    low, high = planning._probability_range(theta, cert, confidence)
+    low, high = simulation._probability_range(theta, cert, confidence)
     q = np.quantile(z, [(1 - confidence) / 2, (1 + confidence) / 2])
     want = 1.0 / (1.0 + np.exp(-(intercept + slope * q)))
     # the maximum-likelihood curve from 4,000 draws is within a few of its standard errors
     assert low[0] == pytest.approx(min(want[0], cert.mean()), abs=0.06)
     assert high[0] == pytest.approx(max(want[1], cert.mean()), abs=0.06)
     assert low[0] <= cert.mean() <= high[0]
-    same = planning._probability_range(theta, np.ones((2, theta.size), dtype=bool), confidence)
+    same = simulation._probability_range(theta, np.ones((2, theta.size), dtype=bool), confidence)
     assert same[0].tolist() == same[1].tolist() == [1.0, 1.0]
-    assert planning._probability_range(None, cert, confidence)[0][0] == cert.mean()
+    assert simulation._probability_range(None, cert, confidence)[0][0] == cert.mean()
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)
@@ -278,7 +278,7 @@ def test_probability_grows_with_the_number_of_new_items(model, hard, k, seed, me
 @settings(max_examples=30, deadline=None, derandomize=True)
 @given(k=st.integers(1, 12), n_labels=st.integers(1, 5))
 def test_compositions_are_every_count_vector_once(k, n_labels):
-    comps = planning._compositions(k, n_labels)
+    comps = simulation._compositions(k, n_labels)
     assert comps.shape == (math.comb(k + n_labels - 1, n_labels - 1), n_labels)
     assert (comps.sum(axis=1) == k).all() and (comps >= 0).all()
     assert np.unique(comps, axis=0).shape[0] == comps.shape[0]
@@ -327,9 +327,9 @@ def test_the_mixture_extrapolates_the_agreement_with_more_labels(hard):
     est_l, est_x = [], []
     for seed in range(4):
         counts, preds = data(pool, 2000, 5, seed)
-        pop = planning._population(counts, preds, None, [])
+        pop = label_model._population(counts, preds, None, [])
         w = pop.mult / pop.mult.sum()
-        atoms = planning._atoms(pop, 10, np.random.default_rng(0))
+        atoms = simulation._atoms(pop, 10, np.random.default_rng(0))
         est_l.append(w @ (atoms.q @ atoms.credit))
         est_x.append(w @ (atoms.q @ atoms.x_t))
     true_l, true_x = _true_margin(pool, 10)
@@ -342,13 +342,13 @@ def test_the_mixture_extrapolates_the_agreement_with_more_labels(hard):
 
 def test_drawn_k_label_items_match_the_enumerated_distribution(monkeypatch):
     counts, preds = data(PoolScenario(hard_fraction=0.2, annotator_accuracy=TIGHT, model_accuracy=0.9), 800, 3, 9)
-    pop = planning._population(counts, preds, None, [])
+    pop = label_model._population(counts, preds, None, [])
     w = pop.mult / pop.mult.sum()
-    exact = planning._atoms(pop, 6, np.random.default_rng(0))
+    exact = simulation._atoms(pop, 6, np.random.default_rng(0))
     pop.cache.clear()
-    monkeypatch.setattr(planning, "_EXACT_CELLS", 0)
-    monkeypatch.setattr(planning, "_SAMPLED_CELLS", 400_000)
-    drawn = planning._atoms(pop, 6, np.random.default_rng(0))
+    monkeypatch.setattr(simulation, "_EXACT_CELLS", 0)
+    monkeypatch.setattr(simulation, "_SAMPLED_CELLS", 400_000)
+    drawn = simulation._atoms(pop, 6, np.random.default_rng(0))
     for attr in ("x_t", "credit"):
         e, d = w @ (exact.q @ getattr(exact, attr)), w @ (drawn.q @ getattr(drawn, attr))
         assert d == pytest.approx(e, abs=0.01)
@@ -430,8 +430,14 @@ def test_relabeling_the_top_items_tightens_the_margin_more_than_random_items():
 def test_docstring_examples():
     import doctest
 
-    result = doctest.testmod(planning, optionflags=doctest.ELLIPSIS)
-    assert result.attempted >= 5 and result.failed == 0
+    from auditor.stats.planning import certification_plan, relabel
+
+    attempted = 0
+    for module in (certification_plan, relabel):
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0
+        attempted += result.attempted
+    assert attempted >= 5
 
 
 def test_margin_lower_bound_is_theorem_7_with_the_error_halved():

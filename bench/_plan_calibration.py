@@ -10,7 +10,8 @@ certified outcomes should match the mean announced probability. :func:`relabel_g
 checks the relabel list the same way: one more true label on each of the top ``B`` items
 against ``B`` random items.
 
-Used by ``bench/bench_plan_calibration.py`` (the full study) and the tests (a reduced one).
+Used by ``bench/bench_plan_calibration.py`` (the full study) and the tests (a reduced one); it
+lives beside the benches because it reads the planner's internals (its simulated verdict).
 """
 
 from __future__ import annotations
@@ -25,13 +26,8 @@ import numpy as np
 from auditor.simulate import PoolScenario
 from auditor.stats import AnytimeState, certify
 from auditor.stats.certification import item_values
-from auditor.stats.planning import (
-    _Current,
-    _current_sums,
-    _verdict_scores,
-    plan_certification,
-    relabel_priority,
-)
+from auditor.stats.planning import plan_certification, relabel_priority
+from auditor.stats.planning.simulation import _Current, _current_sums, _verdict_scores
 
 __all__ = [
     "CalibrationScenario",
