@@ -27,7 +27,7 @@ from auditor.simulate import PoolScenario
 from auditor.stats import AnytimeState, certify
 from auditor.stats.certification import item_values
 from auditor.stats.planning import plan_certification, relabel_priority
-from auditor.stats.planning.simulation import _Current, _current_sums, _verdict_scores
+from auditor.stats.planning.simulation import _Current, _current_sums, _values_new, _verdict_scores
 
 __all__ = [
     "CalibrationScenario",
@@ -151,12 +151,12 @@ def true_verdict(scenario: CalibrationScenario, counts: np.ndarray, preds: np.nd
     Anytime: the current rows enter first (in order), then the new ones, as
     :func:`~auditor.audit.pipeline.anytime_update` does; the paper's: :func:`certify` on all.
     """
-    if scenario.method == "anytime":
+    if scenario.method in ("anytime", "anytime-fan"):
         st = AnytimeState(tau=scenario.tau)
         st.update(counts, preds)
         if new_counts.shape[0]:
             st.update(new_counts, new_preds)
-        return st.confidence(scenario.bound, tau=scenario.tau).score >= scenario.target
+        return st.confidence(scenario.bound, method=scenario.method).score >= scenario.target
     all_counts = np.vstack([counts, new_counts]) if new_counts.shape[0] else counts
     all_preds = np.concatenate([preds, new_preds]) if new_counts.shape[0] else preds
     res = certify(all_counts, all_preds, tau=scenario.tau, threshold=scenario.target, bound=scenario.bound,
@@ -178,23 +178,19 @@ def conditional_probability(scenario: CalibrationScenario, counts: np.ndarray, p
     ``values`` are per-item values of a large sample of the true process's new items
     (:func:`_true_values`; a sample much larger than ``n_new``, so resampling it is drawing
     from the process). Each of ``simulations`` futures resamples ``n_new`` of them and runs
-    the verdict on the current data plus their sums: the same verdict on sums as the planner
-    (``tests/stats/test_planning.py`` checks it equals the real one on actual items).
+    the verdict on the current data plus them: the same simulated verdict as the planner
+    (``tests/stats/test_planning.py`` checks it equals the real one on actual items), on
+    the items' (credit, X) pairs.
     """
     m = np.asarray(counts)
     cur = _current_sums(m, preds)
-    if scenario.method == "anytime":
-        st = AnytimeState()
+    if scenario.method in ("anytime", "anytime-fan"):
+        st = AnytimeState(tau=scenario.tau)
         st.update(m, preds)
         cur = _Current(anytime=st, t=cur.t, e=cur.e, l=cur.l)
-    size = next(iter(values.values())).shape[0]
+    size = values["l"].shape[0]
     idx = rng.integers(0, size, size=(simulations, n_new))
-    new = {}
-    for key, x in values.items():
-        xs = x[idx]
-        ok = ~np.isnan(xs)
-        xs = np.where(ok, xs, 0.0)
-        new[key] = (ok.sum(axis=1).astype(float), xs.sum(axis=1), (xs * xs).sum(axis=1))
+    new = _values_new(values["l"], values["t"], values["e"], idx)
     score = _verdict_scores(cur, new, method=scenario.method, bound=scenario.bound, tau=scenario.tau, split=0.5)
     return float(np.mean(np.nan_to_num(score, nan=-1.0) >= scenario.target))
 

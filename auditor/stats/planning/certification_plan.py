@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
+from scipy import special
 
 from auditor.stats._validation import StatsInputError, as_rng, check_nonnegative, check_probability
 from auditor.stats.certification import (
+    ANYTIME_METHODS,
     BOUNDS,
     AnytimeState,
     _check_choice,
@@ -20,6 +23,7 @@ from auditor.stats.planning.label_model import (
     _limit_values,
     _Population,
     _population,
+    _refitted_limit_margins,
 )
 from auditor.stats.planning.relabel import _relabel_rank, _relabel_sums
 from auditor.stats.planning.results import CertificationPlan, Design
@@ -37,7 +41,7 @@ from auditor.stats.planning.simulation import (
 #: Bisection steps that refine the smallest number of new items reaching the probability.
 _REFINE_STEPS = 4
 
-PLAN_METHODS = ("anytime", "oms", "hms", "bernstein")
+PLAN_METHODS = ("anytime", "anytime-fan", "oms", "hms", "bernstein")
 #: Labels per new item tried when none are given (plus the data's own median).
 DEFAULT_LABELS_PER_ITEM = (2, 3, 5, 7, 10, 15, 20)
 #: Extra labels on existing items tried (fixed-sample verdicts), as fractions of the items.
@@ -108,13 +112,15 @@ def plan_certification(counts, predictions, *, target: float = 0.95, tau: float 
     of :func:`relabel_priority`. Where the grid crosses ``probability``, the smallest
     number of new items is refined by bisection.
 
-    "Cannot be certified at any budget" (``certifiable=False``) is the answer when the
-    population margin :math:`\\theta_L - \\tau - \\sqrt{\\theta_U}` of new items is negative for
-    every number of labels per item, the limit of infinitely many included (however many
-    such items are added, the stream means tend to these values), with posterior
-    probability at least ``1 - rule_out``. An estimated margin below 0 that the data cannot
-    rule out is said in the notes. The limit rests on the label model's extrapolation, hence
-    the caution: a "cannot" is a strong claim.
+    "Cannot be certified at any budget" (``certifiable=False``) is the answer only when the
+    upper end of the one-sided ``1 - rule_out`` interval of the population margin
+    :math:`\\theta_L - \\tau - \\sqrt{\\theta_U}` of new items with infinitely many labels
+    (however many such items are added, the stream means tend to it) is below zero, and so
+    is every grid number of labels per item's. The interval comes from the label model
+    refitted on Bayesian-bootstrap draws of the items, so it carries the model's fitting
+    error, not only the sampling error of the items. An estimated margin below 0 that the
+    data cannot rule out is said in the notes. The limit rests on the label model's
+    extrapolation, hence the caution: a "cannot" is a strong claim.
 
     Parameters
     ----------
@@ -126,8 +132,10 @@ def plan_certification(counts, predictions, *, target: float = 0.95, tau: float 
         The confidence the verdict needs (``AUDITOR_CERTIFY_THRESHOLD``).
     tau : float, default 0
         The margin the model must beat the average annotator by.
-    method : {"anytime", "oms", "hms", "bernstein"}
-        The verdict (the badge's is ``"anytime"`` by default).
+    method : {"anytime", "anytime-fan", "oms", "hms", "bernstein"}
+        The verdict (the badge's is ``"anytime"`` by default: the betting e-process of
+        :class:`~auditor.stats.BettingStream`; ``"anytime-fan"`` the earlier pair of
+        sequences).
     bound : {"theoretical", "empirical"}
     probability : float in (0, 1), default 0.8
         The probability of certifying the recommended design must reach.
@@ -153,7 +161,8 @@ def plan_certification(counts, predictions, *, target: float = 0.95, tau: float 
     n_simulations : int, default 400
         Simulated futures per design (standard error at most 0.025).
     rule_out : float, default 0.05
-        "Cannot be certified" needs the posterior probability that some budget could below this.
+        "Cannot be certified" needs the infinite-label margin's upper ``1 - rule_out``
+        bound below zero.
     rng : None, int or numpy Generator
         Seeds everything: the same seed gives the same plan, bit for bit.
 
@@ -192,102 +201,178 @@ def plan_certification(counts, predictions, *, target: float = 0.95, tau: float 
     if not (k_items > 0).any():
         raise StatsInputError("`counts` has no labelled item: there is nothing to plan from.")
     notes: list[str] = []
-
-    # --- the populations new items are drawn from
-    pops: list[_Population] = []
-    if vendor_counts is not None:
-        if not isinstance(vendor_counts, Mapping) or not vendor_counts:
-            raise StatsInputError("`vendor_counts` must map vendor names to count matrices.")
-        for name in sorted(vendor_counts, key=str):
-            vc = as_vendor_counts(vendor_counts[name], m.shape, name)
-            p = _population(vc, pred, str(name), notes)
-            if p is None:
-                notes.append(f"vendor {name} has no labels on these items: left out")
-                continue
-            pops.append(p)
-        if not pops:
-            raise StatsInputError("no vendor in `vendor_counts` has a label on these items.")
-        pooled = None  # fitted below if relabeling designs need it
+    pops, pooled = _fit_pools(m, pred, vendor_counts, label_cost, notes)
+    prices = _prices(label_cost, [p.vendor for p in pops])
+    cur, score_now = _current_verdict(m, pred, method=method, bound=bound, tau=tau, split=split, state=state,
+                                      notes=notes)
+    certified_now = bool(np.isfinite(score_now) and score_now >= target)
+    sim = _Simulator(cur=cur, method=method, bound=bound, tau=tau, split=split, target=target, r=r,
+                     confidence=confidence, prices=prices, max_budget=max_budget)
+    ks, n_grid = _grids(k_items, labels_per_item, new_items, max_budget, sim.cheapest)
+    designs = [Design(0, 0, 0, float(certified_now), 0.0, 0, 0.0 if sim.cheapest is not None else None,
+                      probability_low=float(certified_now), probability_high=float(certified_now))]
+    weights = {id(p): _gamma_weights(p, r, gen) for p in pops}
+    seeds = gen.integers(0, 2**63 - 1, size=len(pops) * len(ks) + 2)
+    designs += _new_item_designs(sim, pops, ks, n_grid, weights, seeds, probability)
+    if method in ANYTIME_METHODS:
+        notes.append("the anytime verdict freezes an item's values when it enters its stream: more labels on "
+                     "items already counted cannot change it, so only new items are planned")
     else:
+        designs += _relabel_designs(sim, m, pred, pops, pooled, extra_labels,
+                                    np.random.default_rng(int(seeds[-1])), notes)
+    margins, certifiable_probability, upper_inf = _margins(pops, ks, weights, bound=bound, tau=tau,
+                                                           rule_out=rule_out, rng=np.random.default_rng(int(seeds[-2])))
+    certifiable = certified_now or upper_inf >= 0.0
+    _certifiability_notes(notes, certified_now, certifiable, max(margins.values()), upper_inf,
+                          certifiable_probability, rule_out)
+    designs = sorted(designs, key=lambda d: (d.cost if d.cost is not None else d.labels, d.labels, d.new_items,
+                                             d.vendor or ""))
+    reach = [d for d in designs if d.probability >= probability]
+    recommended = reach[0] if reach else None
+    assured = next((d for d in designs if d.probability_low is not None and d.probability_low >= probability), None)
+    if recommended is None and certifiable:
+        notes.append(f"no design within the grid and budget reaches probability {probability:g}")
+    return CertificationPlan(
+        designs=tuple(designs), recommended=recommended, certifiable=certifiable,
+        certifiable_probability=certifiable_probability, margins=margins, certified_now=certified_now,
+        score_now=score_now, probability=probability, target=target, tau=tau, method=method, bound=bound,
+        n_simulations=r, models=tuple(p.model() for p in pops), notes=tuple(dict.fromkeys(notes)), assured=assured,
+        confidence=confidence)
+
+
+def _fit_pools(m: np.ndarray, pred: np.ndarray, vendor_counts, label_cost, notes: list[str]):
+    """The label models new items are drawn from: one per vendor with ``vendor_counts``, else
+    the pooled one (returned second; None per vendor, fitted later if relabeling needs it)."""
+    if vendor_counts is None:
         if isinstance(label_cost, Mapping):
             raise StatsInputError("per-vendor prices (`label_cost` as a mapping) need `vendor_counts`.")
         pooled = _population(m, pred, None, notes)
-        pops.append(pooled)
-    prices = _prices(label_cost, [p.vendor for p in pops])
+        return [pooled], pooled
+    if not isinstance(vendor_counts, Mapping) or not vendor_counts:
+        raise StatsInputError("`vendor_counts` must map vendor names to count matrices.")
+    pops: list[_Population] = []
+    for name in sorted(vendor_counts, key=str):
+        vc = as_vendor_counts(vendor_counts[name], m.shape, name)
+        p = _population(vc, pred, str(name), notes)
+        if p is None:
+            notes.append(f"vendor {name} has no labels on these items: left out")
+            continue
+        pops.append(p)
+    if not pops:
+        raise StatsInputError("no vendor in `vendor_counts` has a label on these items.")
+    return pops, None
 
-    # --- the current verdict
+
+def _current_verdict(m: np.ndarray, pred: np.ndarray, *, method: str, bound: str, tau: float, split: float,
+                     state, notes: list[str]) -> tuple[_Current, float]:
+    """The current data as the verdict sees it, and its score now.
+
+    The anytime verdicts read the stored state (by default the rows enter in order, as in
+    :func:`~auditor.stats.certify`). A state whose betting streams test another ``tau``, or
+    that has none (a stored version-1 state), is rebuilt from the rows, as the audit
+    pipeline rebuilds it, and a note says so.
+    """
     cur = _current_sums(m, pred)
-    if method == "anytime":
-        if state is None:
-            state = AnytimeState()
-            state.update(m, pred)
-        elif not isinstance(state, AnytimeState):
-            raise StatsInputError("`state` must be an AnytimeState.")
-        cur = _Current(anytime=state, t=cur.t, e=cur.e, l=cur.l)
-    if method == "anytime":
-        ustream = state.upper_t if bound == "theoretical" else state.upper_e
-        score_now = state.confidence(bound, tau=tau, split=split).score \
-            if ustream.n and state.lower.n else math.nan
-    else:
+    if method not in ANYTIME_METHODS:
         zero = {s: (np.zeros(1), np.zeros(1), np.zeros(1)) for s in ("t", "e", "l")}
-        score_now = float(_verdict_scores(cur, zero, method=method, bound=bound, tau=tau, split=split)[0])
-    certified_now = bool(np.isfinite(score_now) and score_now >= target)
+        return cur, float(_verdict_scores(cur, zero, method=method, bound=bound, tau=tau, split=split)[0])
+    if state is not None and not isinstance(state, AnytimeState):
+        raise StatsInputError("`state` must be an AnytimeState.")
+    rebuild = state is None
+    if state is not None and method == "anytime":
+        empty = state.betting(bound).n == 0 and state.lower.n > 0
+        if state.tau != tau or empty:
+            notes.append("the stored anytime state's betting streams test another margin (or predate them): "
+                         "they were rebuilt from the release's items in order")
+            rebuild = True
+    if rebuild:
+        state = AnytimeState(tau=tau)
+        state.update(m, pred)
+    cur = _Current(anytime=state, t=cur.t, e=cur.e, l=cur.l)
+    if method == "anytime":
+        stream = state.betting(bound)
+        return cur, (stream.confidence().score if stream.n else math.nan)
+    ustream = state.upper_t if bound == "theoretical" else state.upper_e
+    ok = ustream.n and state.lower.n
+    return cur, (state.confidence(bound, method="anytime-fan", tau=tau, split=split).score if ok else math.nan)
 
-    # --- grids
+
+def _grids(k_items: np.ndarray, labels_per_item, new_items, max_budget, cheapest) -> tuple[tuple, tuple]:
+    """Labels per new item and numbers of new items to simulate (the defaults, or as passed)."""
     med_k = int(np.median(k_items[k_items > 0]))
     ks = _check_int_grid(labels_per_item, "labels_per_item", minimum=1) if labels_per_item is not None \
         else tuple(sorted(set(DEFAULT_LABELS_PER_ITEM) | {max(2, min(med_k, 50))}))
-    cheapest = min((v for v in prices.values() if v is not None), default=None)
     if new_items is not None:
-        n_grid = _check_int_grid(new_items, "new_items", minimum=1)
-    else:
-        hi = MAX_NEW_ITEMS
-        if max_budget is not None:
-            per_item = min(ks) * (cheapest if cheapest is not None else 1.0)
-            if per_item > 0:
-                hi = int(min(hi, max_budget // per_item))
-        n_grid = tuple(_nice_grid(100, hi)) or ((hi,) if hi >= 1 else ())
+        return ks, _check_int_grid(new_items, "new_items", minimum=1)
+    hi = MAX_NEW_ITEMS
+    if max_budget is not None:
+        per_item = min(ks) * (cheapest if cheapest is not None else 1.0)
+        if per_item > 0:
+            hi = int(min(hi, max_budget // per_item))
+    return ks, tuple(_nice_grid(100, hi)) or ((hi,) if hi >= 1 else ())
 
-    def cost_of(labels: int, vendor) -> float | None:
-        price = prices.get(vendor)
+
+@dataclass(eq=False)
+class _Simulator:
+    """What every design's simulation shares: the current data as the verdict sees it, the
+    verdict's options, the prices and the budget."""
+
+    cur: _Current
+    method: str
+    bound: str
+    tau: float
+    split: float
+    target: float
+    r: int
+    confidence: float
+    prices: dict
+    max_budget: float | None
+
+    @property
+    def cheapest(self) -> float | None:
+        return min((v for v in self.prices.values() if v is not None), default=None)
+
+    def cost_of(self, labels: int, vendor) -> float | None:
+        price = self.prices.get(vendor)
         return None if price is None else labels * price
 
-    def affordable(labels: int, vendor) -> bool:
-        if max_budget is None:
+    def affordable(self, labels: int, vendor) -> bool:
+        if self.max_budget is None:
             return True
-        c = cost_of(labels, vendor)
-        return (c if c is not None else labels) <= max_budget + 1e-9
+        c = self.cost_of(labels, vendor)
+        return (c if c is not None else labels) <= self.max_budget + 1e-9
 
-    designs: list[Design] = [Design(0, 0, 0, float(certified_now), 0.0, 0, 0.0 if cheapest is not None else None,
-                                    probability_low=float(certified_now), probability_high=float(certified_now))]
-
-    def design(n, k, e, cert, vendor, theta=None, ranged=True):
+    def design(self, n, k, e, cert, vendor, theta=None, ranged=True) -> Design:
         p = float(np.mean(cert))
         labels = n * k + e
         low = high = None
         if ranged:
-            lo, hi = _probability_range(theta, np.asarray(cert)[None, :], confidence)
+            lo, hi = _probability_range(theta, np.asarray(cert)[None, :], self.confidence)
             low, high = float(lo[0]), float(hi[0])
         return Design(new_items=int(n), labels_per_item=int(k) if n else 0, extra_labels_on_existing=int(e),
-                      probability=p, std_error=math.sqrt(p * (1.0 - p) / r), labels=int(labels),
-                      cost=cost_of(labels, vendor), vendor=vendor, probability_low=low, probability_high=high)
+                      probability=p, std_error=math.sqrt(p * (1.0 - p) / self.r), labels=int(labels),
+                      cost=self.cost_of(labels, vendor), vendor=vendor, probability_low=low, probability_high=high)
 
-    def certified(new) -> np.ndarray:
-        s = _verdict_scores(cur, new, method=method, bound=bound, tau=tau, split=split)
-        return np.nan_to_num(s, nan=-1.0) >= target
+    def certified(self, new: dict) -> np.ndarray:
+        s = _verdict_scores(self.cur, new, method=self.method, bound=self.bound, tau=self.tau, split=self.split)
+        return np.nan_to_num(s, nan=-1.0) >= self.target
 
-    def certified_many(news: list[dict]) -> list[np.ndarray]:
-        """``certified`` of many designs in one vectorised verdict call."""
+    def certified_many(self, news: list[dict]) -> list[np.ndarray]:
+        """``certified`` of many designs; the sums-based verdicts in one vectorised call (the
+        betting verdict reads each design's own values, one call each)."""
         if not news:
             return []
-        joined = {key: tuple(np.concatenate([nw[key][i] for nw in news]) for i in range(3)) for key in news[0]}
-        flat = certified(joined)
-        return np.split(flat, len(news))
+        if self.method == "anytime":
+            return [self.certified(nw) for nw in news]
+        joined = {key: tuple(np.concatenate([nw[key][i] for nw in news]) for i in range(3)) for key in ("t", "e", "l")}
+        return np.split(self.certified(joined), len(news))
 
-    # --- new items, per population and labels per item. All designs' data are drawn
-    # first (nested along the number of items), then every verdict is computed at once.
-    weights = {id(p): _gamma_weights(p, r, gen) for p in pops}
-    seeds = gen.integers(0, 2**63 - 1, size=len(pops) * len(ks) + 2)
+
+def _new_item_designs(sim: _Simulator, pops, ks, n_grid, weights, seeds, probability: float) -> list[Design]:
+    """New items, per population and labels per item. All designs' data are drawn first
+    (nested along the number of items), then every verdict at once; then the smallest
+    number of items reaching ``probability`` is refined by bisection."""
+    designs: list[Design] = []
     paths = []
     for i, (pop, k) in enumerate((p, k) for p in pops for k in ks):
         sub = np.random.default_rng(int(seeds[i]))
@@ -297,27 +382,32 @@ def plan_certification(counts, predictions, *, target: float = 0.95, tau: float 
         h = np.zeros(pvals.shape, dtype=np.int64)
         done, steps = 0, []
         for n in n_grid:
-            if not affordable(n * k, pop.vendor):
+            if not sim.affordable(n * k, pop.vendor):
                 break
             h = h + sub.multinomial(n - done, pvals)
             done = n
             steps.append((n, h))
         paths.append({"pop": pop, "k": k, "atoms": atoms, "pvals": pvals, "rng": sub, "steps": steps,
-                      "theta": _population_margins(pop, atoms, weights[id(pop)], bound=bound, tau=tau)})
-    grid_cert = certified_many([_new_sums(pt["atoms"], h) for pt in paths for _, h in pt["steps"]])
+                      "theta": _population_margins(pop, atoms, weights[id(pop)], bound=sim.bound, tau=sim.tau)})
+    grid_cert = sim.certified_many([_new_sums(pt["atoms"], h) for pt in paths for _, h in pt["steps"]])
     pos = 0
     for pt in paths:
         pt["p"] = []
         for n, _ in pt["steps"]:
-            designs.append(design(n, pt["k"], 0, grid_cert[pos], pt["pop"].vendor, pt["theta"]))
+            designs.append(sim.design(n, pt["k"], 0, grid_cert[pos], pt["pop"].vendor, pt["theta"]))
             pt["p"].append(designs[-1].probability)
             pos += 1
-        # bisection between the last grid point below the probability and the first above
         first = next((j for j, p in enumerate(pt["p"]) if p >= probability), None)
         pt["active"] = first is not None
         if first is not None:
             pt["lo"] = pt["steps"][first - 1] if first else (0, np.zeros_like(pt["pvals"], dtype=np.int64))
             pt["hi"] = pt["steps"][first][0]
+    return designs + _refine(sim, paths, probability)
+
+
+def _refine(sim: _Simulator, paths: list[dict], probability: float) -> list[Design]:
+    """Bisection between the last grid point below ``probability`` and the first above."""
+    designs: list[Design] = []
     for _ in range(_REFINE_STEPS):
         todo = []
         for pt in paths:
@@ -332,91 +422,95 @@ def plan_certification(counts, predictions, *, target: float = 0.95, tau: float 
             todo.append((pt, mid, hm))
         if not todo:
             break
-        for (pt, mid, hm), cert in zip(todo, certified_many([_new_sums(pt["atoms"], hm) for pt, _, hm in todo]),
-                                       strict=True):
-            d = design(mid, pt["k"], 0, cert, pt["pop"].vendor, pt["theta"])
+        certs = sim.certified_many([_new_sums(pt["atoms"], hm) for pt, _, hm in todo])
+        for (pt, mid, hm), cert in zip(todo, certs, strict=True):
+            d = sim.design(mid, pt["k"], 0, cert, pt["pop"].vendor, pt["theta"])
             designs.append(d)
             if d.probability >= probability:
                 pt["hi"] = mid
             else:
                 pt["lo"] = (mid, hm)
+    return designs
 
-    # --- more labels on existing items (fixed-sample verdicts)
-    if method == "anytime":
-        notes.append("the anytime verdict freezes an item's values when it enters its stream: more labels on "
-                     "items already counted cannot change it, so only new items are planned")
-    else:
-        n_lab = int((k_items > 0).sum())
-        e_grid = _check_int_grid(extra_labels, "extra_labels", minimum=1) if extra_labels is not None else \
-            tuple(sorted({max(1, round(f * n_lab)) for f in DEFAULT_RELABEL_FRACTIONS}))
-        e_grid = tuple(e for e in e_grid if e <= n_lab)
-        if e_grid:
-            if pooled is None:
-                pooled = _population(m, pred, None, notes)
-            rank = _relabel_rank(pooled, m, pred, bound, cur)
-            sub = np.random.default_rng(int(seeds[-1]))
-            for e in e_grid:
-                if not any(affordable(e, p.vendor) for p in pops):
-                    break
-                chosen = rank.top(e)
-                new = _relabel_sums(m[chosen], pred[chosen], pooled, r, sub)
-                cert = certified(new)
-                for pop in pops:
-                    if affordable(e, pop.vendor):
-                        designs.append(design(0, 0, e, cert, pop.vendor, ranged=False))
-            notes.append("extra labels on existing items go one each to the top of the relabel list; they are "
-                         "drawn from each item's posterior predictive (the pooled label model)")
 
-    # --- can any budget certify?
+def _relabel_designs(sim: _Simulator, m, pred, pops, pooled, extra_labels, rng, notes: list[str]) -> list[Design]:
+    """One more label on each of the top items of the relabel list (fixed-sample verdicts)."""
+    n_lab = int((m.sum(axis=1) > 0).sum())
+    e_grid = _check_int_grid(extra_labels, "extra_labels", minimum=1) if extra_labels is not None else \
+        tuple(sorted({max(1, round(f * n_lab)) for f in DEFAULT_RELABEL_FRACTIONS}))
+    e_grid = tuple(e for e in e_grid if e <= n_lab)
+    if not e_grid:
+        return []
+    if pooled is None:
+        pooled = _population(m, pred, None, notes)
+    rank = _relabel_rank(pooled, m, pred, sim.bound, sim.cur)
+    designs = []
+    for e in e_grid:
+        if not any(sim.affordable(e, p.vendor) for p in pops):
+            break
+        chosen = rank.top(e)
+        cert = sim.certified(_relabel_sums(m[chosen], pred[chosen], pooled, sim.r, rng))
+        designs += [sim.design(0, 0, e, cert, pop.vendor, ranged=False) for pop in pops
+                    if sim.affordable(e, pop.vendor)]
+    notes.append("extra labels on existing items go one each to the top of the relabel list; they are "
+                 "drawn from each item's posterior predictive (the pooled label model)")
+    return designs
+
+
+def _margins(pops, ks, weights, *, bound: str, tau: float, rule_out: float,
+             rng: np.random.Generator) -> tuple[dict, float, float]:
+    """The estimated population margin per number of labels per new item and its limit; the
+    posterior probability that the best of them is positive; and the largest upper
+    ``1 - rule_out`` bound of the infinite-label margin over the populations (from the
+    label model refitted on bootstrap draws, :func:`_refitted_limit_margins`)."""
     margins: dict[str, float] = {}
+    r = next(iter(weights.values())).shape[0]
     best_draws = np.full(r, -np.inf)
-    best_est = -math.inf
+    upper_inf = -math.inf
     for pop in pops:
         g = weights[id(pop)]
         g_mean = pop.mult / pop.mult.sum()
         prefix = "" if pop.vendor is None else f"{pop.vendor}:"
-        sq_inf, cr_inf = _limit_values(pop)
-        cases = [(str(k), _atoms(pop, k, np.random.default_rng(0))) for k in ks]
-        for key, atoms in cases:
+        for k in ks:
+            atoms = _atoms(pop, k, np.random.default_rng(0))
             x = atoms.x_t if bound == "theoretical" else atoms.x_e
             if atoms.k < 2 and bound == "empirical":
                 continue
             ex, ec = atoms.q @ x, atoms.q @ atoms.credit
-            est = float(g_mean @ ec) - tau - math.sqrt(max(float(g_mean @ ex), 0.0))
+            margins[prefix + str(k)] = float(g_mean @ ec) - tau - math.sqrt(max(float(g_mean @ ex), 0.0))
             draws = g @ ec - tau - np.sqrt(np.maximum(g @ ex, 0.0))
-            margins[prefix + key] = est
-            best_est = max(best_est, est)
             best_draws = np.maximum(best_draws, draws)
-        est = float(g_mean @ cr_inf) - tau - math.sqrt(max(float(g_mean @ sq_inf), 0.0))
-        margins[prefix + "inf"] = est
-        best_est = max(best_est, est)
+            upper_inf = max(upper_inf, float(np.quantile(draws, 1.0 - rule_out)))
+        sq_inf, cr_inf = _limit_values(pop)
+        margins[prefix + "inf"] = float(g_mean @ cr_inf) - tau - math.sqrt(max(float(g_mean @ sq_inf), 0.0))
         best_draws = np.maximum(best_draws, g @ cr_inf - tau - np.sqrt(np.maximum(g @ sq_inf, 0.0)))
-    certifiable_probability = 1.0 if certified_now else float(np.mean(best_draws > 0))
-    certifiable = certified_now or certifiable_probability >= rule_out
+        refits = _refitted_limit_margins(pop, tau=tau, rng=rng)
+        upper_inf = max(upper_inf, _upper_bound(refits, margins[prefix + "inf"], rule_out))
+    return margins, float(np.mean(best_draws > 0)), upper_inf
+
+
+def _upper_bound(draws: np.ndarray, estimate: float, rule_out: float) -> float:
+    """The upper end of the one-sided ``1 - rule_out`` interval of a margin from its refitted
+    bootstrap draws (normal approximation: a few dozen draws pin a standard deviation far
+    better than a tail quantile); never below the point estimate."""
+    draws = draws[np.isfinite(draws)]
+    if draws.size < 2:
+        return estimate
+    z = float(special.ndtri(1.0 - rule_out))
+    return max(estimate, float(draws.mean())) + z * float(draws.std(ddof=1))
+
+
+def _certifiability_notes(notes, certified_now, certifiable, best_est, upper, probability, rule_out) -> None:
     if not certifiable:
         notes.append(f"cannot be certified at any budget: the estimated L stays below U (by {-best_est:.4f} at "
-                     "best) however many items and labels per item are added; posterior probability that some "
-                     f"budget could: {certifiable_probability:.3f}")
+                     "best) however many items and labels per item are added, and the upper "
+                     f"{1 - rule_out:.0%} bound of that margin, the label model's fitting error included, is "
+                     f"{upper:.4f}")
     elif best_est <= 0 and not certified_now:
         notes.append(f"the estimated L stays below U (by {-best_est:.4f} at best) however many items and labels "
                      "per item are added, so probably no budget certifies this release; the data do not rule it "
-                     f"out (posterior probability {certifiable_probability:.3f} that some budget could)")
-    # --- order, recommend
-    def sort_key(d: Design):
-        return (d.cost if d.cost is not None else d.labels, d.labels, d.new_items, d.vendor or "")
-
-    designs = sorted(designs, key=sort_key)
-    reach = [d for d in designs if d.probability >= probability]
-    recommended = reach[0] if reach else None
-    assured = next((d for d in designs if d.probability_low is not None and d.probability_low >= probability), None)
-    if recommended is None and certifiable:
-        notes.append(f"no design within the grid and budget reaches probability {probability:g}")
-    return CertificationPlan(
-        designs=tuple(designs), recommended=recommended, certifiable=certifiable,
-        certifiable_probability=certifiable_probability, margins=margins, certified_now=certified_now,
-        score_now=score_now, probability=probability, target=target, tau=tau, method=method, bound=bound,
-        n_simulations=r, models=tuple(p.model() for p in pops), notes=tuple(dict.fromkeys(notes)), assured=assured,
-        confidence=confidence)
+                     f"out (upper {1 - rule_out:.0%} bound of the margin {upper:.4f}; posterior probability "
+                     f"{probability:.3f} that some budget could)")
 
 
 def as_vendor_counts(counts, shape, name) -> np.ndarray:

@@ -65,10 +65,18 @@ class Design:
 class LabelModel:
     """The fitted generative model of one pool of labels (all, or one vendor's).
 
-    A mixture of BEST's Dirichlet-multinomials, one component per latent class: component
-    ``t`` has weight ``weights[t]`` and prior ``alpha[t]`` (``regimes[t]`` as in
-    :class:`~auditor.stats.DirichletMultinomialFit`: ``inf`` entries for the α → ∞ limit),
-    and the model predicts class ``c`` on its items with probability
+    ``family`` says which of the candidates had the smallest AIC (``aic``):
+
+    * ``"mixture"``: a mixture of BEST's Dirichlet-multinomials, one component per latent
+      class: component ``t`` has weight ``weights[t]`` and prior ``alpha[t]``
+      (``regimes[t]`` as in :class:`~auditor.stats.DirichletMultinomialFit`: ``inf``
+      entries for the α → ∞ limit);
+    * ``"latent-class"``: Dawid & Skene's (1979) model with ``difficulty_classes`` classes
+      of items: component ``t = d·L + z`` (difficulty ``d``, true class ``z``) has weight
+      ``weights[t]`` and labels drawn independently from ``label_distributions[t]`` (the
+      annotator pool's confusion row; ``regimes`` all ``"infinite"``).
+
+    In both the model predicts class ``c`` on a component's items with probability
     ``model_confusion[t][c]``. New items are drawn from ``n_templates`` distinct (count
     vector, prediction) rows of ``n_items`` items.
     """
@@ -80,12 +88,18 @@ class LabelModel:
     n_items: int
     n_templates: int
     vendor: str | None = None
+    family: str = "mixture"
+    difficulty_classes: int = 0
+    aic: float | None = None
+    label_distributions: tuple[tuple[float, ...], ...] = ()
 
     def to_dict(self) -> dict:
         return {"vendor": self.vendor, "weights": list(self.weights),
                 "alpha": [[_finite(a) for a in row] for row in self.alpha], "regimes": list(self.regimes),
                 "model_confusion": [list(r) for r in self.model_confusion], "n_items": self.n_items,
-                "n_templates": self.n_templates}
+                "n_templates": self.n_templates, "family": self.family,
+                "difficulty_classes": self.difficulty_classes, "aic": _finite(self.aic),
+                "label_distributions": [list(r) for r in self.label_distributions]}
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ import numpy as np
 from scipy import sparse, special
 
 from auditor.stats.certification import (
+    _LOG_E_CAP,
     AnytimeState,
     _anytime_log_evalue,
     _as_labels,
@@ -255,28 +256,60 @@ def _sums_of(x: np.ndarray) -> _Sums:
 
 
 def _verdict_scores(cur: _Current, new: dict, *, method: str, bound: str, tau: float, split: float) -> np.ndarray:
-    """Scores of the verdict after adding ``new`` (per stream: n, s, ss arrays) to the current data."""
-    up = "t" if bound == "theoretical" else "e"
+    """Scores of the verdict after adding ``new`` to the current data, one per simulated future.
+
+    ``new`` holds the new items' stream sums (``"t"``, ``"e"``, ``"l"``: n, s, ss arrays) and,
+    for the betting verdict (``"anytime"``), ``"pairs"``: the distinct (credit, X^t, X^e)
+    values a new item can take and how many new items take each in each future (``h``,
+    shape (R, A)), as :meth:`~auditor.stats.BettingStream.log_evalue_after` reads them.
+    """
     if method == "anytime":
-        st = cur.anytime
-        ustream = st.upper_t if up == "t" else st.upper_e
-        un, us, uss = new[up]
-        ln_, ls, lss = new["l"]
-        uv = _anytime_v(ustream.n, ustream.s, ustream.v, un, us, uss)
-        lv = _anytime_v(st.lower.n, st.lower.s, st.lower.v, ln_, ls, lss)
-        n_u, n_l = ustream.n + un, st.lower.n + ln_
-        s_u, s_l = ustream.s + us, st.lower.s + ls
-        n_u, n_l, s_u, s_l, uv, lv = np.broadcast_arrays(n_u, n_l, s_u, s_l, uv, lv)
-        score = np.full(n_u.shape, -1.0)
-        # Where the stream means lie in H0 (L̄ ≤ τ + √Ū), E* ≤ 1 at that point (each bet's gap
-        # is 0), so S ≤ 0: not certified, and the search is skipped.
-        with np.errstate(invalid="ignore", divide="ignore"):
-            live = (n_u > 0) & (n_l > 0) & (s_l / n_l > tau + np.sqrt(np.clip(s_u / n_u, 0.0, None)))
-        if live.any():
-            log_e = _anytime_log_evalue(n_u[live], s_u[live], uv[live], n_l[live], s_l[live], lv[live],
-                                        tau=tau, split=split)
-            score[live] = _score_of_log_evalue(log_e)
-        return np.where((n_u > 0) & (n_l > 0), score, np.nan)
+        return _betting_scores(cur.anytime.betting(bound), new["pairs"], bound)
+    if method == "anytime-fan":
+        return _fan_scores(cur, new, bound=bound, tau=tau, split=split)
+    return _fixed_sample_scores(cur, new, method=method, bound=bound, tau=tau)
+
+
+def _betting_scores(stream, pairs, bound: str) -> np.ndarray:
+    """The betting verdict's score after new items given as (credit, X^t, X^e, counts): items
+    without the bound's value (one label, empirical bound) do not enter its stream."""
+    credit, x_t, x_e, h = pairs
+    x = np.asarray(x_t if bound == "theoretical" else x_e, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(credit)
+    h = np.where(ok, h, 0)
+    log_e = stream.log_evalue_after(np.where(ok, credit, 0.0), np.where(ok, x, 0.0), h)
+    score = _score_of_log_evalue(np.minimum(log_e, _LOG_E_CAP))
+    # an empty stream has no verdict (as the current one without items)
+    return np.where(stream.n + h.sum(axis=-1) > 0, score, np.nan)
+
+
+def _fan_scores(cur: _Current, new: dict, *, bound: str, tau: float, split: float) -> np.ndarray:
+    """The pair of Fan sequences (``"anytime-fan"``) after the new items' sums."""
+    up = "t" if bound == "theoretical" else "e"
+    st = cur.anytime
+    ustream = st.upper_t if up == "t" else st.upper_e
+    un, us, uss = new[up]
+    ln_, ls, lss = new["l"]
+    uv = _anytime_v(ustream.n, ustream.s, ustream.v, un, us, uss)
+    lv = _anytime_v(st.lower.n, st.lower.s, st.lower.v, ln_, ls, lss)
+    n_u, n_l = ustream.n + un, st.lower.n + ln_
+    s_u, s_l = ustream.s + us, st.lower.s + ls
+    n_u, n_l, s_u, s_l, uv, lv = np.broadcast_arrays(n_u, n_l, s_u, s_l, uv, lv)
+    score = np.full(n_u.shape, -1.0)
+    # Where the stream means lie in H0 (L̄ ≤ τ + √Ū), E* ≤ 1 at that point (each bet's gap
+    # is 0), so S ≤ 0: not certified, and the search is skipped.
+    with np.errstate(invalid="ignore", divide="ignore"):
+        live = (n_u > 0) & (n_l > 0) & (s_l / n_l > tau + np.sqrt(np.clip(s_u / n_u, 0.0, None)))
+    if live.any():
+        log_e = _anytime_log_evalue(n_u[live], s_u[live], uv[live], n_l[live], s_l[live], lv[live],
+                                    tau=tau, split=split)
+        score[live] = _score_of_log_evalue(log_e)
+    return np.where((n_u > 0) & (n_l > 0), score, np.nan)
+
+
+def _fixed_sample_scores(cur: _Current, new: dict, *, method: str, bound: str, tau: float) -> np.ndarray:
+    """The paper's fixed-sample verdicts (``"oms"``, ``"hms"``, ``"bernstein"``) on all the items' sums."""
+    up = "t" if bound == "theoretical" else "e"
     cu = cur.t if up == "t" else cur.e
     un, us, uss = (cu.n + new[up][0], cu.s + new[up][1], cu.ss + new[up][2])
     ln_, ls, lss = (cur.l.n + new["l"][0], cur.l.s + new["l"][1], cur.l.ss + new["l"][2])
@@ -315,7 +348,8 @@ def _current_sums(m: np.ndarray, pred: np.ndarray) -> _Current:
 
 
 def _new_sums(atoms: _Atoms, h: np.ndarray) -> dict:
-    """Stream sums (n, s, ss) of new items with atom counts ``h`` (R, A)."""
+    """What the verdicts read of new items with atom counts ``h`` (R, A): the stream sums
+    (n, s, ss) and the (credit, X^t, X^e, counts) pairs of the betting verdict."""
     n = h.sum(axis=1).astype(float)
     out = {"t": (n, h @ atoms.x_t, h @ (atoms.x_t ** 2)), "l": (n, h @ atoms.credit, h @ (atoms.credit ** 2))}
     if atoms.k >= 2:
@@ -323,6 +357,28 @@ def _new_sums(atoms: _Atoms, h: np.ndarray) -> dict:
     else:
         z = np.zeros_like(n)
         out["e"] = (z, z, z)
+    out["pairs"] = (atoms.credit, atoms.x_t, atoms.x_e, h)
+    return out
+
+
+def _values_new(credit: np.ndarray, x_t: np.ndarray, x_e: np.ndarray, idx: np.ndarray) -> dict:
+    """:func:`_new_sums` of actual items: per-item values (credit, X^t, X^e; NaN where an item
+    has no such value) and, per simulated future, the indices of the items it draws (R, n)."""
+    keys = np.nan_to_num(np.column_stack([credit, x_t, x_e]).astype(float), nan=-1.0)
+    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    inv = inv.ravel()
+    uniq = np.where(uniq < 0, np.nan, uniq)
+    xe_u = uniq[:, 2]
+    rows = np.broadcast_to(np.arange(idx.shape[0])[:, None], idx.shape)
+    h = np.zeros((idx.shape[0], uniq.shape[0]), dtype=np.int64)
+    np.add.at(h, (rows.ravel(), inv[idx].ravel()), 1)
+    out = {}
+    for key, x in (("t", uniq[:, 1]), ("e", xe_u), ("l", uniq[:, 0])):
+        ok = np.isfinite(x) & np.isfinite(uniq[:, 1])
+        hk = np.where(ok, h, 0)
+        xk = np.where(ok, x, 0.0)
+        out[key] = (hk.sum(axis=1).astype(float), hk @ xk, hk @ (xk * xk))
+    out["pairs"] = (uniq[:, 0], uniq[:, 1], xe_u, h)
     return out
 
 
