@@ -361,24 +361,30 @@ def _new_sums(atoms: _Atoms, h: np.ndarray) -> dict:
     return out
 
 
-def _values_new(credit: np.ndarray, x_t: np.ndarray, x_e: np.ndarray, idx: np.ndarray) -> dict:
-    """:func:`_new_sums` of actual items: per-item values (credit, X^t, X^e; NaN where an item
-    has no such value) and, per simulated future, the indices of the items it draws (R, n)."""
+def _value_atoms(credit: np.ndarray, x_t: np.ndarray, x_e: np.ndarray):
+    """Distinct (credit, X^t, X^e) values of actual items (NaN where an item has no such value)
+    and each item's index among them."""
     keys = np.nan_to_num(np.column_stack([credit, x_t, x_e]).astype(float), nan=-1.0)
     uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-    inv = inv.ravel()
     uniq = np.where(uniq < 0, np.nan, uniq)
-    xe_u = uniq[:, 2]
-    rows = np.broadcast_to(np.arange(idx.shape[0])[:, None], idx.shape)
-    h = np.zeros((idx.shape[0], uniq.shape[0]), dtype=np.int64)
-    np.add.at(h, (rows.ravel(), inv[idx].ravel()), 1)
+    return uniq, inv.ravel()
+
+
+def _values_new(credit: np.ndarray, x_t: np.ndarray, x_e: np.ndarray, idx: np.ndarray, atoms=None) -> dict:
+    """:func:`_new_sums` of actual items: per-item values (credit, X^t, X^e; NaN where an item
+    has no such value) and, per simulated future, the indices of the items it draws (R, n);
+    ``atoms`` (:func:`_value_atoms` of the values) saves recomputing them."""
+    uniq, inv = _value_atoms(credit, x_t, x_e) if atoms is None else atoms
+    n_atoms = uniq.shape[0]
+    cells = (np.arange(idx.shape[0])[:, None] * n_atoms + inv[idx]).ravel()
+    h = np.bincount(cells, minlength=idx.shape[0] * n_atoms).reshape(idx.shape[0], n_atoms)
     out = {}
-    for key, x in (("t", uniq[:, 1]), ("e", xe_u), ("l", uniq[:, 0])):
+    for key, x in (("t", uniq[:, 1]), ("e", uniq[:, 2]), ("l", uniq[:, 0])):
         ok = np.isfinite(x) & np.isfinite(uniq[:, 1])
         hk = np.where(ok, h, 0)
         xk = np.where(ok, x, 0.0)
         out[key] = (hk.sum(axis=1).astype(float), hk @ xk, hk @ (xk * xk))
-    out["pairs"] = (uniq[:, 0], uniq[:, 1], xe_u, h)
+    out["pairs"] = (uniq[:, 0], uniq[:, 1], uniq[:, 2], h)
     return out
 
 
