@@ -118,33 +118,39 @@ def plan_equivalence(ratings, predictions, *, width: float, combiner: str = "plu
     current = width_at(n_now, np.random.default_rng(seed))
     grid = _check_int_grid(n_items, "n_items", minimum=2) if n_items is not None else \
         tuple(v for v in _nice_grid(100, max_items))
-    designs: list[tuple[int, float]] = []
-    found = None
-    prev = None
-    for n in grid:
-        w = width_at(n, np.random.default_rng(seed))   # common random numbers across n
-        designs.append((int(n), w))
-        if w <= width:
-            found = n
-            break
-        prev = n
-    if found is not None:
-        lo_n, hi_n = (prev or 1), found
-        for _ in range(2 * _REFINE_STEPS):
-            mid = round(math.sqrt(lo_n * hi_n))
-            if mid <= lo_n or mid >= hi_n:
-                break
-            w = width_at(mid, np.random.default_rng(seed))
-            designs.append((mid, w))
-            if w <= width:
-                hi_n = mid
-            else:
-                lo_n = mid
-        found = hi_n
-    else:
+    designs, found = _smallest_n(grid, width, lambda n: width_at(n, np.random.default_rng(seed)))
+    if found is None:
         notes.append(f"no number of items up to {grid[-1]:,} makes the interval narrower than {width:g}")
     if current == math.inf:
         notes.append("an end of the current interval is '< 0' or '> K': its width is unbounded")
     return EquivalencePlan(designs=tuple(sorted(designs)), recommended_items=found, current_items=n_now,
                            current_width=current, width=width, confidence=float(confidence),
                            combiner=combiner, scorer=scorer, notes=tuple(notes))
+
+
+def _smallest_n(grid, width: float, width_at) -> tuple[list[tuple[int, float]], int | None]:
+    """The grid's widths up to the first at most ``width``, then bisection (on a log scale)
+    between it and the grid point before; every width computed is a design. Common random
+    numbers across n (``width_at`` reseeds)."""
+    designs: list[tuple[int, float]] = []
+    prev = None
+    for n in grid:
+        w = width_at(n)
+        designs.append((int(n), w))
+        if w <= width:
+            break
+        prev = n
+    else:
+        return designs, None
+    lo_n, hi_n = (prev or 1), designs[-1][0]
+    for _ in range(2 * _REFINE_STEPS):
+        mid = round(math.sqrt(lo_n * hi_n))
+        if mid <= lo_n or mid >= hi_n:
+            break
+        w = width_at(mid)
+        designs.append((mid, w))
+        if w <= width:
+            hi_n = mid
+        else:
+            lo_n = mid
+    return designs, hi_n
