@@ -23,6 +23,7 @@ from auditor.stats.planning.label_model import (
     _limit_values,
     _Population,
     _population,
+    _refits,
     _refitted_limit_margins,
 )
 from auditor.stats.planning.relabel import _relabel_rank, _relabel_sums
@@ -31,6 +32,7 @@ from auditor.stats.planning.simulation import (
     _atoms,
     _Current,
     _current_sums,
+    _fit_error_sd,
     _new_sums,
     _population_margins,
     _prepare,
@@ -213,15 +215,17 @@ def plan_certification(counts, predictions, *, target: float = 0.95, tau: float 
                       probability_low=float(certified_now), probability_high=float(certified_now))]
     weights = {id(p): _gamma_weights(p, r, gen) for p in pops}
     seeds = gen.integers(0, 2**63 - 1, size=len(pops) * len(ks) + 2)
-    designs += _new_item_designs(sim, pops, ks, n_grid, weights, seeds, probability)
+    refit_rng = np.random.default_rng(int(seeds[-2]))
+    refits = {id(p): _refits(p, refit_rng) for p in pops}
+    designs += _new_item_designs(sim, pops, ks, n_grid, weights, seeds, probability, refits)
     if method in ANYTIME_METHODS:
         notes.append("the anytime verdict freezes an item's values when it enters its stream: more labels on "
                      "items already counted cannot change it, so only new items are planned")
     else:
         designs += _relabel_designs(sim, m, pred, pops, pooled, extra_labels,
                                     np.random.default_rng(int(seeds[-1])), notes)
-    margins, certifiable_probability, upper_inf = _margins(pops, ks, weights, bound=bound, tau=tau,
-                                                           rule_out=rule_out, rng=np.random.default_rng(int(seeds[-2])))
+    margins, certifiable_probability, upper_inf = _margins(pops, ks, weights, refits, bound=bound, tau=tau,
+                                                           rule_out=rule_out)
     certifiable = certified_now or upper_inf >= 0.0
     _certifiability_notes(notes, certified_now, certifiable, max(margins.values()), upper_inf,
                           certifiable_probability, rule_out)
@@ -342,12 +346,12 @@ class _Simulator:
         c = self.cost_of(labels, vendor)
         return (c if c is not None else labels) <= self.max_budget + 1e-9
 
-    def design(self, n, k, e, cert, vendor, theta=None, ranged=True) -> Design:
+    def design(self, n, k, e, cert, vendor, theta=None, fit_sd=0.0, ranged=True) -> Design:
         p = float(np.mean(cert))
         labels = n * k + e
         low = high = None
         if ranged:
-            lo, hi = _probability_range(theta, np.asarray(cert)[None, :], self.confidence)
+            lo, hi = _probability_range(theta, np.asarray(cert)[None, :], self.confidence, fit_sd)
             low, high = float(lo[0]), float(hi[0])
         return Design(new_items=int(n), labels_per_item=int(k) if n else 0, extra_labels_on_existing=int(e),
                       probability=p, std_error=math.sqrt(p * (1.0 - p) / self.r), labels=int(labels),
@@ -368,10 +372,12 @@ class _Simulator:
         return np.split(self.certified(joined), len(news))
 
 
-def _new_item_designs(sim: _Simulator, pops, ks, n_grid, weights, seeds, probability: float) -> list[Design]:
+def _new_item_designs(sim: _Simulator, pops, ks, n_grid, weights, seeds, probability: float,
+                      refits: dict) -> list[Design]:
     """New items, per population and labels per item. All designs' data are drawn first
     (nested along the number of items), then every verdict at once; then the smallest
-    number of items reaching ``probability`` is refined by bisection."""
+    number of items reaching ``probability`` is refined by bisection. Each design's range
+    is widened by the label model's fitting error where new items need the model."""
     designs: list[Design] = []
     paths = []
     for i, (pop, k) in enumerate((p, k) for p in pops for k in ks):
@@ -388,13 +394,14 @@ def _new_item_designs(sim: _Simulator, pops, ks, n_grid, weights, seeds, probabi
             done = n
             steps.append((n, h))
         paths.append({"pop": pop, "k": k, "atoms": atoms, "pvals": pvals, "rng": sub, "steps": steps,
-                      "theta": _population_margins(pop, atoms, weights[id(pop)], bound=sim.bound, tau=sim.tau)})
+                      "theta": _population_margins(pop, atoms, weights[id(pop)], bound=sim.bound, tau=sim.tau),
+                      "fit_sd": _fit_error_sd(pop, k, atoms, refits[id(pop)], bound=sim.bound, tau=sim.tau)})
     grid_cert = sim.certified_many([_new_sums(pt["atoms"], h) for pt in paths for _, h in pt["steps"]])
     pos = 0
     for pt in paths:
         pt["p"] = []
         for n, _ in pt["steps"]:
-            designs.append(sim.design(n, pt["k"], 0, grid_cert[pos], pt["pop"].vendor, pt["theta"]))
+            designs.append(sim.design(n, pt["k"], 0, grid_cert[pos], pt["pop"].vendor, pt["theta"], pt["fit_sd"]))
             pt["p"].append(designs[-1].probability)
             pos += 1
         first = next((j for j, p in enumerate(pt["p"]) if p >= probability), None)
@@ -424,7 +431,7 @@ def _refine(sim: _Simulator, paths: list[dict], probability: float) -> list[Desi
             break
         certs = sim.certified_many([_new_sums(pt["atoms"], hm) for pt, _, hm in todo])
         for (pt, mid, hm), cert in zip(todo, certs, strict=True):
-            d = sim.design(mid, pt["k"], 0, cert, pt["pop"].vendor, pt["theta"])
+            d = sim.design(mid, pt["k"], 0, cert, pt["pop"].vendor, pt["theta"], pt["fit_sd"])
             designs.append(d)
             if d.probability >= probability:
                 pt["hi"] = mid
@@ -457,8 +464,8 @@ def _relabel_designs(sim: _Simulator, m, pred, pops, pooled, extra_labels, rng, 
     return designs
 
 
-def _margins(pops, ks, weights, *, bound: str, tau: float, rule_out: float,
-             rng: np.random.Generator) -> tuple[dict, float, float]:
+def _margins(pops, ks, weights, refits: dict, *, bound: str, tau: float,
+             rule_out: float) -> tuple[dict, float, float]:
     """The estimated population margin per number of labels per new item and its limit; the
     posterior probability that the best of them is positive; and the largest upper
     ``1 - rule_out`` bound of the infinite-label margin over the populations (from the
@@ -484,8 +491,8 @@ def _margins(pops, ks, weights, *, bound: str, tau: float, rule_out: float,
         sq_inf, cr_inf = _limit_values(pop)
         margins[prefix + "inf"] = float(g_mean @ cr_inf) - tau - math.sqrt(max(float(g_mean @ sq_inf), 0.0))
         best_draws = np.maximum(best_draws, g @ cr_inf - tau - np.sqrt(np.maximum(g @ sq_inf, 0.0)))
-        refits = _refitted_limit_margins(pop, tau=tau, rng=rng)
-        upper_inf = max(upper_inf, _upper_bound(refits, margins[prefix + "inf"], rule_out))
+        draws_inf = _refitted_limit_margins(refits[id(pop)], tau=tau)
+        upper_inf = max(upper_inf, _upper_bound(draws_inf, margins[prefix + "inf"], rule_out))
     return margins, float(np.mean(best_draws > 0)), upper_inf
 
 

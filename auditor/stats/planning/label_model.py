@@ -328,19 +328,26 @@ def _limit_values(pop: _Population) -> tuple[np.ndarray, np.ndarray]:
 _N_REFITS = 40
 
 
-def _refitted_limit_margins(pop: _Population, *, tau: float, rng: np.random.Generator,
-                            n_refits: int = _N_REFITS) -> np.ndarray:
-    """The infinite-label margin θ_L − τ − √θ_U of ``n_refits`` Bayesian-bootstrap draws of the
-    templates, the label model refitted on each (EM started from the fit's responsibilities):
-    their spread carries the model's fitting error as well as the items' sampling error."""
-    out = np.empty(n_refits)
+def _refits(pop: _Population, rng: np.random.Generator, n_refits: int = _N_REFITS) -> list:
+    """``n_refits`` Bayesian-bootstrap draws of the templates' weights (summing to 1), each with
+    the label model refitted on it (EM started from the fit's responsibilities): the spread of
+    what they imply carries the model's fitting error as well as the items' sampling error."""
+    out = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for b in range(n_refits):
+        for _ in range(n_refits):
             g = rng.standard_gamma(pop.mult)
             w = g / g.sum()
-            sq, cr = _limit_values(pop.refit(w))
-            out[b] = float(w @ cr) - tau - math.sqrt(max(float(w @ sq), 0.0))
+            out.append((w, pop.refit(w)))
+    return out
+
+
+def _refitted_limit_margins(refits: list, *, tau: float) -> np.ndarray:
+    """The infinite-label margin θ_L − τ − √θ_U of each refitted draw (:func:`_refits`)."""
+    out = np.empty(len(refits))
+    for b, (w, fit) in enumerate(refits):
+        sq, cr = _limit_values(fit)
+        out[b] = float(w @ cr) - tau - math.sqrt(max(float(w @ sq), 0.0))
     return out
 
 

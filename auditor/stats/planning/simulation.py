@@ -402,7 +402,28 @@ def _population_margins(pop: _Population, atoms: _Atoms, g: np.ndarray, *, bound
     return g @ (atoms.q @ atoms.credit) - tau - np.sqrt(np.maximum(g @ (atoms.q @ x), 0.0))
 
 
-def _probability_range(theta: np.ndarray | None, cert: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+def _fit_error_sd(pop: _Population, k: int, atoms: _Atoms, refits: list, *, bound: str, tau: float) -> float:
+    """The standard deviation of the label model's fitting error in the margin of new k-label
+    items: over the refitted bootstrap draws, the margin from the refitted model less the
+    margin from the fitted one at the same weights. 0 when no template needs the model (every
+    template has at least k labels: k of its own are drawn)."""
+    if not refits or not (pop.k < k).any():
+        return 0.0
+    x = atoms.x_t if bound == "theoretical" else atoms.x_e
+    if not np.isfinite(x).all():
+        return 0.0
+    diffs = []
+    for w, fit in refits:
+        a2 = _atoms(fit, k, np.random.default_rng(0))
+        x2 = a2.x_t if bound == "theoretical" else a2.x_e
+        refit = w @ (a2.q @ a2.credit) - math.sqrt(max(float(w @ (a2.q @ x2)), 0.0))
+        fixed = w @ (atoms.q @ atoms.credit) - math.sqrt(max(float(w @ (atoms.q @ x)), 0.0))
+        diffs.append(refit - fixed)
+    return float(np.std(diffs, ddof=1)) if len(diffs) > 1 else 0.0
+
+
+def _probability_range(theta: np.ndarray | None, cert: np.ndarray, confidence: float,
+                       fit_sd: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """The probability of certifying at the ends of the margin's confidence interval.
 
     ``theta`` (R,) are the simulated populations' margins, ``cert`` (D, R) whether each of
@@ -411,7 +432,10 @@ def _probability_range(theta: np.ndarray | None, cert: np.ndarray, confidence: f
     read at the ``(1 ∓ confidence)/2`` quantiles of ``theta``: the Bayesian bootstrap's
     equal-tailed interval of the margin, whose frequentist coverage is the bootstrap's.
     Given the current data, the chance that the design certifies grows with the true margin,
-    so when the interval covers the true margin the range covers that chance.
+    so when the interval covers the true margin the range covers that chance. ``fit_sd``, the
+    label model's fitting error in the margin (:func:`_fit_error_sd`), widens the interval:
+    its ends move out by the factor :math:`\\sqrt{1 + \\sigma_{fit}^2 / \\mathrm{sd}(\\theta)^2}`
+    (independent errors add variances).
     """
     y = np.asarray(cert, dtype=float)
     mean = y.mean(axis=1)
@@ -422,6 +446,8 @@ def _probability_range(theta: np.ndarray | None, cert: np.ndarray, confidence: f
         return mean.copy(), mean.copy()
     z = (theta - theta.mean()) / sd
     q_lo, q_hi = np.quantile(z, [(1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0])
+    widen = math.sqrt(1.0 + (fit_sd / sd) ** 2)
+    q_lo, q_hi = q_lo * widen, q_hi * widen
     a = special.logit(np.clip(mean, 0.5 / y.shape[1], 1.0 - 0.5 / y.shape[1]))
     b = np.zeros_like(a)
     for _ in range(100):
