@@ -142,6 +142,9 @@ def more_labels(args) -> None:
                 print(f"   {d.new_items:>6,} × {d.labels_per_item}: announced {d.predicted:.3f}, observed "
                       f"{d.observed:.3f}, mean conditional {sum(c.conditional for c in sel) / len(sel):.3f}, "
                       f"range holds it in {sum(c.low <= c.conditional <= c.high for c in sel) / len(sel):.2f}")
+
+
+def more_labels_spread(args) -> None:
     for i, sc in enumerate(MORE_LABELS_SPREAD):
         check = check_scenario(sc, args.repetitions, seed=args.seed + 300 + i, n_simulations=args.simulations)
         report(check, tol=0.05)
@@ -185,7 +188,7 @@ def report(check, *, band=(0.2, 0.95), tol=0.07) -> bool:
     return ok
 
 
-PARTS = ("calibration", "more-labels", "never-cannot", "relabel")
+PARTS = ("calibration", "more-labels", "more-labels-spread", "never-cannot", "relabel")
 
 
 def main() -> None:
@@ -207,6 +210,8 @@ def main() -> None:
     t0 = time.perf_counter()
     if "more-labels" in parts:
         more_labels(args)
+    if "more-labels-spread" in parts:
+        more_labels_spread(args)
     if "never-cannot" in parts:
         never_cannot(args)
     if "calibration" in parts:
