@@ -1,0 +1,408 @@
+"""Change detection for vendor and annotator quality: paired statistics and a calibrated CUSUM.
+
+The statistic
+-------------
+A vendor's agreement with the others falls when the *items* get harder, whatever the
+vendor does. So each group (vendor or annotator) is measured against the other groups
+*on the same items*: for an item labelled by groups ``G_i`` (at least two), group ``g``'s
+unit value is ``u_gi`` (the mean of its per-label scores on the item: leave-one-out
+agreement credit, or correctness against gold) and its *paired difference* is
+
+    x_gi = u_gi - mean(u_hi for h in G_i, h != g).
+
+A week in which every group does worse moves every ``u`` together and leaves ``x``
+unchanged; a vendor that degrades lowers its own ``x``. What all groups share is watched
+once, on the dataset level: the mean over each item's labels.
+
+The detector
+------------
+Per group and window, ``n`` units with sum ``s1`` and sum of squares ``s2`` of ``x``.
+Self-starting (Hawkins 1987): window ``w`` is standardised against everything before it
+since the last restart, ``z_w = (mean_w - mean_<w) / (sd_<w sqrt(1/n_w + 1/N_<w))``,
+mapped from Student's t on the baseline's degrees of freedom to the normal scale; under
+stationarity the ``z_w`` are close to independent standard normals, however old the
+stream. Two one-sided CUSUMs, ``D_w = max(0, D_{w-1} - z_w - k)`` for drops and
+``U_w = max(0, U_{w-1} + z_w - k)`` for rises, alarm above ``h``. The threshold is the
+one at which a CUSUM of independent standard normal increments crosses within ``looks``
+steps (52: a year of weekly windows) with probability ``alpha`` (computed with the
+Markov chain of Brook & Evans, 1972): the false-alarm control is a rate per group per
+year, and the delay to detect a change depends on the change and the weekly volume,
+not on the age of the stream. The estimated start is the window after the CUSUM last
+left zero; after an alarm the group restarts from that start.
+
+What it can see
+---------------
+:func:`minimum_detectable_shift` inverts the same chain with a shifted mean: the
+smallest drop of the weekly mean detected within ``within`` windows with probability
+``power`` at a weekly volume and unit spread, from a CUSUM at zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from scipy import special, stats
+
+from auditor.stats._validation import StatsInputError
+
+__all__ = [
+    "DEFAULT_K",
+    "LOOKS_PER_YEAR",
+    "MIN_BASELINE_UNITS",
+    "PairedSums",
+    "accuracy_slope",
+    "crossing_probability",
+    "cusum_scan",
+    "cusum_threshold",
+    "dense_paired_sums",
+    "minimum_detectable_shift",
+    "paired_sums",
+]
+
+#: Reference value of the CUSUMs (half the standardised weekly shift they are tuned to).
+DEFAULT_K = 0.5
+#: Looks per false-alarm period: a year of weekly windows.
+LOOKS_PER_YEAR = 52
+#: Units a baseline needs (over at least two windows) before its group is looked at.
+MIN_BASELINE_UNITS = 20
+#: Share of a stream's false-alarm budget spent on drops (the rest on rises).
+DROP_SHARE = 0.8
+_STATES = 120
+
+
+# --------------------------------------------------------------------------- the chain
+
+
+def _transitions(h: float, k: float, shift: float) -> np.ndarray:
+    """Brook–Evans sub-stochastic matrix of a CUSUM ``max(0, C + z - k)``, z ~ N(shift, 1),
+    on [0, h) in ``_STATES`` cells (cell 0 holds C = 0)."""
+    m = _STATES
+    w = 2.0 * h / (2 * m - 1)
+    centre = np.arange(m) * w
+    upper = (np.arange(m) + 0.5) * w
+    lower = np.concatenate([[-np.inf], upper[:-1]])
+    a = upper[None, :] - centre[:, None] + k - shift
+    b = lower[None, :] - centre[:, None] + k - shift
+    return special.ndtr(a) - special.ndtr(b)
+
+
+def crossing_probability(h: float, k: float, looks: int, shift: float = 0.0, start: float = 0.0) -> float:
+    """P(a CUSUM of N(shift, 1) increments starting at ``start`` exceeds ``h`` within ``looks`` steps)."""
+    q = _transitions(h, k, shift)
+    m = q.shape[0]
+    w = 2.0 * h / (2 * m - 1)
+    v = np.zeros(m)
+    v[min(int(round(start / w)), m - 1)] = 1.0
+    for _ in range(int(looks)):
+        v = v @ q
+    return float(1.0 - v.sum())
+
+
+@lru_cache(maxsize=256)
+def cusum_threshold(alpha: float, k: float = DEFAULT_K, looks: int = LOOKS_PER_YEAR) -> float:
+    """The ``h`` at which a CUSUM of independent N(0, 1) increments crosses within ``looks``
+    steps with probability ``alpha``."""
+    if not 0 < alpha < 1:
+        raise StatsInputError(f"`alpha` must lie in (0, 1); got {alpha!r}.")
+    lo, hi = 0.0, 40.0
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        if crossing_probability(mid, k, looks) > alpha:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def minimum_detectable_shift(n_per_window, sd, alpha: float, *, k: float = DEFAULT_K,
+                             looks: int = LOOKS_PER_YEAR, within: int = 4, power: float = 0.9,
+                             baseline_units=None) -> np.ndarray:
+    """Smallest drop of the weekly mean of the units detected within ``within`` windows
+    with probability ``power``, at ``n_per_window`` units a window of spread ``sd``.
+
+    The standardised shift per window is ``delta / (sd sqrt(1/n + 1/N))`` with ``N`` the
+    baseline's units (``baseline_units``; default: many, i.e. 1/N = 0). NaN where there are
+    no units or no spread.
+    """
+    n = np.atleast_1d(np.asarray(n_per_window, dtype=float))
+    sd = np.broadcast_to(np.asarray(sd, dtype=float), n.shape)
+    base = np.inf if baseline_units is None else np.asarray(baseline_units, dtype=float)
+    base = np.broadcast_to(base, n.shape)
+    h = cusum_threshold(alpha, k, looks)
+    lo, hi = 0.0, 20.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if crossing_probability(h, k, within, shift=mid) < power:
+            lo = mid
+        else:
+            hi = mid
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = hi * sd * np.sqrt(1.0 / n + 1.0 / base)
+    return np.where((n > 0) & (sd > 0), out, np.nan)
+
+
+@lru_cache(maxsize=64)
+def _slope(n_classes: int, others: int, p: float) -> float:
+    """E[x | the group's label is right] - E[x | it is wrong], one label per group, every
+    group right with probability ``p`` and wrong uniformly otherwise (see :func:`accuracy_slope`)."""
+    L, K = n_classes, others + 1
+    # Enumerate the others' labels (truth = class 0): each right w.p. p, else uniform wrong.
+    probs = np.array([p] + [(1 - p) / (L - 1)] * (L - 1))
+    configs = np.array(np.meshgrid(*[np.arange(L)] * others, indexing="ij")).reshape(others, -1).T
+    weight = probs[configs].prod(axis=1)
+
+    def x_of(mine: int) -> float:
+        labels = np.concatenate([np.full((configs.shape[0], 1), mine), configs], axis=1)
+        counts = np.stack([(labels == c).sum(axis=1) for c in range(L)], axis=1)
+        credit = np.empty(labels.shape)
+        for j in range(K):
+            votes = counts.copy()
+            votes[np.arange(labels.shape[0]), labels[:, j]] -= 1
+            top = votes.max(axis=1)
+            tied = votes == top[:, None]
+            credit[:, j] = np.where(top > 0, tied[np.arange(labels.shape[0]), labels[:, j]] / tied.sum(axis=1), 0)
+        x = credit[:, 0] - credit[:, 1:].mean(axis=1)
+        return float((weight * x).sum())
+
+    wrong = np.mean([x_of(c) for c in range(1, L)])
+    return x_of(0) - wrong
+
+
+def accuracy_slope(n_classes: int, labels_per_item: float, agreement: float) -> float:
+    """How much a group's paired agreement difference falls per unit of accuracy lost.
+
+    Under a symmetric model (one label per group on an item, every group right with the
+    same probability ``p``, wrong labels uniform over the other classes), a group whose
+    accuracy falls by ``d`` lowers its expected paired agreement difference by about
+    ``slope × d``; ``p`` is the one whose expected agreement credit equals the observed
+    ``agreement``. For gold accuracy the slope is 1. Used to express the minimum
+    detectable drop in accuracy; the benchmark checks it by simulation.
+    """
+    L = int(n_classes)
+    others = max(1, min(int(round(labels_per_item)) - 1, 6))
+    if not np.isfinite(agreement) or L < 2:
+        return float("nan")
+
+    def credit_at(p: float) -> float:
+        # expected credit of a group against the others when everyone is right w.p. p
+        probs = np.array([p] + [(1 - p) / (L - 1)] * (L - 1))
+        configs = np.array(np.meshgrid(*[np.arange(L)] * (others + 1), indexing="ij")).reshape(others + 1, -1).T
+        weight = probs[configs].prod(axis=1)
+        votes = np.stack([(configs[:, 1:] == c).sum(axis=1) for c in range(L)], axis=1)
+        top = votes.max(axis=1)
+        tied = votes == top[:, None]
+        credit = tied[np.arange(configs.shape[0]), configs[:, 0]] / tied.sum(axis=1)
+        return float((weight * credit).sum())
+
+    lo, hi = 1.0 / L, 1.0
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        if credit_at(mid) < agreement:
+            lo = mid
+        else:
+            hi = mid
+    return _slope(L, others, round((lo + hi) / 2, 3))
+
+
+# --------------------------------------------------------------------------- paired units
+
+
+@dataclass(frozen=True)
+class PairedSums:
+    """Per (group, window) units of paired differences (``n``, ``s1``, ``s2``), and per
+    window the dataset level (``level_n``, ``level_s1``, ``level_s2``: one unit per item,
+    the mean score of all its labels)."""
+
+    n: np.ndarray
+    s1: np.ndarray
+    s2: np.ndarray
+    level_n: np.ndarray
+    level_s1: np.ndarray
+    level_s2: np.ndarray
+
+
+def paired_sums(item: np.ndarray, group: np.ndarray, window: np.ndarray, score: np.ndarray,
+                n_groups: int, n_windows: int) -> PairedSums:
+    """Paired differences of per-label ``score`` (NaN: left out), summed per (group, window).
+
+    ``item`` codes identify an item within a window together with ``window``; a group's
+    labels of one item in one window form one unit (their mean).
+    """
+    ok = ~np.isnan(score)
+    item, group, window, score = item[ok], group[ok], window[ok], score[ok]
+    size = n_groups * n_windows
+    empty = np.zeros((n_groups, n_windows))
+    if item.size == 0:
+        z = np.zeros(n_windows)
+        return PairedSums(empty, empty.copy(), empty.copy(), z, z.copy(), z.copy())
+    n_items = int(item.max()) + 1
+    # one packed integer key per (window, item, group): a single 1-D sort
+    key = (window.astype(np.int64) * n_items + item) * n_groups + group
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    head = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    cnt = np.diff(np.r_[head, key.size])
+    unit = np.add.reduceat(score[order], head) / cnt
+    ukey = key[head]
+    u_group = ukey % n_groups
+    iw = ukey // n_groups
+    u_window = iw // n_items
+    # units of one (window, item) are contiguous
+    ihead = np.flatnonzero(np.r_[True, iw[1:] != iw[:-1]])
+    icnt = np.diff(np.r_[ihead, iw.size])
+    isum = np.add.reduceat(unit, ihead)
+    per_unit_cnt = np.repeat(icnt, icnt)
+    per_unit_sum = np.repeat(isum, icnt)
+    paired = per_unit_cnt >= 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        x = unit - (per_unit_sum - unit) / (per_unit_cnt - 1)
+    cell = (u_group * n_windows + u_window)[paired]
+    x = x[paired]
+    n = np.bincount(cell, minlength=size).reshape(n_groups, n_windows).astype(float)
+    s1 = np.bincount(cell, weights=x, minlength=size).reshape(n_groups, n_windows)
+    s2 = np.bincount(cell, weights=x * x, minlength=size).reshape(n_groups, n_windows)
+    # dataset level: per item, the mean of all its labels' scores
+    lab_sum = np.add.reduceat(score[order], head)
+    item_mean = np.add.reduceat(lab_sum, ihead) / np.add.reduceat(cnt, ihead)
+    iwin = u_window[ihead]
+    level_n = np.bincount(iwin, minlength=n_windows).astype(float)
+    level_s1 = np.bincount(iwin, weights=item_mean, minlength=n_windows)
+    level_s2 = np.bincount(iwin, weights=item_mean ** 2, minlength=n_windows)
+    return PairedSums(n, s1, s2, level_n, level_s1, level_s2)
+
+
+def _dense_credit(label: np.ndarray, n_classes: int) -> np.ndarray:
+    """Leave-one-out tie credit of every slot's label against the other slots of its item."""
+    onehot = np.eye(n_classes, dtype=np.int16)[label]
+    others = onehot.sum(-2, keepdims=True) - onehot
+    top = others.max(-1, keepdims=True)
+    tied = others == top
+    hit = np.take_along_axis(tied, label[..., None].astype(np.int64), -1)[..., 0]
+    return np.where(top[..., 0] > 0, hit / tied.sum(-1), np.nan)
+
+
+def dense_paired_sums(label: np.ndarray, who: np.ndarray, n_groups: int, n_classes: int,
+                      gold: np.ndarray | None = None) -> PairedSums:
+    """:func:`paired_sums` for panels stored densely: ``label`` and ``who`` (streams, windows,
+    items, slots), one label per slot from distinct groups; ``gold`` (streams, windows,
+    items) scores correctness instead of agreement. Arrays get a leading streams axis:
+    ``n`` is (streams, groups, windows), ``level_n`` (streams, windows)."""
+    if gold is None:
+        score = _dense_credit(label, n_classes)
+    else:
+        score = (label == gold[..., None]).astype(float)
+    S, W, _, K = label.shape
+    x = score - (score.sum(-1, keepdims=True) - score) / (K - 1)
+    key = ((np.arange(S)[:, None, None, None] * n_groups + who) * W + np.arange(W)[None, :, None, None]).ravel()
+    size = S * n_groups * W
+    n = np.bincount(key, minlength=size).reshape(S, n_groups, W).astype(float)
+    s1 = np.bincount(key, weights=x.ravel(), minlength=size).reshape(S, n_groups, W)
+    s2 = np.bincount(key, weights=(x * x).ravel(), minlength=size).reshape(S, n_groups, W)
+    level = score.mean(-1)
+    return PairedSums(n, s1, s2, np.full((S, W), float(label.shape[2])), level.sum(-1), (level ** 2).sum(-1))
+
+
+# --------------------------------------------------------------------------- the scan
+
+
+def _standardised(n, s1, s2, cn, c1, c2):
+    """Self-starting z of one window against its baseline sums (arrays of streams)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        base_mean = c1 / cn
+        var = np.maximum((c2 - cn * base_mean ** 2) / np.maximum(cn - 1, 1), 0.0)
+        t = (s1 / n - base_mean) / np.sqrt(var * (1.0 / n + 1.0 / cn))
+        z = special.ndtri(stats.t.cdf(t, np.maximum(cn - 1, 1)))
+    return np.clip(np.nan_to_num(z, nan=0.0), -8.0, 8.0)
+
+
+def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER_YEAR,
+               max_changes: int = 10, min_baseline: int = MIN_BASELINE_UNITS) -> list[list[dict]]:
+    """Self-starting two-sided CUSUM on streams of per-window unit sums.
+
+    Parameters
+    ----------
+    n, s1, s2 : arrays (R, W)
+        Units, their sum and sum of squares per stream and window (time order).
+    alpha : float or array (R,)
+        Per stream, the probability of any false alarm within ``looks`` windows of a
+        stationary stream (``DROP_SHARE`` of it for drops, the rest for rises).
+    k : float
+        Reference value (the CUSUM is tuned to standardised weekly shifts near ``2 k``).
+    max_changes : int
+        Changes per stream at most; after one the stream restarts at its estimated start.
+    min_baseline : int
+        Units (over at least two windows) a baseline needs before windows are looked at.
+
+    Returns
+    -------
+    list (per stream) of dicts: ``detected`` (window of the alarm), ``start`` (estimated
+    first window after the change), ``direction`` (-1 drop, +1 rise), ``before`` and
+    ``after`` (mean of the units from the restart point to ``start`` and from ``start``
+    to ``detected``), ``statistic`` (the CUSUM at the alarm over its threshold).
+    """
+    n = np.asarray(n, dtype=float)
+    s1 = np.asarray(s1, dtype=float)
+    s2 = np.asarray(s2, dtype=float)
+    if n.ndim != 2 or n.shape != s1.shape or n.shape != s2.shape:
+        raise StatsInputError("`n`, `s1` and `s2` must be arrays of the same shape (streams, windows).")
+    R, W = n.shape
+    alpha = np.broadcast_to(np.asarray(alpha, dtype=float), (R,))
+    if not ((alpha > 0) & (alpha < 1)).all():
+        raise StatsInputError("`alpha` must lie in (0, 1).")
+    h_drop = np.array([cusum_threshold(float(a) * DROP_SHARE, k, looks) for a in alpha])
+    h_rise = np.array([cusum_threshold(float(a) * (1 - DROP_SHARE), k, looks) for a in alpha])
+    found: list[list[dict]] = [[] for _ in range(R)]
+    # state per stream
+    first = np.zeros(R, dtype=np.int64)
+    cn, c1, c2 = (np.zeros(R) for _ in range(3))
+    nwin = np.zeros(R, dtype=np.int64)
+    down, up = np.zeros(R), np.zeros(R)
+    down_since, up_since = np.zeros(R, dtype=np.int64), np.zeros(R, dtype=np.int64)
+    cum_n, cum_1 = np.cumsum(n, axis=1), np.cumsum(s1, axis=1)
+    rows = np.arange(R)
+    for w in range(W):
+        has = n[:, w] > 0
+        ready = has & (cn >= min_baseline) & (nwin >= 2)
+        if ready.any():
+            z = _standardised(n[:, w], s1[:, w], s2[:, w], cn, c1, c2)
+            z = np.where(ready, z, 0.0)
+            new_down = np.maximum(0.0, down - z - k)
+            new_up = np.maximum(0.0, up + z - k)
+            down_since = np.where(ready & (down <= 0) & (new_down > 0), w, down_since)
+            up_since = np.where(ready & (up <= 0) & (new_up > 0), w, up_since)
+            down = np.where(ready, new_down, down)
+            up = np.where(ready, new_up, up)
+            alarm_d = ready & (down > h_drop)
+            alarm_u = ready & (up > h_rise) & ~alarm_d
+            for r in rows[alarm_d | alarm_u]:
+                if len(found[r]) >= max_changes:
+                    continue
+                d = -1 if alarm_d[r] else 1
+                st = int(down_since[r] if d < 0 else up_since[r])
+                f = int(first[r])
+
+                def mean(a, b, r=r):
+                    tot_n = cum_n[r, b] - (cum_n[r, a - 1] if a > 0 else 0)
+                    tot_1 = cum_1[r, b] - (cum_1[r, a - 1] if a > 0 else 0)
+                    return float(tot_1 / tot_n) if tot_n > 0 else float("nan")
+
+                found[r].append({"detected": w, "start": st, "direction": d,
+                                 "before": mean(f, st - 1) if st > f else float("nan"), "after": mean(st, w),
+                                 "statistic": float((down[r] / h_drop[r]) if d < 0 else (up[r] / h_rise[r]))})
+                # restart from the estimated start: the post-change windows are the new baseline
+                first[r] = st
+                sl = slice(st, w + 1)
+                cn[r], c1[r], c2[r] = n[r, sl].sum(), s1[r, sl].sum(), s2[r, sl].sum()
+                nwin[r] = int((n[r, sl] > 0).sum())
+                down[r] = up[r] = 0.0
+            restarted = alarm_d | alarm_u
+            keep = has & ~restarted
+        else:
+            keep = has
+        cn = np.where(keep, cn + n[:, w], cn)
+        c1 = np.where(keep, c1 + s1[:, w], c1)
+        c2 = np.where(keep, c2 + s2[:, w], c2)
+        nwin = np.where(keep, nwin + 1, nwin)
+    return found
