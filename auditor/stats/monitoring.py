@@ -94,7 +94,7 @@ def crossing_probability(h: float, k: float, looks: int, shift: float = 0.0, sta
     m = q.shape[0]
     w = 2.0 * h / (2 * m - 1)
     v = np.zeros(m)
-    v[min(int(round(start / w)), m - 1)] = 1.0
+    v[min(round(start / w), m - 1)] = 1.0
     for _ in range(int(looks)):
         v = v @ q
     return float(1.0 - v.sum())
@@ -181,7 +181,7 @@ def accuracy_slope(n_classes: int, labels_per_item: float, agreement: float) -> 
     detectable drop in accuracy; the benchmark checks it by simulation.
     """
     L = int(n_classes)
-    others = max(1, min(int(round(labels_per_item)) - 1, 6))
+    others = max(1, min(round(labels_per_item) - 1, 6))
     if not np.isfinite(agreement) or L < 2:
         return float("nan")
 
