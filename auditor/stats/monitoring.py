@@ -312,8 +312,12 @@ def _standardised(n, s1, s2, cn, c1, c2):
     with np.errstate(invalid="ignore", divide="ignore"):
         base_mean = c1 / cn
         var = np.maximum((c2 - cn * base_mean ** 2) / np.maximum(cn - 1, 1), 0.0)
-        t = (s1 / n - base_mean) / np.sqrt(var * (1.0 / n + 1.0 / cn))
+        diff = s1 / n - base_mean
+        t = diff / np.sqrt(var * (1.0 / n + 1.0 / cn))
         z = special.ndtri(stats.t.cdf(t, np.maximum(cn - 1, 1)))
+        # no spread in the baseline: rounding differences are no change, real ones are large
+        flat = var <= 1e-12
+        z = np.where(flat, np.where(np.abs(diff) <= 1e-9, 0.0, 8.0 * np.sign(diff)), z)
     return np.clip(np.nan_to_num(z, nan=0.0), -8.0, 8.0)
 
 
@@ -333,7 +337,7 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
     max_changes : int
         Changes per stream at most; after one the stream restarts at its estimated start.
     min_baseline : int
-        Units (over at least two windows) a baseline needs before windows are looked at.
+        Units a baseline needs before the next window is looked at.
 
     Returns
     -------
@@ -364,7 +368,7 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
     rows = np.arange(R)
     for w in range(W):
         has = n[:, w] > 0
-        ready = has & (cn >= min_baseline) & (nwin >= 2)
+        ready = has & (cn >= min_baseline) & (nwin >= 1)
         if ready.any():
             z = _standardised(n[:, w], s1[:, w], s2[:, w], cn, c1, c2)
             z = np.where(ready, z, 0.0)

@@ -533,6 +533,10 @@ def _find_changes(groups, windows, paired: Mapping[str, np.ndarray], level: Mapp
     """Changes of every group and of the dataset level from (G, W, 3) paired sums, (W, 3)
     level sums and (G, W, 3) raw unit sums (the values reported before and after)."""
 
+    if sum(1 for g in range(len(groups)) if raw["agreement"][g, :, 0].sum() > 0) == 1:
+        # one group: no other group to pair with, and its level is the dataset's
+        paired = raw
+        level = {m: np.zeros((len(windows), 3)) for m in raw}
     per_group, share, n_active = _budget(alpha, paired)
     rows, dataset_rows = [], []
     has_gold_level = level["gold_accuracy"][:, 0].sum() > 0
