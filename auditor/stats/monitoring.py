@@ -322,7 +322,8 @@ def _standardised(n, s1, s2, cn, c1, c2):
 
 
 def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER_YEAR,
-               max_changes: int = 10, min_baseline: int = MIN_BASELINE_UNITS) -> list[list[dict]]:
+               max_changes: int = 10, min_baseline: int = MIN_BASELINE_UNITS,
+               between: bool = False) -> list[list[dict]]:
     """Self-starting two-sided CUSUM on streams of per-window unit sums.
 
     Parameters
@@ -338,6 +339,11 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
         Changes per stream at most; after one the stream restarts at its estimated start.
     min_baseline : int
         Units a baseline needs before the next window is looked at.
+    between : bool
+        Standardise by the spread *between* windows (each window's mean one observation,
+        at least three windows of baseline) instead of the units' spread: for a level that
+        moves from week to week with the mix of items (the dataset level), so that weekly
+        noise in the mix is not taken for a change.
 
     Returns
     -------
@@ -365,12 +371,21 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
     down, up = np.zeros(R), np.zeros(R)
     down_since, up_since = np.zeros(R, dtype=np.int64), np.zeros(R, dtype=np.int64)
     cum_n, cum_1 = np.cumsum(n, axis=1), np.cumsum(s1, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_w = np.where(n > 0, s1 / np.where(n > 0, n, 1), 0.0)
+    b1, b2 = np.zeros(R), np.zeros(R)
     rows = np.arange(R)
     for w in range(W):
         has = n[:, w] > 0
-        ready = has & (cn >= min_baseline) & (nwin >= 1)
+        if between:
+            ready = has & (nwin >= 3)
+        else:
+            ready = has & (cn >= min_baseline) & (nwin >= 1)
         if ready.any():
-            z = _standardised(n[:, w], s1[:, w], s2[:, w], cn, c1, c2)
+            if between:
+                z = _standardised(np.ones(R), mean_w[:, w], mean_w[:, w] ** 2, nwin.astype(float), b1, b2)
+            else:
+                z = _standardised(n[:, w], s1[:, w], s2[:, w], cn, c1, c2)
             z = np.where(ready, z, 0.0)
             new_down = np.maximum(0.0, down - z - k)
             new_up = np.maximum(0.0, up + z - k)
@@ -400,6 +415,7 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
                 sl = slice(st, w + 1)
                 cn[r], c1[r], c2[r] = n[r, sl].sum(), s1[r, sl].sum(), s2[r, sl].sum()
                 nwin[r] = int((n[r, sl] > 0).sum())
+                b1[r], b2[r] = mean_w[r, sl].sum(), (mean_w[r, sl] ** 2).sum()
                 down[r] = up[r] = 0.0
             restarted = alarm_d | alarm_u
             keep = has & ~restarted
@@ -409,4 +425,6 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
         c1 = np.where(keep, c1 + s1[:, w], c1)
         c2 = np.where(keep, c2 + s2[:, w], c2)
         nwin = np.where(keep, nwin + 1, nwin)
+        b1 = np.where(keep, b1 + mean_w[:, w], b1)
+        b2 = np.where(keep, b2 + mean_w[:, w] ** 2, b2)
     return found

@@ -566,7 +566,7 @@ def _find_changes(groups, windows, paired: Mapping[str, np.ndarray], level: Mapp
         if lv[:, 0].sum() > 0:
             a_lv = share / 2 if has_gold_level else share
             for ch in cusum_scan(lv[None, :, 0], lv[None, :, 1], lv[None, :, 2], alpha=a_lv, k=k, looks=looks,
-                                 max_changes=max_changes)[0]:
+                                 max_changes=max_changes, between=True)[0]:
                 side = DROP_SHARE if ch["direction"] < 0 else 1 - DROP_SHARE
                 h = cusum_threshold(a_lv * side, k, looks) * ch["statistic"]
                 rate = crossing_probability(h, k, looks) / side * (n_active + 1) * (2 if has_gold_level else 1)
