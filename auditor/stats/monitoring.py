@@ -27,8 +27,9 @@ one at which a CUSUM of independent standard normal increments crosses within ``
 steps (52: a year of weekly windows) with probability ``alpha`` (computed with the
 Markov chain of Brook & Evans, 1972): the false-alarm control is a rate per group per
 year, and the delay to detect a change depends on the change and the weekly volume,
-not on the age of the stream. The estimated start is the window after the CUSUM last
-left zero; after an alarm the group restarts from that start.
+not on the age of the stream. The estimated start is the split of the windows since the
+last restart whose means differ most (the likelihood-ratio estimate of a step); after an
+alarm the group restarts from that start.
 
 What it can see
 ---------------
@@ -57,6 +58,7 @@ __all__ = [
     "cusum_scan",
     "cusum_threshold",
     "dense_paired_sums",
+    "false_alarm_rate",
     "minimum_detectable_shift",
     "paired_sums",
 ]
@@ -67,6 +69,11 @@ DEFAULT_K = 0.5
 LOOKS_PER_YEAR = 52
 #: Units a baseline needs (over at least two windows) before its group is looked at.
 MIN_BASELINE_UNITS = 20
+#: Windows held out of the self-starting baseline: a change's first windows are compared
+#: with pre-change data only (the minimum detectable drop is computed within 4 windows).
+GUARD = 3
+#: Windows a baseline needs before the latest ``GUARD`` are held out of it.
+MATURE = 8
 #: Share of a stream's false-alarm budget spent on drops (the rest on rises).
 DROP_SHARE = 0.8
 _STATES = 120
@@ -101,11 +108,9 @@ def crossing_probability(h: float, k: float, looks: int, shift: float = 0.0, sta
 
 
 @lru_cache(maxsize=256)
-def cusum_threshold(alpha: float, k: float = DEFAULT_K, looks: int = LOOKS_PER_YEAR) -> float:
+def _chain_threshold(alpha: float, k: float, looks: int) -> float:
     """The ``h`` at which a CUSUM of independent N(0, 1) increments crosses within ``looks``
-    steps with probability ``alpha``."""
-    if not 0 < alpha < 1:
-        raise StatsInputError(f"`alpha` must lie in (0, 1); got {alpha!r}.")
+    steps with probability ``alpha`` (Brook–Evans)."""
     lo, hi = 0.0, 40.0
     for _ in range(50):
         mid = (lo + hi) / 2
@@ -114,6 +119,64 @@ def cusum_threshold(alpha: float, k: float = DEFAULT_K, looks: int = LOOKS_PER_Y
         else:
             hi = mid
     return hi
+
+
+_MC_STREAMS = 100_000
+_MC_SEED = 20230417
+
+
+@lru_cache(maxsize=16)
+def _null_maxima(k: float, looks: int, guard: int, mature: int) -> np.ndarray:
+    """Sorted maxima over ``looks`` windows of the drop CUSUM of the self-starting chart as
+    :func:`cusum_scan` runs it, on stationary windows of equal volume and known spread
+    (both sides: ``2 × _MC_STREAMS`` draws, a fixed seed, so the thresholds are constants).
+
+    The held-out windows make successive standardised values share their baseline's
+    error (positively correlated), which a chain of independent increments does not
+    know: the threshold is taken from these maxima instead.
+    """
+    rng = np.random.default_rng(_MC_SEED)
+    x = rng.standard_normal((_MC_STREAMS, looks + 1))
+    x = np.concatenate([x, -x])
+    cum = np.pad(np.cumsum(x, axis=1), ((0, 0), (1, 0)))
+    c = np.zeros(x.shape[0])
+    best = np.zeros(x.shape[0])
+    for w in range(1, looks + 1):
+        nb = w - guard if w - guard >= mature else w
+        z = (x[:, w] - cum[:, nb] / nb) / np.sqrt(1.0 + 1.0 / nb)
+        c = np.maximum(0.0, c - z - k)
+        np.maximum(best, c, out=best)
+    return np.sort(best)
+
+
+def cusum_threshold(alpha: float, k: float = DEFAULT_K, looks: int = LOOKS_PER_YEAR, *,
+                    guard: int | None = None, mature: int | None = None) -> float:
+    """The ``h`` at which the self-starting chart of :func:`cusum_scan` raises a false alarm
+    within ``looks`` windows with probability ``alpha`` (from the chart's simulated null
+    maxima; below the smallest ``alpha`` the simulation resolves, the Brook–Evans
+    threshold of independent increments scaled by their ratio there)."""
+    if not 0 < alpha < 1:
+        raise StatsInputError(f"`alpha` must lie in (0, 1); got {alpha!r}.")
+    guard = GUARD if guard is None else guard
+    mature = MATURE if mature is None else mature
+    maxima = _null_maxima(float(k), int(looks), int(guard), int(mature))
+    floor = 200 / maxima.size
+    if alpha >= floor:
+        return float(np.quantile(maxima, 1 - alpha))
+    ratio = float(np.quantile(maxima, 1 - floor)) / _chain_threshold(floor, float(k), int(looks))
+    return _chain_threshold(float(alpha), float(k), int(looks)) * ratio
+
+
+def false_alarm_rate(h: float, k: float = DEFAULT_K, looks: int = LOOKS_PER_YEAR) -> float:
+    """P(the stationary chart's CUSUM exceeds ``h`` within ``looks`` windows): the yearly
+    false-alarm rate at which an alarm at ``h`` would still fire."""
+    maxima = _null_maxima(float(k), int(looks), GUARD, MATURE)
+    p = 1.0 - np.searchsorted(maxima, h, side="right") / maxima.size
+    if p * maxima.size >= 200:
+        return float(p)
+    floor = 200 / maxima.size
+    ratio = float(np.quantile(maxima, 1 - floor)) / _chain_threshold(floor, float(k), int(looks))
+    return float(min(crossing_probability(h / ratio, k, looks), floor))
 
 
 def minimum_detectable_shift(n_per_window, sd, alpha: float, *, k: float = DEFAULT_K,
@@ -321,9 +384,28 @@ def _standardised(n, s1, s2, cn, c1, c2):
     return np.clip(np.nan_to_num(z, nan=0.0), -8.0, 8.0)
 
 
+def _start(n: np.ndarray, s1: np.ndarray, first: int, detected: int, fallback: int, direction: int) -> int:
+    """Estimated first window after the change: the split of windows ``first..detected`` whose
+    two means differ most in the alarm's direction (the likelihood-ratio estimate for a
+    step in a normal mean), the window the CUSUM last left zero when no split qualifies."""
+    cn = np.cumsum(n[first:detected + 1])
+    c1 = np.cumsum(s1[first:detected + 1])
+    tn, t1 = cn[-1], c1[-1]
+    bn, b1 = cn[:-1], c1[:-1]  # before: windows first..first+j; after: the rest
+    an, a1 = tn - bn, t1 - b1
+    ok = (bn > 0) & (an > 0)
+    if not ok.any():
+        return fallback
+    with np.errstate(invalid="ignore", divide="ignore"):
+        diff = (a1 / an - b1 / bn) * direction
+        score = np.where(ok & (diff > 0), diff * diff * bn * an / tn, -np.inf)
+    j = int(np.argmax(score))
+    return first + j + 1 if np.isfinite(score[j]) else fallback
+
+
 def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER_YEAR,
                max_changes: int = 10, min_baseline: int = MIN_BASELINE_UNITS,
-               between: bool = False) -> list[list[dict]]:
+               between: bool = False, guard: int = GUARD, mature: int = MATURE) -> list[list[dict]]:
     """Self-starting two-sided CUSUM on streams of per-window unit sums.
 
     Parameters
@@ -339,6 +421,8 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
         Changes per stream at most; after one the stream restarts at its estimated start.
     min_baseline : int
         Units a baseline needs before the next window is looked at.
+    guard : int
+        The latest windows left out of the baseline (see ``GUARD``).
     between : bool
         Standardise by the spread *between* windows (each window's mean one observation,
         at least three windows of baseline) instead of the units' spread: for a level that
@@ -364,67 +448,63 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
     h_drop = np.array([cusum_threshold(float(a) * DROP_SHARE, k, looks) for a in alpha])
     h_rise = np.array([cusum_threshold(float(a) * (1 - DROP_SHARE), k, looks) for a in alpha])
     found: list[list[dict]] = [[] for _ in range(R)]
-    # state per stream
-    first = np.zeros(R, dtype=np.int64)
-    cn, c1, c2 = (np.zeros(R) for _ in range(3))
-    nwin = np.zeros(R, dtype=np.int64)
-    down, up = np.zeros(R), np.zeros(R)
-    down_since, up_since = np.zeros(R, dtype=np.int64), np.zeros(R, dtype=np.int64)
-    cum_n, cum_1 = np.cumsum(n, axis=1), np.cumsum(s1, axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean_w = np.where(n > 0, s1 / np.where(n > 0, n, 1), 0.0)
-    b1, b2 = np.zeros(R), np.zeros(R)
+    # cumulative sums with a leading zero column: the sum over windows a..b is cum[b + 1] - cum[a]
+    cums = [np.pad(np.cumsum(x, axis=1), ((0, 0), (1, 0)))
+            for x in (n, s1, s2, (n > 0).astype(float), mean_w, mean_w ** 2)]
+    first = np.zeros(R, dtype=np.int64)
+    down, up = np.zeros(R), np.zeros(R)
+    down_since, up_since = np.zeros(R, dtype=np.int64), np.zeros(R, dtype=np.int64)
     rows = np.arange(R)
     for w in range(W):
         has = n[:, w] > 0
+        # the baseline: windows first .. w - guard - 1 (the latest ``guard`` windows are held
+        # out, so that a change's first windows are compared with pre-change data only)
+        # (once the baseline has ``mature`` windows without them; before, all earlier windows)
+        def base(end):
+            end = np.maximum(end, first)
+            return [np.take_along_axis(c, end[:, None], 1)[:, 0] - np.take_along_axis(c, first[:, None], 1)[:, 0]
+                    for c in cums]
+
+        full = base(np.full(R, w))
+        held = base(np.full(R, max(w - guard, 0)))
+        use_held = held[3] >= mature
+        cn, c1, c2, nwin, b1, b2 = (np.where(use_held, h_, f_) for h_, f_ in zip(held, full, strict=True))
         if between:
             ready = has & (nwin >= 3)
         else:
             ready = has & (cn >= min_baseline) & (nwin >= 1)
-        if ready.any():
-            if between:
-                z = _standardised(np.ones(R), mean_w[:, w], mean_w[:, w] ** 2, nwin.astype(float), b1, b2)
-            else:
-                z = _standardised(n[:, w], s1[:, w], s2[:, w], cn, c1, c2)
-            z = np.where(ready, z, 0.0)
-            new_down = np.maximum(0.0, down - z - k)
-            new_up = np.maximum(0.0, up + z - k)
-            down_since = np.where(ready & (down <= 0) & (new_down > 0), w, down_since)
-            up_since = np.where(ready & (up <= 0) & (new_up > 0), w, up_since)
-            down = np.where(ready, new_down, down)
-            up = np.where(ready, new_up, up)
-            alarm_d = ready & (down > h_drop)
-            alarm_u = ready & (up > h_rise) & ~alarm_d
-            for r in rows[alarm_d | alarm_u]:
-                if len(found[r]) >= max_changes:
-                    continue
-                d = -1 if alarm_d[r] else 1
-                st = int(down_since[r] if d < 0 else up_since[r])
-                f = int(first[r])
-
-                def mean(a, b, r=r):
-                    tot_n = cum_n[r, b] - (cum_n[r, a - 1] if a > 0 else 0)
-                    tot_1 = cum_1[r, b] - (cum_1[r, a - 1] if a > 0 else 0)
-                    return float(tot_1 / tot_n) if tot_n > 0 else float("nan")
-
-                found[r].append({"detected": w, "start": st, "direction": d,
-                                 "before": mean(f, st - 1) if st > f else float("nan"), "after": mean(st, w),
-                                 "statistic": float((down[r] / h_drop[r]) if d < 0 else (up[r] / h_rise[r]))})
-                # restart from the estimated start: the post-change windows are the new baseline
-                first[r] = st
-                sl = slice(st, w + 1)
-                cn[r], c1[r], c2[r] = n[r, sl].sum(), s1[r, sl].sum(), s2[r, sl].sum()
-                nwin[r] = int((n[r, sl] > 0).sum())
-                b1[r], b2[r] = mean_w[r, sl].sum(), (mean_w[r, sl] ** 2).sum()
-                down[r] = up[r] = 0.0
-            restarted = alarm_d | alarm_u
-            keep = has & ~restarted
+        if not ready.any():
+            continue
+        if between:
+            z = _standardised(np.ones(R), mean_w[:, w], mean_w[:, w] ** 2, nwin, b1, b2)
         else:
-            keep = has
-        cn = np.where(keep, cn + n[:, w], cn)
-        c1 = np.where(keep, c1 + s1[:, w], c1)
-        c2 = np.where(keep, c2 + s2[:, w], c2)
-        nwin = np.where(keep, nwin + 1, nwin)
-        b1 = np.where(keep, b1 + mean_w[:, w], b1)
-        b2 = np.where(keep, b2 + mean_w[:, w] ** 2, b2)
+            z = _standardised(n[:, w], s1[:, w], s2[:, w], cn, c1, c2)
+        z = np.where(ready, z, 0.0)
+        new_down = np.maximum(0.0, down - z - k)
+        new_up = np.maximum(0.0, up + z - k)
+        down_since = np.where(ready & (down <= 0) & (new_down > 0), w, down_since)
+        up_since = np.where(ready & (up <= 0) & (new_up > 0), w, up_since)
+        down = np.where(ready, new_down, down)
+        up = np.where(ready, new_up, up)
+        alarm_d = ready & (down > h_drop)
+        alarm_u = ready & (up > h_rise) & ~alarm_d
+        for r in rows[alarm_d | alarm_u]:
+            if len(found[r]) >= max_changes:
+                continue
+            d = -1 if alarm_d[r] else 1
+            f = int(first[r])
+            st = _start(n[r], s1[r], f, w, int(down_since[r] if d < 0 else up_since[r]), d)
+
+            def mean(a, b, r=r):
+                tot_n = cums[0][r, b + 1] - cums[0][r, a]
+                return float((cums[1][r, b + 1] - cums[1][r, a]) / tot_n) if tot_n > 0 else float("nan")
+
+            found[r].append({"detected": w, "start": st, "direction": d,
+                             "before": mean(f, st - 1) if st > f else float("nan"), "after": mean(st, w),
+                             "statistic": float((down[r] / h_drop[r]) if d < 0 else (up[r] / h_rise[r]))})
+            # restart from the estimated start: the post-change windows are the new baseline
+            first[r] = st
+            down[r] = up[r] = 0.0
     return found

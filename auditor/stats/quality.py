@@ -57,9 +57,9 @@ from auditor.stats.monitoring import (
     DROP_SHARE,
     LOOKS_PER_YEAR,
     accuracy_slope,
-    crossing_probability,
     cusum_scan,
     cusum_threshold,
+    false_alarm_rate,
     minimum_detectable_shift,
     paired_sums,
 )
@@ -551,7 +551,7 @@ def _find_changes(groups, windows, paired: Mapping[str, np.ndarray], level: Mapp
                 for ch in changes:
                     side = DROP_SHARE if ch["direction"] < 0 else 1 - DROP_SHARE
                     h = cusum_threshold(float(per_group[gi]) * side, k, looks) * ch["statistic"]
-                    rate = crossing_probability(h, k, looks) / side * (n_active + 1)
+                    rate = false_alarm_rate(h, k, looks) / side * (n_active + 1)
                     rate *= 2 if per_group[gi] < share else 1
                     b = _span(raw[metric][gi], first, ch["start"] - 1)
                     a = _span(raw[metric][gi], ch["start"], ch["detected"])
@@ -569,7 +569,7 @@ def _find_changes(groups, windows, paired: Mapping[str, np.ndarray], level: Mapp
                                  max_changes=max_changes, between=True)[0]:
                 side = DROP_SHARE if ch["direction"] < 0 else 1 - DROP_SHARE
                 h = cusum_threshold(a_lv * side, k, looks) * ch["statistic"]
-                rate = crossing_probability(h, k, looks) / side * (n_active + 1) * (2 if has_gold_level else 1)
+                rate = false_alarm_rate(h, k, looks) / side * (n_active + 1) * (2 if has_gold_level else 1)
                 dataset_rows.append(dict(zip(DATASET_COLUMNS, (
                     metric, "drop" if ch["direction"] < 0 else "rise", windows[ch["detected"]], windows[ch["start"]],
                     ch["before"], ch["after"], float(min(1.0, rate))), strict=True)))
