@@ -64,7 +64,7 @@ __all__ = [
 ]
 
 #: Reference value of the CUSUMs (half the standardised weekly shift they are tuned to).
-DEFAULT_K = 0.5
+DEFAULT_K = 0.75
 #: Looks per false-alarm period: a year of weekly windows.
 LOOKS_PER_YEAR = 52
 #: Units a baseline needs (over at least two windows) before its group is looked at.
@@ -73,7 +73,7 @@ MIN_BASELINE_UNITS = 20
 #: with pre-change data only (the minimum detectable drop is computed within 4 windows).
 GUARD = 3
 #: Windows a baseline needs before the latest ``GUARD`` are held out of it.
-MATURE = 8
+MATURE = 6
 #: Share of a stream's false-alarm budget spent on drops (the rest on rises).
 DROP_SHARE = 0.8
 _STATES = 120
@@ -370,18 +370,34 @@ def dense_paired_sums(label: np.ndarray, who: np.ndarray, n_groups: int, n_class
 # --------------------------------------------------------------------------- the scan
 
 
-def _standardised(n, s1, s2, cn, c1, c2):
-    """Self-starting z of one window against its baseline sums (arrays of streams)."""
+def _standardised(n, s1, s2, cn, c1, c2, *, own: bool = False):
+    """Self-starting z of one window against its baseline sums (arrays of streams).
+
+    With ``own``, the window's mean is weighed with the window's own spread (shrunk
+    towards the baseline's with ``_PRIOR_DF`` degrees of freedom): a week whose mix of
+    items spreads the units more (more hard items) is not read as stronger evidence.
+    """
     with np.errstate(invalid="ignore", divide="ignore"):
         base_mean = c1 / cn
         var = np.maximum((c2 - cn * base_mean ** 2) / np.maximum(cn - 1, 1), 0.0)
-        diff = s1 / n - base_mean
-        t = diff / np.sqrt(var * (1.0 / n + 1.0 / cn))
-        z = special.ndtri(stats.t.cdf(t, np.maximum(cn - 1, 1)))
-        # no spread in the baseline: rounding differences are no change, real ones are large
-        flat = var <= 1e-12
+        mean = s1 / n
+        if own:
+            own_ss = np.maximum(s2 - n * mean ** 2, 0.0)
+            df_w = np.maximum(n - 1, 0)
+            var_w = (own_ss + _PRIOR_DF * var) / (df_w + _PRIOR_DF)
+            df = np.minimum(df_w + _PRIOR_DF, np.maximum(cn - 1, 1))
+        else:
+            var_w, df = var, np.maximum(cn - 1, 1)
+        diff = mean - base_mean
+        t = diff / np.sqrt(var_w / n + var / cn)
+        z = special.ndtri(stats.t.cdf(t, df))
+        # no spread: rounding differences are no change, real ones are large
+        flat = (var <= 1e-12) & (var_w <= 1e-12)
         z = np.where(flat, np.where(np.abs(diff) <= 1e-9, 0.0, 8.0 * np.sign(diff)), z)
     return np.clip(np.nan_to_num(z, nan=0.0), -8.0, 8.0)
+
+
+_PRIOR_DF = 10.0
 
 
 def _start(n: np.ndarray, s1: np.ndarray, first: int, detected: int, fallback: int, direction: int) -> int:
@@ -478,7 +494,7 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
         if not ready.any():
             continue
         if between:
-            z = _standardised(np.ones(R), mean_w[:, w], mean_w[:, w] ** 2, nwin, b1, b2)
+            z = _standardised(np.ones(R), mean_w[:, w], mean_w[:, w] ** 2, nwin, b1, b2, own=False)
         else:
             z = _standardised(n[:, w], s1[:, w], s2[:, w], cn, c1, c2)
         z = np.where(ready, z, 0.0)
