@@ -25,7 +25,9 @@ stream. Two one-sided CUSUMs, ``D_w = max(0, D_{w-1} - z_w - k)`` for drops and
 ``U_w = max(0, U_{w-1} + z_w - k)`` for rises, alarm above ``h``. The threshold is the
 one at which a CUSUM of independent standard normal increments crosses within ``looks``
 steps (52: a year of weekly windows) with probability ``alpha`` (computed with the
-Markov chain of Brook & Evans, 1972): the false-alarm control is a rate per group per
+Markov chain of Brook & Evans, 1972, corrected by simulating the chart itself, see
+:func:`cusum_threshold`); a single window beyond a Bonferroni limit alarms on its own
+(``SHEWHART_SHARE`` of the budget: a collapse is reported at its first window). The false-alarm control is a rate per group per
 year, and the delay to detect a change depends on the change and the weekly volume,
 not on the age of the stream. The estimated start is the split of the windows since the
 last restart whose means differ most (the likelihood-ratio estimate of a step); after an
@@ -72,6 +74,10 @@ MIN_BASELINE_UNITS = 20
 #: Standardised weekly values are clipped here: one extreme week (the units' skew puts
 #: more weeks out there than a normal law would) cannot raise an alarm on its own.
 Z_CLIP = 3.5
+#: Share of a stream's false-alarm budget for single windows far out (the rest: the CUSUM).
+SHEWHART_SHARE = 0.2
+#: The single-window limit is never nearer than this many standard errors.
+SHEWHART_FLOOR = 6.0
 #: Windows held out of the self-starting baseline: a change's first windows are compared
 #: with pre-change data only (the minimum detectable drop is computed within 4 windows).
 GUARD = 3
@@ -390,7 +396,16 @@ def _standardised(n, s1, s2, cn, c1, c2):
         # no spread in the baseline: rounding differences are no change, real ones are large
         flat = var <= 1e-12
         z = np.where(flat, np.where(np.abs(diff) <= 1e-9, 0.0, Z_CLIP * np.sign(diff)), z)
-    return np.clip(np.nan_to_num(z, nan=0.0), -Z_CLIP, Z_CLIP)
+    return np.clip(np.nan_to_num(z, nan=0.0), -40.0, 40.0)
+
+
+def _rate(c: float, z: float, direction: int, k: float, looks: int) -> float:
+    """The per-stream yearly false-alarm rate at which an alarm with CUSUM ``c`` and
+    window value ``z`` would still fire (the smaller of its two routes)."""
+    side = DROP_SHARE if direction < 0 else 1 - DROP_SHARE
+    by_cusum = false_alarm_rate(c, k, looks) / (side * (1 - SHEWHART_SHARE))
+    by_window = looks * float(special.ndtr(-abs(z))) / (side * SHEWHART_SHARE) if abs(z) > SHEWHART_FLOOR else 1.0
+    return float(min(1.0, by_cusum, by_window))
 
 
 def _start(n: np.ndarray, s1: np.ndarray, first: int, detected: int, fallback: int, direction: int) -> int:
@@ -443,7 +458,8 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
     list (per stream) of dicts: ``detected`` (window of the alarm), ``start`` (estimated
     first window after the change), ``direction`` (-1 drop, +1 rise), ``before`` and
     ``after`` (mean of the units from the restart point to ``start`` and from ``start``
-    to ``detected``), ``statistic`` (the CUSUM at the alarm over its threshold).
+    to ``detected``), ``rate`` (the per-stream yearly false-alarm rate at which this alarm
+    would still fire: smaller is stronger evidence).
     """
     n = np.asarray(n, dtype=float)
     s1 = np.asarray(s1, dtype=float)
@@ -454,8 +470,14 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
     alpha = np.broadcast_to(np.asarray(alpha, dtype=float), (R,))
     if not ((alpha > 0) & (alpha < 1)).all():
         raise StatsInputError("`alpha` must lie in (0, 1).")
-    h_drop = np.array([cusum_threshold(float(a) * DROP_SHARE, k, looks) for a in alpha])
-    h_rise = np.array([cusum_threshold(float(a) * (1 - DROP_SHARE), k, looks) for a in alpha])
+    cus = 1 - SHEWHART_SHARE
+    h_drop = np.array([cusum_threshold(float(a) * DROP_SHARE * cus, k, looks) for a in alpha])
+    h_rise = np.array([cusum_threshold(float(a) * (1 - DROP_SHARE) * cus, k, looks) for a in alpha])
+    # one window far out alarms on its own (Bonferroni over the looks of a year)
+    # (no nearer than SHEWHART_FLOOR: the weekly means of skewed units reach four or five
+    # standard errors far more often than a normal law says)
+    c_drop = np.maximum(-special.ndtri(alpha * DROP_SHARE * SHEWHART_SHARE / looks), SHEWHART_FLOOR)
+    c_rise = np.maximum(-special.ndtri(alpha * (1 - DROP_SHARE) * SHEWHART_SHARE / looks), SHEWHART_FLOOR)
     found: list[list[dict]] = [[] for _ in range(R)]
     with np.errstate(invalid="ignore", divide="ignore"):
         mean_w = np.where(n > 0, s1 / np.where(n > 0, n, 1), 0.0)
@@ -487,18 +509,19 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
         if not ready.any():
             continue
         if between:
-            z = _standardised(np.ones(R), mean_w[:, w], mean_w[:, w] ** 2, nwin, b1, b2, own=False)
+            z = _standardised(np.ones(R), mean_w[:, w], mean_w[:, w] ** 2, nwin, b1, b2)
         else:
             z = _standardised(n[:, w], s1[:, w], s2[:, w], cn, c1, c2)
-        z = np.where(ready, z, 0.0)
+        z_raw = np.where(ready, z, 0.0)
+        z = np.clip(z_raw, -Z_CLIP, Z_CLIP)
         new_down = np.maximum(0.0, down - z - k)
         new_up = np.maximum(0.0, up + z - k)
         down_since = np.where(ready & (down <= 0) & (new_down > 0), w, down_since)
         up_since = np.where(ready & (up <= 0) & (new_up > 0), w, up_since)
         down = np.where(ready, new_down, down)
         up = np.where(ready, new_up, up)
-        alarm_d = ready & (down > h_drop)
-        alarm_u = ready & (up > h_rise) & ~alarm_d
+        alarm_d = ready & ((down > h_drop) | (z_raw < -c_drop))
+        alarm_u = ready & ((up > h_rise) | (z_raw > c_rise)) & ~alarm_d
         for r in rows[alarm_d | alarm_u]:
             if len(found[r]) >= max_changes:
                 continue
@@ -512,7 +535,7 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
 
             found[r].append({"detected": w, "start": st, "direction": d,
                              "before": mean(f, st - 1) if st > f else float("nan"), "after": mean(st, w),
-                             "statistic": float((down[r] / h_drop[r]) if d < 0 else (up[r] / h_rise[r]))})
+                             "rate": _rate(float(down[r] if d < 0 else up[r]), float(z_raw[r]), d, k, looks)})
             # restart from the estimated start: the post-change windows are the new baseline
             first[r] = st
             down[r] = up[r] = 0.0

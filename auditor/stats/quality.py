@@ -58,8 +58,6 @@ from auditor.stats.monitoring import (
     LOOKS_PER_YEAR,
     accuracy_slope,
     cusum_scan,
-    cusum_threshold,
-    false_alarm_rate,
     minimum_detectable_shift,
     paired_sums,
 )
@@ -537,7 +535,7 @@ def _find_changes(groups, windows, paired: Mapping[str, np.ndarray], level: Mapp
         # one group: no other group to pair with, and its level is the dataset's
         paired = raw
         level = {m: np.zeros((len(windows), 3)) for m in raw}
-    per_group, share, n_active = _budget(alpha, paired)
+    per_group, share, _ = _budget(alpha, paired)
     rows, dataset_rows = [], []
     has_gold_level = level["gold_accuracy"][:, 0].sum() > 0
     for metric in QualityMonitor.METRICS:
@@ -549,10 +547,7 @@ def _find_changes(groups, windows, paired: Mapping[str, np.ndarray], level: Mapp
             for gi, changes in zip(use, found, strict=True):
                 first = 0
                 for ch in changes:
-                    side = DROP_SHARE if ch["direction"] < 0 else 1 - DROP_SHARE
-                    h = cusum_threshold(float(per_group[gi]) * side, k, looks) * ch["statistic"]
-                    rate = false_alarm_rate(h, k, looks) / side * (n_active + 1)
-                    rate *= 2 if per_group[gi] < share else 1
+                    rate = ch["rate"] * alpha / float(per_group[gi])
                     b = _span(raw[metric][gi], first, ch["start"] - 1)
                     a = _span(raw[metric][gi], ch["start"], ch["detected"])
                     bm, blo, bhi = _unit_interval(b[0:1], b[1:2], b[2:3], confidence)
@@ -567,9 +562,7 @@ def _find_changes(groups, windows, paired: Mapping[str, np.ndarray], level: Mapp
             a_lv = share / 2 if has_gold_level else share
             for ch in cusum_scan(lv[None, :, 0], lv[None, :, 1], lv[None, :, 2], alpha=a_lv, k=k, looks=looks,
                                  max_changes=max_changes, between=True)[0]:
-                side = DROP_SHARE if ch["direction"] < 0 else 1 - DROP_SHARE
-                h = cusum_threshold(a_lv * side, k, looks) * ch["statistic"]
-                rate = false_alarm_rate(h, k, looks) / side * (n_active + 1) * (2 if has_gold_level else 1)
+                rate = ch["rate"] * alpha / a_lv
                 dataset_rows.append(dict(zip(DATASET_COLUMNS, (
                     metric, "drop" if ch["direction"] < 0 else "rise", windows[ch["detected"]], windows[ch["start"]],
                     ch["before"], ch["after"], float(min(1.0, rate))), strict=True)))
