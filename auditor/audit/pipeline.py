@@ -708,7 +708,7 @@ def alerts_for(previous: PreviousResults, results: Mapping[str, Any], options: A
     A release whose verdict changed (or that is certified on its first audit); the
     verdict is the badge's (``options.method``: the anytime one by default). Vendors'
     and annotators' quality changes are found by the quality monitors
-    (:mod:`auditor.db.quality`), which raise their own alerts as the run is written.
+    (:mod:`auditor.audit.quality`), which raise their own alerts as the run is written.
     """
     alerts = []
     for c in results["certifications"]:

@@ -822,6 +822,11 @@ class QualityMonitor:
                             "value": float(mean[g, j]), "low": float(lo[g, j]), "high": float(hi[g, j])})
         return out
 
+    def carry_reported(self, other: QualityMonitor) -> None:
+        """Treat the changes ``other`` reported as reported here too (a monitor rebuilt from
+        every annotation, e.g. after gold arrived, does not raise them again)."""
+        self._reported |= other._reported
+
     def sensitivity(self) -> list[dict]:
         """Per group and metric, the smallest drop detected within 4 windows with 90% probability
         at the group's current volume (columns of :attr:`ChangeReport.sensitivity`)."""
