@@ -566,7 +566,19 @@ def _find_changes(groups, windows, paired: Mapping[str, np.ndarray], level: Mapp
                 dataset_rows.append(dict(zip(DATASET_COLUMNS, (
                     metric, "drop" if ch["direction"] < 0 else "rise", windows[ch["detected"]], windows[ch["start"]],
                     ch["before"], ch["after"], float(min(1.0, rate))), strict=True)))
-    return rows, dataset_rows
+    return _explained_rises_removed(rows), dataset_rows
+
+
+def _explained_rises_removed(rows: list[dict], near: int = 2) -> list[dict]:
+    """Without the rises that another group's drop explains: measured against the others, the
+    groups that did not change look better when one of them degrades (by a half of its drop
+    with three groups, all of it with two). A rise is dropped when another group's drop on
+    the same metric starts within ``near`` windows of it and was found no later than
+    ``near`` windows after it."""
+    drops = [r for r in rows if r["direction"] == "drop"]
+    return [r for r in rows if r["direction"] == "drop" or not any(
+        d["group"] != r["group"] and d["metric"] == r["metric"] and abs(d["start"] - r["start"]) <= near
+        and d["detected_at"] <= r["detected_at"] + near for d in drops)]
 
 
 def _sensitivity(groups, paired: Mapping[str, np.ndarray], raw: Mapping[str, np.ndarray], alpha: float, *,

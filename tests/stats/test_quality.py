@@ -241,10 +241,9 @@ def test_monitor_fed_batch_by_batch_equals_the_offline_scan():
     online = monitor.changes()
     cols = ["group", "metric", "direction", "before", "after", "evidence"]
     pd.testing.assert_frame_equal(online[cols].reset_index(drop=True), offline.changes[cols].reset_index(drop=True))
-    drops = online[online["direction"] == "drop"]
-    assert list(drops["start"]) == [6] and list(drops["group"]) == ["acme-labeling"]
-    # measured against the others, the vendors that did not change look better: rises, never drops
-    assert set(online.loc[online["direction"] == "rise", "group"]) <= {"bolt-annotations", "crowdworks"}
+    # one change: the others' apparent rise (they look better against a degrading vendor) is explained by it
+    assert list(online["start"]) == [6] and list(online["group"]) == ["acme-labeling"]
+    assert list(online["direction"]) == ["drop"]
     with pytest.raises(StatsInputError, match="before the last window"):
         monitor.add_batch(3, item=item_codes[:1], group=["x"], label=label_codes[:1], counts=counts)
 
