@@ -94,7 +94,7 @@ class AuditOptions:
     method: str = "anytime"
     tau: float = 0.0
     confidence: float = 0.95
-    # Family-wise probability that the quality monitors ever raise a false change alert.
+    # Yearly false-alarm rate of the quality monitors (all groups of a dataset together).
     quality_alpha: float = 0.05
 
     def to_dict(self) -> dict[str, Any]:
