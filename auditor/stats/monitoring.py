@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 from auditor.stats._validation import StatsInputError
 
@@ -74,6 +74,8 @@ MIN_BASELINE_UNITS = 20
 #: Standardised weekly values are clipped here: one extreme week (the units' skew puts
 #: more weeks out there than a normal law would) cannot raise an alarm on its own.
 Z_CLIP = 3.5
+#: Windows the dataset level's baseline needs (its spread is estimated from their means).
+BETWEEN_MIN_WINDOWS = 6
 #: Share of a stream's false-alarm budget for single windows far out (the rest: the CUSUM).
 SHEWHART_SHARE = 0.2
 #: The single-window limit is never nearer than this many standard errors.
@@ -130,45 +132,59 @@ def _chain_threshold(alpha: float, k: float, looks: int) -> float:
     return hi
 
 
-_MC_STREAMS = 100_000
+_MC_STREAMS = 60_000
 _MC_SEED = 20230417
 
 
 @lru_cache(maxsize=16)
-def _null_maxima(k: float, looks: int, guard: int, mature: int) -> np.ndarray:
+def _null_maxima(k: float, looks: int, guard: int, mature: int, between: bool = False) -> np.ndarray:
     """Sorted maxima over ``looks`` windows of the drop CUSUM of the self-starting chart as
-    :func:`cusum_scan` runs it, on stationary windows of equal volume and known spread
-    (both sides: ``2 × _MC_STREAMS`` draws, a fixed seed, so the thresholds are constants).
+    :func:`cusum_scan` runs it, on stationary windows of equal volume (both sides:
+    ``2 × _MC_STREAMS`` draws, a fixed seed, so the thresholds are constants). With
+    ``between`` the spread is estimated from the baseline's window means, as the dataset
+    level's chart does; otherwise it is known (a baseline of many units).
 
     The held-out windows make successive standardised values share their baseline's
-    error (positively correlated), which a chain of independent increments does not
-    know: the threshold is taken from these maxima instead.
+    error (positively correlated), and an estimated spread is shared too, which a chain
+    of independent increments does not know: the threshold is taken from these maxima.
     """
     rng = np.random.default_rng(_MC_SEED)
     x = rng.standard_normal((_MC_STREAMS, looks + 1))
     x = np.concatenate([x, -x])
     cum = np.pad(np.cumsum(x, axis=1), ((0, 0), (1, 0)))
+    cum2 = np.pad(np.cumsum(x * x, axis=1), ((0, 0), (1, 0))) if between else None
     c = np.zeros(x.shape[0])
     best = np.zeros(x.shape[0])
     for w in range(1, looks + 1):
         nb = w - guard if w - guard >= mature else w
-        z = np.clip((x[:, w] - cum[:, nb] / nb) / np.sqrt(1.0 + 1.0 / nb), -Z_CLIP, Z_CLIP)
+        mean = cum[:, nb] / nb
+        if between:
+            if nb < BETWEEN_MIN_WINDOWS:
+                continue
+            var = np.maximum((cum2[:, nb] - nb * mean * mean) / (nb - 1), 1e-12)
+            t = (x[:, w] - mean) / np.sqrt(var * (1.0 + 1.0 / nb))
+            z = special.ndtri(special.stdtr(nb - 1, t))
+        else:
+            z = (x[:, w] - mean) / np.sqrt(1.0 + 1.0 / nb)
+        z = np.clip(z, -Z_CLIP, Z_CLIP)
         c = np.maximum(0.0, c - z - k)
         np.maximum(best, c, out=best)
     return np.sort(best)
 
 
+def _maxima(k: float, looks: int, between: bool) -> np.ndarray:
+    return _null_maxima(float(k), int(looks), GUARD, MATURE, bool(between))
+
+
 def cusum_threshold(alpha: float, k: float = DEFAULT_K, looks: int = LOOKS_PER_YEAR, *,
-                    guard: int | None = None, mature: int | None = None) -> float:
+                    between: bool = False) -> float:
     """The ``h`` at which the self-starting chart of :func:`cusum_scan` raises a false alarm
     within ``looks`` windows with probability ``alpha`` (from the chart's simulated null
     maxima; below the smallest ``alpha`` the simulation resolves, the Brook–Evans
     threshold of independent increments scaled by their ratio there)."""
     if not 0 < alpha < 1:
         raise StatsInputError(f"`alpha` must lie in (0, 1); got {alpha!r}.")
-    guard = GUARD if guard is None else guard
-    mature = MATURE if mature is None else mature
-    maxima = _null_maxima(float(k), int(looks), int(guard), int(mature))
+    maxima = _maxima(k, looks, between)
     floor = 200 / maxima.size
     if alpha >= floor:
         return float(np.quantile(maxima, 1 - alpha))
@@ -176,10 +192,11 @@ def cusum_threshold(alpha: float, k: float = DEFAULT_K, looks: int = LOOKS_PER_Y
     return _chain_threshold(float(alpha), float(k), int(looks)) * ratio
 
 
-def false_alarm_rate(h: float, k: float = DEFAULT_K, looks: int = LOOKS_PER_YEAR) -> float:
+def false_alarm_rate(h: float, k: float = DEFAULT_K, looks: int = LOOKS_PER_YEAR, *,
+                     between: bool = False) -> float:
     """P(the stationary chart's CUSUM exceeds ``h`` within ``looks`` windows): the yearly
     false-alarm rate at which an alarm at ``h`` would still fire."""
-    maxima = _null_maxima(float(k), int(looks), GUARD, MATURE)
+    maxima = _maxima(k, looks, between)
     p = 1.0 - np.searchsorted(maxima, h, side="right") / maxima.size
     if p * maxima.size >= 200:
         return float(p)
@@ -392,18 +409,18 @@ def _standardised(n, s1, s2, cn, c1, c2):
         var = np.maximum((c2 - cn * base_mean ** 2) / np.maximum(cn - 1, 1), 0.0)
         diff = s1 / n - base_mean
         t = diff / np.sqrt(var * (1.0 / n + 1.0 / cn))
-        z = special.ndtri(stats.t.cdf(t, np.maximum(cn - 1, 1)))
+        z = special.ndtri(special.stdtr(np.maximum(cn - 1, 1), t))
         # no spread in the baseline: rounding differences are no change, real ones are large
         flat = var <= 1e-12
         z = np.where(flat, np.where(np.abs(diff) <= 1e-9, 0.0, Z_CLIP * np.sign(diff)), z)
     return np.clip(np.nan_to_num(z, nan=0.0), -40.0, 40.0)
 
 
-def _rate(c: float, z: float, direction: int, k: float, looks: int) -> float:
+def _rate(c: float, z: float, direction: int, k: float, looks: int, between: bool = False) -> float:
     """The per-stream yearly false-alarm rate at which an alarm with CUSUM ``c`` and
     window value ``z`` would still fire (the smaller of its two routes)."""
     side = DROP_SHARE if direction < 0 else 1 - DROP_SHARE
-    by_cusum = false_alarm_rate(c, k, looks) / (side * (1 - SHEWHART_SHARE))
+    by_cusum = false_alarm_rate(c, k, looks, between=between) / (side * (1 - SHEWHART_SHARE))
     by_window = looks * float(special.ndtr(-abs(z))) / (side * SHEWHART_SHARE) if abs(z) > SHEWHART_FLOOR else 1.0
     return float(min(1.0, by_cusum, by_window))
 
@@ -429,7 +446,7 @@ def _start(n: np.ndarray, s1: np.ndarray, first: int, detected: int, fallback: i
 
 def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER_YEAR,
                max_changes: int = 10, min_baseline: int = MIN_BASELINE_UNITS,
-               between: bool = False, guard: int = GUARD, mature: int = MATURE) -> list[list[dict]]:
+               between: bool = False) -> list[list[dict]]:
     """Self-starting two-sided CUSUM on streams of per-window unit sums.
 
     Parameters
@@ -445,8 +462,6 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
         Changes per stream at most; after one the stream restarts at its estimated start.
     min_baseline : int
         Units a baseline needs before the next window is looked at.
-    guard : int
-        The latest windows left out of the baseline (see ``GUARD``).
     between : bool
         Standardise by the spread *between* windows (each window's mean one observation,
         at least six windows of baseline) instead of the units' spread: for a level that
@@ -471,8 +486,9 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
     if not ((alpha > 0) & (alpha < 1)).all():
         raise StatsInputError("`alpha` must lie in (0, 1).")
     cus = 1 - SHEWHART_SHARE
-    h_drop = np.array([cusum_threshold(float(a) * DROP_SHARE * cus, k, looks) for a in alpha])
-    h_rise = np.array([cusum_threshold(float(a) * (1 - DROP_SHARE) * cus, k, looks) for a in alpha])
+    h_drop = np.array([cusum_threshold(float(a) * DROP_SHARE * cus, k, looks, between=between) for a in alpha])
+    h_rise = np.array([cusum_threshold(float(a) * (1 - DROP_SHARE) * cus, k, looks, between=between)
+                       for a in alpha])
     # one window far out alarms on its own (Bonferroni over the looks of a year)
     # (no nearer than SHEWHART_FLOOR: the weekly means of skewed units reach four or five
     # standard errors far more often than a normal law says)
@@ -499,11 +515,11 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
                     for c in cums]
 
         full = base(np.full(R, w))
-        held = base(np.full(R, max(w - guard, 0)))
-        use_held = held[3] >= mature
+        held = base(np.full(R, max(w - GUARD, 0)))
+        use_held = held[3] >= MATURE
         cn, c1, c2, nwin, b1, b2 = (np.where(use_held, h_, f_) for h_, f_ in zip(held, full, strict=True))
         if between:
-            ready = has & (nwin >= 6)
+            ready = has & (nwin >= BETWEEN_MIN_WINDOWS)
         else:
             ready = has & (cn >= min_baseline) & (nwin >= 1)
         if not ready.any():
@@ -535,7 +551,8 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
 
             found[r].append({"detected": w, "start": st, "direction": d,
                              "before": mean(f, st - 1) if st > f else float("nan"), "after": mean(st, w),
-                             "rate": _rate(float(down[r] if d < 0 else up[r]), float(z_raw[r]), d, k, looks)})
+                             "rate": _rate(float(down[r] if d < 0 else up[r]), float(z_raw[r]), d, k, looks,
+                                           between)})
             # restart from the estimated start: the post-change windows are the new baseline
             first[r] = st
             down[r] = up[r] = 0.0
