@@ -169,7 +169,7 @@ def row_mdd(rng, streams):
     n, s1, s2 = p.n[:, 0].sum(), p.s1[:, 0].sum(), p.s2[:, 0].sum()
     sd = np.sqrt(s2 / n - (s1 / n) ** 2)
     per_stream_units = p.n[0, 0].sum()
-    mdd = float(minimum_detectable_shift(150, sd, ALPHA / 4 * DROP_SHARE, baseline_units=per_stream_units * 20 / WEEKS)[0])
+    mdd = float(minimum_detectable_shift(150, sd, ALPHA / 4, baseline_units=per_stream_units * 20 / WEEKS)[0])
     d = draw_panel(rng, 20, WEEKS, 150)
     from auditor.stats.monitoring import _dense_credit
 

@@ -209,7 +209,9 @@ def minimum_detectable_shift(n_per_window, sd, alpha: float, *, k: float = DEFAU
                              looks: int = LOOKS_PER_YEAR, within: int = 4, power: float = 0.9,
                              baseline_units=None) -> np.ndarray:
     """Smallest drop of the weekly mean of the units detected within ``within`` windows
-    with probability ``power``, at ``n_per_window`` units a window of spread ``sd``.
+    with probability ``power``, at ``n_per_window`` units a window of spread ``sd``, by the
+    drop CUSUM of a stream whose yearly false-alarm rate is ``alpha`` (as :func:`cusum_scan`
+    spends it), started at zero.
 
     The standardised shift per window is ``delta / (sd sqrt(1/n + 1/N))`` with ``N`` the
     baseline's units (``baseline_units``; default: many, i.e. 1/N = 0). NaN where there are
@@ -219,7 +221,7 @@ def minimum_detectable_shift(n_per_window, sd, alpha: float, *, k: float = DEFAU
     sd = np.broadcast_to(np.asarray(sd, dtype=float), n.shape)
     base = np.inf if baseline_units is None else np.asarray(baseline_units, dtype=float)
     base = np.broadcast_to(base, n.shape)
-    h = cusum_threshold(alpha, k, looks)
+    h = cusum_threshold(alpha * DROP_SHARE * (1 - SHEWHART_SHARE), k, looks)
     lo, hi = 0.0, 20.0
     for _ in range(40):
         mid = (lo + hi) / 2

@@ -54,7 +54,6 @@ from auditor.stats.certification import tie_credit
 from auditor.stats.counts import _label_codes
 from auditor.stats.monitoring import (
     DEFAULT_K,
-    DROP_SHARE,
     LOOKS_PER_YEAR,
     accuracy_slope,
     cusum_scan,
@@ -597,7 +596,7 @@ def _sensitivity(groups, paired: Mapping[str, np.ndarray], raw: Mapping[str, np.
             sd = float(np.sqrt(max((s2 - s1 * s1 / n) / max(n - 1, 1), 0.0)))
             with_data = arr[gi, :, 0][arr[gi, :, 0] > 0]
             volume = float(with_data[-recent:].mean())
-            mdd = float(minimum_detectable_shift(volume, sd, float(per_group[gi]) * DROP_SHARE, k=k, looks=looks,
+            mdd = float(minimum_detectable_shift(volume, sd, float(per_group[gi]), k=k, looks=looks,
                                                  baseline_units=n)[0])
             if metric == "gold_accuracy":
                 slope = 1.0

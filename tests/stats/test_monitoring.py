@@ -89,7 +89,7 @@ def test_the_minimum_detectable_shift_is_detected_with_the_promised_power_on_nor
     x = rng.normal(0.5, sd, size=(R, change + 4, per))
     x[:, change:] -= delta
     n = np.full((R, change + 4), float(per))
-    found = cusum_scan(n, x.sum(-1), (x * x).sum(-1), alpha=0.01 / 0.8, max_changes=1)
+    found = cusum_scan(n, x.sum(-1), (x * x).sum(-1), alpha=0.01, max_changes=1)
     hit = np.mean([bool(f) and f[0]["direction"] < 0 and f[0]["detected"] >= change for f in found])
     assert 0.80 <= hit <= 0.97, (delta, hit)
 
