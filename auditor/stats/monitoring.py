@@ -176,6 +176,15 @@ def _maxima(k: float, looks: int, between: bool) -> np.ndarray:
     return _null_maxima(float(k), int(looks), GUARD, MATURE, bool(between))
 
 
+def _sorted_quantile(values: np.ndarray, q: float) -> float:
+    """``np.quantile`` (linear) of already sorted values, without a partition."""
+    pos = q * (values.size - 1)
+    lo = int(np.floor(pos))
+    hi = min(lo + 1, values.size - 1)
+    return float(values[lo] + (pos - lo) * (values[hi] - values[lo]))
+
+
+@lru_cache(maxsize=4096)
 def cusum_threshold(alpha: float, k: float = DEFAULT_K, looks: int = LOOKS_PER_YEAR, *,
                     between: bool = False) -> float:
     """The ``h`` at which the self-starting chart of :func:`cusum_scan` raises a false alarm
@@ -187,8 +196,8 @@ def cusum_threshold(alpha: float, k: float = DEFAULT_K, looks: int = LOOKS_PER_Y
     maxima = _maxima(k, looks, between)
     floor = 200 / maxima.size
     if alpha >= floor:
-        return float(np.quantile(maxima, 1 - alpha))
-    ratio = float(np.quantile(maxima, 1 - floor)) / _chain_threshold(floor, float(k), int(looks))
+        return _sorted_quantile(maxima, 1 - alpha)
+    ratio = _sorted_quantile(maxima, 1 - floor) / _chain_threshold(floor, float(k), int(looks))
     return _chain_threshold(float(alpha), float(k), int(looks)) * ratio
 
 
@@ -201,7 +210,7 @@ def false_alarm_rate(h: float, k: float = DEFAULT_K, looks: int = LOOKS_PER_YEAR
     if p * maxima.size >= 200:
         return float(p)
     floor = 200 / maxima.size
-    ratio = float(np.quantile(maxima, 1 - floor)) / _chain_threshold(floor, float(k), int(looks))
+    ratio = _sorted_quantile(maxima, 1 - floor) / _chain_threshold(floor, float(k), int(looks))
     return float(min(crossing_probability(h / ratio, k, looks), floor))
 
 
@@ -488,9 +497,11 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
     if not ((alpha > 0) & (alpha < 1)).all():
         raise StatsInputError("`alpha` must lie in (0, 1).")
     cus = 1 - SHEWHART_SHARE
-    h_drop = np.array([cusum_threshold(float(a) * DROP_SHARE * cus, k, looks, between=between) for a in alpha])
-    h_rise = np.array([cusum_threshold(float(a) * (1 - DROP_SHARE) * cus, k, looks, between=between)
-                       for a in alpha])
+    levels, which = np.unique(alpha, return_inverse=True)
+    h_drop = np.array([cusum_threshold(float(a) * DROP_SHARE * cus, float(k), int(looks), between=between)
+                       for a in levels])[which]
+    h_rise = np.array([cusum_threshold(float(a) * (1 - DROP_SHARE) * cus, float(k), int(looks), between=between)
+                       for a in levels])[which]
     # one window far out alarms on its own (Bonferroni over the looks of a year)
     # (no nearer than SHEWHART_FLOOR: the weekly means of skewed units reach four or five
     # standard errors far more often than a normal law says)
