@@ -154,7 +154,9 @@ def _window_codes(frame: pd.DataFrame, window: str, origin) -> tuple[np.ndarray,
         raise StatsInputError(f"row {int(np.flatnonzero(raw < 0)[0])}: field 'timestamp' is before `origin`.")
     uniq, codes = np.unique(raw, return_inverse=True)
     starts = (start + uniq * step)
-    return codes.astype(np.int64), np.asarray(starts), np.asarray(starts + step), ts.to_numpy()
+    # time stamps as int64 nanoseconds (UTC), not one Python object per row
+    stamps = ts.dt.tz_convert(None).to_numpy() if isinstance(ts.dtype, pd.DatetimeTZDtype) else ts.to_numpy()
+    return codes.astype(np.int64), np.asarray(starts), np.asarray(starts + step), stamps
 
 
 def _timestamps(frame: pd.DataFrame) -> pd.Series:
@@ -353,18 +355,21 @@ def _x_sums(coded: _Coded, keep: np.ndarray, n_windows: int, n_groups: int):
     """Per (group, window): per-item X^t and X^e sums over the group's labels in the window."""
     n_labels = len(coded.labels)
     cell = coded.group[keep] * n_windows + coded.window[keep]
-    key = np.stack([cell, coded.item[keep], coded.label[keep]])
-    ukey, cnt = np.unique(key, axis=1, return_counts=True)
-    cell_item = ukey[0] * (len(coded.items) + 1) + ukey[1]
-    ci, inv = np.unique(cell_item, return_inverse=True)
+    span = len(coded.items) + 1
+    # one packed integer per (cell, item, label): a 1-D sort, not a sort of rows
+    packed = (cell.astype(np.int64) * span + coded.item[keep]) * n_labels + coded.label[keep]
+    upacked, cnt = np.unique(packed, return_counts=True)
+    cell_item = upacked // n_labels
+    head = np.flatnonzero(np.r_[True, cell_item[1:] != cell_item[:-1]])  # sorted: runs of one (cell, item)
+    ci = cell_item[head]
+    inv = np.repeat(np.arange(head.size), np.diff(np.r_[head, cell_item.size]))
     k = np.bincount(inv, weights=cnt)
     sq = np.bincount(inv, weights=cnt.astype(float) ** 2)
     xt = sq / (k * k)
     with np.errstate(invalid="ignore", divide="ignore"):
         xe = np.where(k >= 2, (sq - k) / (k * (k - 1)), np.nan)
-    cells = ci // (len(coded.items) + 1)
+    cells = ci // span
     size = n_groups * n_windows
-    del n_labels
     out = {}
     for name, x in (("t", xt), ("e", xe)):
         ok = ~np.isnan(x)
@@ -444,8 +449,9 @@ def _series(coded: _Coded, streams: dict[str, UnitStream], by: str, window: str,
     cell = coded.group * n_windows + coded.window
     size = n_groups * n_windows
     n_labels = np.bincount(cell, minlength=size).reshape(n_groups, n_windows)
-    pairs = np.unique(np.stack([cell, coded.item]), axis=1)
-    n_items = np.bincount(pairs[0], minlength=size).reshape(n_groups, n_windows)
+    span = len(coded.items) + 1
+    pairs = np.unique(cell.astype(np.int64) * span + coded.item) // span
+    n_items = np.bincount(pairs, minlength=size).reshape(n_groups, n_windows)
     x = _x_sums(coded, all_rows, n_windows, n_groups)
     u = {}
     for name in ("t", "e"):
