@@ -522,6 +522,7 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
     cums = [np.pad(np.cumsum(x, axis=1), ((0, 0), (1, 0)))
             for x in (n, s1, s2, (n > 0).astype(float), mean_w, mean_w ** 2)]
     first = np.zeros(R, dtype=np.int64)
+    at_first = [np.zeros(R) for _ in cums]  # each cumulative sum at the stream's first window
     down, up = np.zeros(R), np.zeros(R)
     down_since, up_since = np.zeros(R, dtype=np.int64), np.zeros(R, dtype=np.int64)
     rows = np.arange(R)
@@ -530,13 +531,11 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
         # the baseline: windows first .. w - guard - 1 (the latest ``guard`` windows are held
         # out, so that a change's first windows are compared with pre-change data only)
         # (once the baseline has ``mature`` windows without them; before, all earlier windows)
-        def base(end):
-            end = np.maximum(end, first)
-            return [np.take_along_axis(c, end[:, None], 1)[:, 0] - np.take_along_axis(c, first[:, None], 1)[:, 0]
-                    for c in cums]
+        def base(end: int):
+            return [np.where(end >= first, c[:, end] - a, 0.0) for c, a in zip(cums, at_first, strict=True)]
 
-        full = base(np.full(R, w))
-        held = base(np.full(R, max(w - GUARD, 0)))
+        full = base(w)
+        held = base(max(w - GUARD, 0))
         use_held = held[3] >= MATURE
         cn, c1, c2, nwin, b1, b2 = (np.where(use_held, h_, f_) for h_, f_ in zip(held, full, strict=True))
         if between:
@@ -576,5 +575,7 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
                                            between)})
             # restart from the estimated start: the post-change windows are the new baseline
             first[r] = st
+            for a, c in zip(at_first, cums, strict=True):
+                a[r] = c[r, st]
             down[r] = up[r] = 0.0
     return found
