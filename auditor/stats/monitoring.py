@@ -73,7 +73,7 @@ LOOKS_PER_YEAR = 52
 MIN_BASELINE_UNITS = 20
 #: Standardised weekly values are clipped here: one extreme week (the units' skew puts
 #: more weeks out there than a normal law would) cannot raise an alarm on its own.
-Z_CLIP = 3.5
+Z_CLIP = 5.0
 #: Windows the dataset level's baseline needs (its spread is estimated from their means).
 BETWEEN_MIN_WINDOWS = 6
 #: Share of a stream's false-alarm budget for single windows far out (the rest: the CUSUM).
@@ -94,16 +94,19 @@ _STATES = 120
 
 
 def _transitions(h: float, k: float, shift: float) -> np.ndarray:
-    """Brook–Evans sub-stochastic matrix of a CUSUM ``max(0, C + z - k)``, z ~ N(shift, 1),
-    on [0, h) in ``_STATES`` cells (cell 0 holds C = 0)."""
+    """Brook–Evans sub-stochastic matrix of a CUSUM ``max(0, C + z - k)``, z ~ N(shift, 1)
+    clipped to ±``Z_CLIP`` as the chart clips it, on [0, h) in ``_STATES`` cells (cell 0
+    holds C = 0)."""
     m = _STATES
     w = 2.0 * h / (2 * m - 1)
     centre = np.arange(m) * w
     upper = (np.arange(m) + 0.5) * w
     lower = np.concatenate([[-np.inf], upper[:-1]])
-    a = upper[None, :] - centre[:, None] + k - shift
-    b = lower[None, :] - centre[:, None] + k - shift
-    return special.ndtr(a) - special.ndtr(b)
+
+    def cdf(x):  # P(clipped z < x)
+        return np.where(x > Z_CLIP, 1.0, np.where(x <= -Z_CLIP, 0.0, special.ndtr(x - shift)))
+
+    return cdf(upper[None, :] - centre[:, None] + k) - cdf(lower[None, :] - centre[:, None] + k)
 
 
 def crossing_probability(h: float, k: float, looks: int, shift: float = 0.0, start: float = 0.0) -> float:
