@@ -136,3 +136,41 @@ def test_gold_imported_after_the_annotations_is_counted_per_window(app):
     agreement = client.get(f"/api/v1/datasets/{ds}/quality?metric=agreement&per_page=500",
                            headers=admin).get_json()["items"]
     assert len(agreement) == len(rows)  # the rebuild wrote every window once
+
+
+def test_a_relabel_updates_the_windows_it_touches_without_counting_twice(app):
+    """An annotator replaces some labels: the next audit rebuilds the windows from the current
+    labels (the replaced ones no longer count, nothing counts twice)."""
+    tenant = make_tenant(app)
+    client = app.test_client()
+    admin = tenant.auth()
+    scenario = HistoryScenario(weeks=3, items_per_week=50, seed=9)
+    ds = client.post("/api/v1/datasets", json={"name": "relabels", "labels": list(scenario.labels)},
+                     headers=admin).get_json()["id"]
+    records = [{k: x[k] for k in ("item_id", "annotator_id", "label", "vendor", "timestamp")}
+               for x in simulate_history(scenario)]
+    with eager_audits(app):
+        assert client.post(f"/api/v1/datasets/{ds}/annotations", headers=admin,
+                           json={"records": records}).status_code == 202
+        before = client.get(f"/api/v1/datasets/{ds}/quality?per_page=500", headers=admin).get_json()["items"]
+        # acme's labels of week 0 all become the first class
+        changed = [{**x, "label": scenario.labels[0]} for x in records
+                   if x["vendor"] == "acme-labeling" and x["item_id"].startswith("w000-")]
+        assert client.post(f"/api/v1/datasets/{ds}/annotations", headers=admin,
+                           json={"records": changed}).status_code == 202
+    after = client.get(f"/api/v1/datasets/{ds}/quality?per_page=500", headers=admin).get_json()["items"]
+    key = {(x["group"], x["window_start"]): x for x in before}
+    assert len(after) == len(before)
+    for x in after:
+        old = key[(x["group"], x["window_start"])]
+        assert x["n_labels"] == old["n_labels"] and x["n_items"] == old["n_items"]  # nothing counted twice
+    # the relabelled window moved, to what the offline series says of the current labels
+    current = {(r["item_id"], r["annotator_id"]): r for r in records}
+    current.update({(r["item_id"], r["annotator_id"]): r for r in changed})
+    from auditor.stats.quality import quality_series
+
+    offline = quality_series(list(current.values()), by="vendor", window="7D", origin="2026-01-05").to_frame()
+    for _, row in offline.iterrows():
+        got = next(x for x in after if x["group"] == row["group"] and x["window_start"][:10] == f"{row['window_start']:%Y-%m-%d}"
+                   and x["metric"] == "agreement")
+        assert got["value"] == pytest.approx(row["agreement"], abs=1e-9)
