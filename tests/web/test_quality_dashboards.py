@@ -377,3 +377,10 @@ def test_a_dataset_with_weekly_windows_but_no_vendor_report_counts_its_annotator
         assert 'data-label="U_t"><span class="na">' not in before[name]
         assert '<td class="n" data-label="annotators">3</td>' in after[name]
         assert 'data-label="U_t"><span class="na">' in after[name]
+
+
+def test_vendor_page_says_what_the_monitor_can_see(app, history, api):
+    page = _page(_session(app, history.tenant, "viewer"), "/vendors/acme-labeling")
+    sees = _text(re.search(r'<p class="sees" id="vendor-sees">(.*?)</p>', page, re.S).group(1))
+    assert sees.startswith("What the monitor can see: at 150 items a week, drops of 0.")
+    assert "within 4 weeks with 90% probability" in sees and "on gold items" in sees
