@@ -956,6 +956,15 @@ def _pooled(windows: list[QualityWindow], metric: str) -> tuple[float | None, fl
     return (sum(w.value * w.n_items for w in rows) / n if n else None), n
 
 
+def _sees(db: Session, dataset_id: int, vendor: str) -> dict[str, dict]:
+    """What the change detector can see of this vendor on the dataset, per metric: its weekly
+    volume and the smallest drop it finds within 4 weeks with 90% probability."""
+    from auditor.audit.quality import sensitivity
+
+    return {r["metric"]: r for r in sensitivity(db, dataset_id)["vendor"] if str(r["group"]) == vendor
+            and r["min_drop"] == r["min_drop"]}
+
+
 def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None, args=None,
                 with_price: bool = True, period: TimeRange | None = None) -> dict:
     """``dataset_ids``: only these datasets (a vendor user sees the datasets it is granted).
@@ -1048,6 +1057,7 @@ def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None
             continue
         entry["quality_chart"] = _quality_chart(windows, changes.get(ds_id, []),
                                                 batch=entry["dataset"].quality_window == "batch")
+        entry["sees"] = _sees(db, ds_id, vendor)
         audit = {a.get("annotator"): a for a in bounds}
         people = sorted({name for (d, name, _m) in latest_windows if d == ds_id} | set(audit))
         entry["annotators"] = [
