@@ -152,31 +152,20 @@ def certify_command(annotations, predictions, labels, tau, threshold, bound, met
 
     click.echo(f"{ann.n_items} items, {ann.n_annotators} annotators, {len(ann)} labels; "
                f"classes: {', '.join(map(str, ann.labels))}")
-    click.echo(f"Average annotator, upper bounds on oracle accuracy: "
-               f"U_t = {_fmt(ub.theoretical)} (Theorem 1, {ub.n_items} items), "
-               f"U_e = {_fmt(ub.empirical)} (Definition 1, {ub.n_items_empirical} items)")
+    click.echo(ub.summary())
     if vendors:
         click.echo("\nVendor            U_t      U_e      items")
         for v, u in sorted(vendors.items(), key=lambda kv: str(kv[0])):
             click.echo(f"{str(v)[:16]:<16}  {_fmt(u.theoretical)}  {_fmt(u.empirical)}  {u.n_items:>7}")
+    for name, res in models.items():
+        click.echo("\n" + res.summary(name))
     if models:
-        click.echo(f"\nModel             L        L items  L-U_t    S_hms(U_t) S_oms(U_t) S_hms(U_e) S_oms(U_e) "
-                   f"verdict (S_{method} with U_{'t' if bound == 'theoretical' else 'e'} ≥ {threshold})")
-        for name, res in models.items():
-            c = res.confidences
-            verdict = "CERTIFIED" if res.certified else "not certified"
-            click.echo(
-                f"{name[:16]:<16}  {_fmt(res.l)}  {res.lower.n_items:>7}  {res.margin_theoretical:+.4f}  "
-                f"{_fmt(c[('theoretical', 'hms')].score):>10} {_fmt(c[('theoretical', 'oms')].score):>10} "
-                f"{_fmt(c[('empirical', 'hms')].score):>10} {_fmt(c[('empirical', 'oms')].score):>10} {verdict}"
-            )
         for name, cov in coverage.items():
             if cov["n_predicted"] < ann.n_items or cov["n_ignored"]:
                 click.echo(f"{name}: predicts {cov['n_predicted']} of the {ann.n_items} annotated items; L rests on "
                            f"{models[name].lower.n_items} of them, U_t on all {ub.n_items}"
                            + (f"; {cov['n_ignored']} prediction(s) for items without annotations ignored"
                               if cov["n_ignored"] else ""))
-        click.echo("A negative confidence means the margin is too small for this many items: not certified.")
     if show_annotators and per_annotator is not None:
         click.echo("\nAnnotator         agreement  lower 95%  items")
         for r in sorted(per_annotator.to_records(), key=lambda r: -(r["agreement"] or 0)):

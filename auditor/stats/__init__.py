@@ -15,7 +15,6 @@ from auditor.stats.annotators import (
     AnnotatorBounds,
     annotator_lower_bounds,
     group_upper_bounds,
-    hoeffding_lower,
 )
 from auditor.stats.assumptions import (
     AssumptionReport,
@@ -43,17 +42,25 @@ from auditor.stats.certification import (
 )
 from auditor.stats.confseq import ConfidenceSequence, MeanStream, confidence_sequence
 from auditor.stats.confusion import ConfusionMatrix, confusion_matrix
+from auditor.stats.hoeffding import (
+    hoeffding_delta,
+    hoeffding_interval,
+    hoeffding_lower,
+    hoeffding_margin,
+)
 
 # --- vendor and annotator quality over time ---
 # isort: split
 from auditor.stats.counts import (
     Annotations,
     LabelCounts,
+    RowHistogram,
     annotations_from_records,
     annotations_from_wide,
     count_histogram,
     counts_from_records,
     counts_from_wide,
+    row_histogram,
 )
 from auditor.stats.quality import (
     ChangeReport,
@@ -70,7 +77,7 @@ from auditor.stats.agreement import (
     AgreementReport,
     PairwiseKappa,
     UndefinedAgreementWarning,
-    agreement,
+    agreement_report,
     fleiss_kappa,
     krippendorff_alpha,
     pairwise_cohen_kappa,

@@ -1,4 +1,7 @@
-"""Argument checks shared by the statistics (one place for the error wording)."""
+"""Argument checks and coercers shared by the statistics (one place for the error wording):
+label counts (:func:`as_counts`, :func:`as_count_matrix`), predictions
+(:func:`as_predictions`, :func:`as_hard_predictions`, :func:`as_probabilities`),
+probabilities and non-negative numbers, and random generators."""
 
 from __future__ import annotations
 
@@ -107,6 +110,37 @@ def as_count_matrix(counts, *, name: str = "counts", allow_empty_rows: bool = Tr
         empty = out.sum(axis=1) == 0
         if empty.any():
             raise StatsInputError(f"`{name}` row {int(np.flatnonzero(empty)[0])} has no labels.")
+    return out
+
+
+def as_counts(data, *, name: str = "counts") -> np.ndarray:
+    """Checked (N, L) label counts from an array-like, a frame, a LabelCounts or an
+    Annotations table (whose per-item counts are taken)."""
+    from auditor.stats.counts import Annotations, LabelCounts  # counts.py imports this module
+
+    if isinstance(data, Annotations):
+        return data.counts().counts
+    return as_count_matrix(data.counts if isinstance(data, LabelCounts) else data, name=name)
+
+
+def as_predictions(predictions, n_items: int, n_labels: int, *, name: str = "predictions",
+                   soft: bool = False) -> np.ndarray:
+    """Hard (N,) class indices or soft (N, L) probabilities, checked.
+
+    Returns the (N,) labels (a soft prediction's most probable class), or with ``soft``
+    the (N, L) distributions (a hard prediction one-hot).
+    """
+    if hasattr(predictions, "to_numpy"):
+        predictions = predictions.to_numpy()
+    arr = np.asarray(predictions)
+    if arr.ndim == 2:
+        probs = as_probabilities(arr, n_items, n_labels, name=name)
+        return probs if soft else probs.argmax(axis=1)
+    hard = as_hard_predictions(arr, n_items, n_labels, name=name)
+    if not soft:
+        return hard
+    out = np.zeros((n_items, n_labels))
+    out[np.arange(n_items), hard] = 1.0
     return out
 
 

@@ -9,17 +9,18 @@ annotators, and Theorem 1 bounds its average annotator.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
+from auditor.jsonable import finite
 from auditor.stats._validation import StatsInputError, check_probability
 from auditor.stats.certification import UpperBounds, tie_credit, upper_bounds
 from auditor.stats.counts import Annotations
+from auditor.stats.hoeffding import hoeffding_lower
 
-__all__ = ["AnnotatorBounds", "annotator_lower_bounds", "group_upper_bounds", "hoeffding_lower"]
+__all__ = ["AnnotatorBounds", "annotator_lower_bounds", "group_upper_bounds"]
 
 _CHUNK = 1 << 20  # annotations per vectorised block: bounds memory at ~L × 8 MB
 
@@ -58,27 +59,11 @@ class AnnotatorBounds:
         for a, g, n, lo in zip(self.annotators, self.agreement, self.n_items, self.lower_confidence, strict=True):
             out.append({
                 "annotator": a,
-                "agreement": None if math.isnan(g) else float(g),
+                "agreement": finite(g),
                 "n_items": int(n),
-                "lower_confidence": None if math.isnan(lo) else float(lo),
+                "lower_confidence": finite(lo),
             })
         return out
-
-
-def hoeffding_lower(mean, n, *, confidence: float = 0.95):
-    """One-sided Hoeffding lower confidence bound for a mean of [0, 1] variables.
-
-    .. math:: \\bar X - \\sqrt{\\ln(1/\\delta) / (2n)}, \\quad \\delta = 1 - \\text{confidence}
-
-    clipped at 0; NaN where ``n`` is 0.
-    """
-    confidence = check_probability(confidence, name="confidence", open_interval=True)
-    mean = np.asarray(mean, dtype=float)
-    n = np.asarray(n, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lo = mean - np.sqrt(np.log(1.0 / (1.0 - confidence)) / (2.0 * n))
-    lo = np.where(n > 0, np.maximum(lo, 0.0), np.nan)
-    return lo
 
 
 def annotator_lower_bounds(annotations: Annotations, *, confidence: float = 0.95) -> AnnotatorBounds:

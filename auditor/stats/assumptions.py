@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from auditor.jsonable import finite
 from auditor.stats._validation import StatsInputError, as_count_matrix
 from auditor.stats.certification import UpperBounds, lower_bound, tie_credit, upper_bounds
 from auditor.stats.counts import Annotations
@@ -114,7 +115,7 @@ class AssumptionReport:
 
     def to_dict(self) -> dict:
         def num(x):
-            return None if isinstance(x, float) and math.isnan(x) else x
+            return finite(x) if isinstance(x, float) else x
 
         def t3(c: Theorem3Check) -> dict:
             return {

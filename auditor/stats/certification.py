@@ -35,16 +35,18 @@ import numpy as np
 from scipy import optimize
 from scipy.special import logsumexp
 
+from auditor.jsonable import finite
+from auditor.stats._summary import num, table
 from auditor.stats._validation import (
     StatsInputError,
-    as_count_matrix,
-    as_hard_predictions,
-    as_probabilities,
+    as_counts,
+    as_predictions,
     check_nonnegative,
     check_probability,
 )
 from auditor.stats.confseq import BETS, MeanStream, _check_values, betting_log_wealth, log_evalue
-from auditor.stats.counts import Annotations, LabelCounts
+from auditor.stats.counts import Annotations
+from auditor.stats.hoeffding import hoeffding_delta
 
 __all__ = [
     "AnytimeState",
@@ -111,6 +113,12 @@ class UpperBounds:
     def n(self, bound: str = "theoretical") -> int:
         _check_choice(bound, BOUNDS, "bound")
         return self.n_items if bound == "theoretical" else self.n_items_empirical
+
+    def summary(self) -> str:
+        """One line: both bounds with the items each rests on ("—" where undefined)."""
+        return (f"Average annotator, upper bounds on oracle accuracy: "
+                f"U_t = {num(self.theoretical)} (Theorem 1, {self.n_items} items), "
+                f"U_e = {num(self.empirical)} (Definition 1, {self.n_items_empirical} items)")
 
 
 @dataclass(frozen=True)
@@ -215,13 +223,30 @@ class CertificationResult:
         """The confidence the verdict used."""
         return self.confidences[(self.bound, self.method)].score
 
+    def summary(self, name: str = "model") -> str:
+        """A plain-text summary: the verdict, the bounds and margins, and one row per
+        (bound, method) confidence with its margins ``t_u``, ``t_l``."""
+        short = {"theoretical": "U_t", "empirical": "U_e"}
+        verdict = "CERTIFIED" if self.certified else "not certified"
+        lines = [
+            f"{name}: {verdict} (S_{self.method} with {short[self.bound]} = {num(self.score)} ≥ {self.threshold:g}"
+            f"{f', tau = {self.tau:g}' if self.tau else ''})",
+            f"L = {num(self.l)} ({self.lower.aggregation}, {self.lower.n_items} items), "
+            f"U_t = {num(self.u_t)} ({self.upper.n_items} items), U_e = {num(self.u_e)} "
+            f"({self.upper.n_items_empirical} items); L-U_t = {num(self.margin_theoretical, sign=True)}, "
+            f"L-U_e = {num(self.margin_empirical, sign=True)}",
+        ]
+        rows = [[short[b], m, num(c.score), num(c.t_u), num(c.t_l)] for (b, m), c in self.confidences.items()]
+        lines += table(["bound", "method", "S", "t_u", "t_l"], rows, widths=[7, 12, 8, 10, 10], align="llrrr")
+        if any(c.score < 0 for c in self.confidences.values()):
+            lines.append("A negative confidence means the margin is too small for this many items: not certified.")
+        return "\n".join(lines)
+
     def to_dict(self) -> dict:
         """A JSON-ready dictionary (NaN becomes ``None``)."""
 
         def clean(x):
-            if isinstance(x, float) and not math.isfinite(x):
-                return None
-            return x
+            return finite(x) if isinstance(x, float) else x
 
         return {
             "u_t": clean(self.upper.theoretical),
@@ -260,12 +285,10 @@ def _check_choice(value, choices, name):
         raise StatsInputError(f"`{name}` must be one of {list(choices)}; got {value!r}.")
 
 
-def _counts_array(counts) -> np.ndarray:
-    if isinstance(counts, Annotations):
-        counts = counts.counts()
-    if isinstance(counts, LabelCounts):
-        counts = counts.counts
-    return as_count_matrix(counts)
+#: The coercers live in ``stats._validation``; these names are what ``stats.planning``
+#: imports (until its split into a package imports the coercers themselves).
+_counts_array = as_counts
+_as_labels = as_predictions
 
 
 def upper_bounds(counts) -> UpperBounds:
@@ -427,7 +450,7 @@ def lower_bound(counts, predictions, *, aggregation: str = "majority", weights=N
     else:
         votes = _counts_array(counts)
         n_labels = votes.shape[1]
-    pred = _as_labels(predictions, votes.shape[0], n_labels)
+    pred = as_predictions(predictions, votes.shape[0], n_labels)
     credit = tie_credit(votes, pred)
     ok = ~np.isnan(credit)
     if not ok.any():
@@ -436,20 +459,11 @@ def lower_bound(counts, predictions, *, aggregation: str = "majority", weights=N
     return LowerBound(value=float(credit[ok].mean()), n_items=int(ok.sum()), aggregation=agg)
 
 
-def _as_labels(predictions, n_items: int, n_labels: int) -> np.ndarray:
-    if hasattr(predictions, "to_numpy"):
-        predictions = predictions.to_numpy()
-    arr = np.asarray(predictions)
-    if arr.ndim == 2:
-        return as_probabilities(arr, n_items, n_labels).argmax(axis=1)
-    return as_hard_predictions(arr, n_items, n_labels)
-
-
 # ----------------------------------------------------------------------- confidence
 
 
 def _hoeffding_delta(n):
-    return lambda t: np.exp(-2.0 * n * np.asarray(t) ** 2)
+    return lambda t: hoeffding_delta(n, t)
 
 
 def _bernstein_delta(n, var):
@@ -718,7 +732,7 @@ def item_values(counts, predictions=None, *, aggregation: str = "majority", weig
             votes = _weighted_votes(counts, weights)
         else:
             votes = m
-        agree = tie_credit(votes, _as_labels(predictions, votes.shape[0], votes.shape[1]))
+        agree = tie_credit(votes, as_predictions(predictions, votes.shape[0], votes.shape[1]))
         agree[k == 0] = np.nan
     return ItemValues(x_t=x_t, x_e=x_e, agreement=agree)
 

@@ -42,7 +42,7 @@ from auditor.db import (
     ImportBatch,
     Item,
     Model,
-    PowerCurve,
+    PowerCurveRecord,
     QualityChange,
     QualityWindow,
     Release,
@@ -52,8 +52,9 @@ from auditor.db import (
 )
 from auditor.db.models import LabelStudioConnector, MlflowConnector
 from auditor.db.queries_audit import latest_runs
-from auditor.stats.annotators import hoeffding_lower
+from auditor.jsonable import finite
 from auditor.stats.confusion import confusion_matrix
+from auditor.stats.hoeffding import hoeffding_interval
 from auditor.web.tables import COUNT_CAP, Column, like_pattern, table_state
 from auditor.web.timerange import TimeRange, time_range
 
@@ -200,10 +201,6 @@ _METRIC_LABELS = {"accuracy": "accuracy", "balanced accuracy": "balanced accurac
                   CE_METRIC: "cross-entropy (soft labels)"}
 
 
-def _finite(x) -> float | None:
-    return float(x) if isinstance(x, int | float) and math.isfinite(x) else None
-
-
 def best_rows(scores) -> list[dict]:
     """BEST scores in the pages' convention: cross-entropy in bits, a floor (lower is better);
     the others ceilings."""
@@ -231,7 +228,7 @@ def scorer_label(scorer: str, combiner: str | None = None) -> str:
     return what + (f" ({combiner})" if combiner else "")
 
 
-def curve_view(curve: PowerCurve | None) -> dict | None:
+def curve_view(curve: PowerCurveRecord | None) -> dict | None:
     """A release's classifier score and survey equivalence in the pages' convention."""
     if curve is None:
         return None
@@ -262,10 +259,8 @@ def l_interval(value: float | None, n: int | None, confidence: float = 0.95) -> 
     """Two-sided Hoeffding interval for a mean of [0, 1] values over ``n`` items."""
     if value is None or not n:
         return None, None
-    side = 1.0 - (1.0 - confidence) / 2.0
-    low = float(hoeffding_lower(value, n, confidence=side))
-    high = 1.0 - float(hoeffding_lower(1.0 - value, n, confidence=side))
-    return low, high
+    low, high = hoeffding_interval(value, n, confidence=confidence)
+    return float(low), float(high)
 
 
 def badge_score(cert: Certification) -> float | None:
@@ -314,7 +309,7 @@ def certified_since(db: Session, latest: Iterable[tuple[Certification, int]]) ->
             for pair, run in wanted.items() if run in runs}
 
 
-def _power_chart(human: PowerCurve, marked: list[tuple[str, PowerCurve]], best: Mapping[str, dict]) -> dict:
+def _power_chart(human: PowerCurveRecord, marked: list[tuple[str, PowerCurveRecord]], best: Mapping[str, dict]) -> dict:
     """The humans' power curve with its band, each release marked at its survey equivalence (its
     score with the score's interval and the equivalence's), and BEST's limit as a reference line."""
     sign = _sign(human.scorer)
@@ -591,7 +586,7 @@ def dataset_page(db: Session, ds: Dataset) -> dict:
     out["best"] = best_rows(db.scalars(select(BestScore).where(BestScore.audit_run_id == run.id)
                                        .order_by(BestScore.metric)))
     best = {b["metric"]: b for b in out["best"]}
-    curves = list(db.scalars(select(PowerCurve).where(PowerCurve.audit_run_id == run.id).order_by(PowerCurve.id)))
+    curves = list(db.scalars(select(PowerCurveRecord).where(PowerCurveRecord.audit_run_id == run.id).order_by(PowerCurveRecord.id)))
     base = next((c for c in curves if c.release_id is None and c.vendor is None), None)
     rel_curves = [c for c in curves if c.release_id is not None]
     rel_names = {r.id: (m.name, r.version, m.id) for r, m in db.execute(
@@ -677,10 +672,10 @@ def model_page(db: Session, model: Model, dataset_id: int | None, workspace_id: 
     ds_id = dataset_id if dataset_id in {d.id for d in datasets} else datasets[0].id
     out["dataset_id"] = ds_id
     certs = _latest_certs(db, select(Release.id).where(Release.model_id == model.id), ds_id)
-    curves: dict[tuple[int, int], list[PowerCurve]] = defaultdict(list)
-    for c in db.scalars(select(PowerCurve).where(PowerCurve.audit_run_id.in_({c.audit_run_id for c in certs.values()} or {-1}),
-                                                 PowerCurve.release_id.in_(list(certs) or [-1]))
-                        .order_by(PowerCurve.id)):
+    curves: dict[tuple[int, int], list[PowerCurveRecord]] = defaultdict(list)
+    for c in db.scalars(select(PowerCurveRecord).where(PowerCurveRecord.audit_run_id.in_({c.audit_run_id for c in certs.values()} or {-1}),
+                                                 PowerCurveRecord.release_id.in_(list(certs) or [-1]))
+                        .order_by(PowerCurveRecord.id)):
         curves[(c.release_id, c.audit_run_id)].append(c)
     since = certified_since(db, [(c, ds_id) for c in certs.values()])
     rows = []
@@ -725,7 +720,7 @@ def release_page(db: Session, release: Release, model: Model, dataset_id: int | 
     out["best"] = best_rows(db.scalars(select(BestScore).where(BestScore.audit_run_id == run.id)
                                        .order_by(BestScore.metric)))
     best = {b["metric"]: b for b in out["best"]}
-    curves = list(db.scalars(select(PowerCurve).where(PowerCurve.audit_run_id == run.id).order_by(PowerCurve.id)))
+    curves = list(db.scalars(select(PowerCurveRecord).where(PowerCurveRecord.audit_run_id == run.id).order_by(PowerCurveRecord.id)))
     mine = [c for c in curves if c.release_id == release.id]
     out["curves"] = [curve_view(c) for c in mine]
     out["gaps"] = [g for g in (best_gap(v, best) for v in out["curves"]) if g is not None]
@@ -812,8 +807,8 @@ def compare_page(db: Session, workspace_id: int, chosen: list[tuple[Release, Mod
     certs = _latest_certs(db, ids, ds_id)
     since = certified_since(db, [(c, ds_id) for c in certs.values()])
     run_ids = sorted({c.audit_run_id for c in certs.values()})
-    curves = list(db.scalars(select(PowerCurve).where(PowerCurve.audit_run_id.in_(run_ids or [-1]))
-                             .order_by(PowerCurve.id)))
+    curves = list(db.scalars(select(PowerCurveRecord).where(PowerCurveRecord.audit_run_id.in_(run_ids or [-1]))
+                             .order_by(PowerCurveRecord.id)))
     bests: dict[int, dict] = defaultdict(dict)
     for b in db.scalars(select(BestScore).where(BestScore.audit_run_id.in_(run_ids or [-1])).order_by(BestScore.metric)):
         bests[b.audit_run_id][b.metric] = best_rows([b])[0]
@@ -1256,8 +1251,8 @@ def confusion_view(db: Session, ds: Dataset, *, annotator_ids: list[int] | None 
     t, p, n = zip(*cells, strict=True)
     m = confusion_matrix(t, p, n, n_classes=len(labels))
     return {"labels": labels, "counts": m.counts.tolist(), "n": m.n, "accuracy": m.accuracy,
-            "recall": [None if math.isnan(x) else float(x) for x in m.recall],
-            "precision": [None if math.isnan(x) else float(x) for x in m.precision],
+            "recall": [finite(x) for x in m.recall],
+            "precision": [finite(x) for x in m.precision],
             "capped": capped, "max_items": CONFUSION_GOLD_ITEMS}
 
 
@@ -1410,8 +1405,8 @@ def audit_run_page(db: Session, run: AuditRun, ds: Dataset) -> dict:
     certs = db.execute(select(Certification, Release, Model).join(Release, Certification.release_id == Release.id)
                        .join(Model, Release.model_id == Model.id).where(Certification.audit_run_id == run.id)
                        .order_by(Model.name, Release.released_at.asc().nulls_last(), Release.id).limit(500)).all()
-    curves = list(db.scalars(select(PowerCurve).options(defer(PowerCurve.points))
-                             .where(PowerCurve.audit_run_id == run.id).order_by(PowerCurve.id).limit(500)))
+    curves = list(db.scalars(select(PowerCurveRecord).options(defer(PowerCurveRecord.points))
+                             .where(PowerCurveRecord.audit_run_id == run.id).order_by(PowerCurveRecord.id).limit(500)))
     release_names = {r.id: f"{m.name} {r.version}" for _, r, m in certs}
     previous = db.scalar(select(func.max(AuditRun.id)).where(AuditRun.dataset_id == run.dataset_id,
                                                             AuditRun.id < run.id))

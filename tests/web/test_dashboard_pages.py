@@ -30,7 +30,7 @@ from auditor.db import (
     Dataset,
     Item,
     Model,
-    PowerCurve,
+    PowerCurveRecord,
     QualityWindow,
     Release,
     VendorReport,
@@ -121,7 +121,7 @@ def _long_history(app, *, runs: int, releases: int, alerts: int, items: int, ann
             db.add(run)
             db.flush()
             db.add(BestScore(audit_run_id=run.id, metric=dashboards.CE_METRIC, value=0.7, n_items=items))
-            db.add(PowerCurve(audit_run_id=run.id, combiner="abc", scorer="cross_entropy", max_k=5, n_bootstrap=10,
+            db.add(PowerCurveRecord(audit_run_id=run.id, combiner="abc", scorer="cross_entropy", max_k=5, n_bootstrap=10,
                               points=points))
             for r, rel in enumerate(rels[: 1 + n * releases // runs]):
                 ok = (n + r) % 5 != 0
@@ -132,7 +132,7 @@ def _long_history(app, *, runs: int, releases: int, alerts: int, items: int, ann
                                      verdict="certified" if ok else "not certified",
                                      details={"threshold": 0.95, "paper_method": "oms"}))
                 # The first release's curves were drawn by Monte Carlo: their equivalence carries its error.
-                db.add(PowerCurve(audit_run_id=run.id, release_id=rel.id, combiner="abc", scorer="cross_entropy",
+                db.add(PowerCurveRecord(audit_run_id=run.id, release_id=rel.id, combiner="abc", scorer="cross_entropy",
                                   max_k=5, n_bootstrap=10, points=points,
                                   method="monte_carlo" if r == 0 else "exact",
                                   equivalence_mc_error=0.0314 if r == 0 else None,
