@@ -6,7 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from auditor.stats import best_performance, certify, expert_equivalence, survey_equivalence, upper_bounds
+from auditor.stats import (
+    best_performance,
+    certify,
+    expert_equivalence,
+    survey_equivalence,
+    upper_bounds,
+)
 
 
 def _data(seed: int = 0, n: int = 300):
