@@ -44,6 +44,7 @@ from auditor.stats import (
     item_values,
     lower_bound,
     row_histogram,
+    tally_counts,
     upper_bounds,
 )
 from auditor.stats.equivalence import expert_equivalence, power_curve, survey_equivalence
@@ -277,9 +278,7 @@ def dataset_part(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:
 
 def _pool_counts(snap: AuditSnapshot, members: list[int]) -> np.ndarray:
     keep = np.isin(snap.ann_annotator, members)
-    L = len(snap.labels)
-    flat = np.bincount(snap.ann_item[keep] * L + snap.ann_label[keep], minlength=snap.counts.shape[0] * L)
-    return flat.reshape(-1, L)
+    return tally_counts(snap.ann_item[keep], snap.ann_label[keep], snap.counts.shape[0], len(snap.labels))
 
 
 def _expert_equivalence(snap, crowd, expert_counts, options, *, key, notes, vendor):

@@ -61,6 +61,7 @@ from auditor.stats.counts import (
     counts_from_records,
     counts_from_wide,
     row_histogram,
+    tally_counts,
 )
 from auditor.stats.quality import (
     ChangeReport,

@@ -30,6 +30,7 @@ __all__ = [
     "counts_from_records",
     "counts_from_wide",
     "row_histogram",
+    "tally_counts",
 ]
 
 
@@ -106,8 +107,8 @@ class Annotations:
     def counts(self) -> LabelCounts:
         """The (N, L) label-count matrix (one row per item of this table)."""
         if "counts" not in self._cache:
-            flat = np.bincount(self.item * self.n_labels + self.label, minlength=self.n_items * self.n_labels)
-            self._cache["counts"] = LabelCounts(flat.reshape(self.n_items, self.n_labels), self.labels, self.items)
+            counts = tally_counts(self.item, self.label, self.n_items, self.n_labels)
+            self._cache["counts"] = LabelCounts(counts, self.labels, self.items)
         return self._cache["counts"]
 
     def matrix(self) -> np.ndarray:
@@ -348,6 +349,14 @@ def counts_from_records(records, *, labels: Sequence | None = None, **fields) ->
 def counts_from_wide(matrix, *, labels: Sequence | None = None, missing=(-1, ""), **names) -> LabelCounts:
     """Label counts from a wide item × rater matrix; see :func:`annotations_from_wide`."""
     return annotations_from_wide(matrix, labels=labels, missing=missing, **names).counts()
+
+
+def tally_counts(item: np.ndarray, label: np.ndarray, n_items: int, n_labels: int) -> np.ndarray:
+    """The (n_items, n_labels) int64 label counts of (item, label) code pairs: how many
+    pairs have each item and label. Codes must lie in ``[0, n_items)`` and ``[0, n_labels)``."""
+    item = np.asarray(item, dtype=np.int64)
+    flat = np.bincount(item * n_labels + np.asarray(label, dtype=np.int64), minlength=n_items * n_labels)
+    return flat.reshape(n_items, n_labels).astype(np.int64, copy=False)
 
 
 class RowHistogram(NamedTuple):

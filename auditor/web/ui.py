@@ -21,7 +21,7 @@ from flask import (
 from sqlalchemy import select
 
 from auditor.db import Annotator, Dataset, Model, Role, User, Workspace
-from auditor.web import dashboards, timerange
+from auditor.web import readmodels, timerange
 from auditor.web.cache import cached
 from auditor.web.db import get_session, in_workspace
 from auditor.web.security import dummy_password_hash, limiter, load_principal, verify_password
@@ -146,7 +146,7 @@ def logout():
 @login_required()
 @cached
 def overview():
-    data = dashboards.overview(get_session(), g.principal.workspace_id, period=timerange.page_range("7d"))
+    data = readmodels.overview(get_session(), g.principal.workspace_id, period=timerange.page_range("7d"))
     return render_template("overview.html", **data)
 
 
@@ -181,7 +181,7 @@ def dataset_arg() -> int | None:
 @login_required()
 @cached
 def dataset(dataset_id: int):
-    return render_template("dataset.html", **dashboards.dataset_page(get_session(), _dataset(dataset_id)))
+    return render_template("dataset.html", **readmodels.dataset_page(get_session(), _dataset(dataset_id)))
 
 
 @bp.get("/models/<int:model_id>")
@@ -191,7 +191,7 @@ def model(model_id: int):
     m = in_workspace(get_session(), Model, model_id, g.principal.workspace_id) if model_id <= _MAX_ID else None
     if m is None:
         abort(404)
-    return render_template("model.html", **dashboards.model_page(get_session(), m, dataset_arg(),
+    return render_template("model.html", **readmodels.model_page(get_session(), m, dataset_arg(),
                                                                  g.principal.workspace_id, request.args))
 
 
@@ -205,7 +205,7 @@ def vendor(name: str):
     db = get_session()
     granted = None if principal.reads_all else principal.grants
     dataset_arg()  # another workspace's dataset is not found
-    data = dashboards.vendor_page(db, principal.workspace_id, name, dataset_ids=granted, args=request.args,
+    data = readmodels.vendor_page(db, principal.workspace_id, name, dataset_ids=granted, args=request.args,
                                   with_price=principal.reads_all, period=timerange.page_range("all"))
     from auditor.web.pages import PRICE_SETTERS
 
@@ -228,7 +228,7 @@ def annotator(dataset_id: int, external_id: str):
                                                 Annotator.external_id == external_id)).first()
     if person is None or (not principal.reads_all and person.vendor != principal.vendor):
         abort(404)
-    return render_template("annotator.html", **dashboards.annotator_page(db, ds, person,
+    return render_template("annotator.html", **readmodels.annotator_page(db, ds, person,
                                                                          period=timerange.page_range("all")))
 
 
@@ -236,7 +236,7 @@ def annotator(dataset_id: int, external_id: str):
 @login_required()
 @cached
 def audit_runs():
-    return render_template("audit_runs.html", **dashboards.audit_runs(get_session(), g.principal.workspace_id,
+    return render_template("audit_runs.html", **readmodels.audit_runs(get_session(), g.principal.workspace_id,
                                                                       request.args, period=timerange.page_range("all")))
 
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from auditor.stats import StatsInputError, count_histogram, row_histogram
+from auditor.stats import StatsInputError, count_histogram, row_histogram, tally_counts
 
 
 def _check_against_numpy(rows: np.ndarray) -> None:
@@ -82,3 +82,15 @@ def test_count_histogram_of_a_paper_table_by_hand():
     assert hist.unique.tolist() == [[0, 3], [1, 2], [3, 0]]
     assert hist.multiplicity.tolist() == [2, 2, 1]
     assert hist.inverse.tolist() == [1, 0, 2, 0, 1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_items=st.integers(1, 30), n_labels=st.integers(1, 6),
+       n_pairs=st.integers(0, 200))
+def test_tally_counts_counts_every_pair_once(seed, n_items, n_labels, n_pairs):
+    rng = np.random.default_rng(seed)
+    item, label = rng.integers(0, n_items, n_pairs), rng.integers(0, n_labels, n_pairs)
+    got = tally_counts(item, label, n_items, n_labels)
+    want = np.zeros((n_items, n_labels), dtype=np.int64)
+    np.add.at(want, (item, label), 1)
+    assert got.dtype == np.int64 and np.array_equal(got, want) and got.sum() == n_pairs

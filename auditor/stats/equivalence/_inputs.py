@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from auditor.stats._validation import StatsInputError, as_count_matrix, as_rng
-from auditor.stats.counts import Annotations, LabelCounts
+from auditor.stats.counts import Annotations, LabelCounts, tally_counts
 
 COMBINERS = ("majority", "plurality", "frequency", "abc")
 SCORERS = ("agreement", "cross_entropy", "f1", "auc", "pearson", "dmi")
@@ -110,8 +110,7 @@ def counts_of(matrix: np.ndarray, n_labels: int) -> np.ndarray:
     rows = np.repeat(np.arange(n), matrix.shape[1])
     flat = matrix.ravel()
     keep = flat >= 0
-    out = np.bincount(rows[keep] * n_labels + flat[keep], minlength=n * n_labels)
-    return out.reshape(n, n_labels).astype(np.int64)
+    return tally_counts(rows[keep], flat[keep], n, n_labels)
 
 
 #: What a bare matrix given as ratings is (``matrix=``): decided from the matrix where only

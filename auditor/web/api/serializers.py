@@ -149,7 +149,7 @@ def power_curve_points(curve: dict):
 
 
 def feed(f: dict) -> dict:
-    """One live feed of a dataset (``auditor.web.dashboards.feeds``)."""
+    """One live feed of a dataset (``auditor.web.readmodels.feeds``)."""
     return {**f, **{k: _t(f[k]) for k in ("last_event_at", "last_sync_at", "last_written_at", "created_at")}}
 
 
