@@ -374,12 +374,11 @@ class RowHistogram(NamedTuple):
 _KEY_LIMIT = 2**62
 
 
-def _column_codes(column: np.ndarray) -> tuple[np.ndarray, int]:
-    """Order-preserving integer codes of one column and how many codes there can be."""
-    if column.dtype.kind in "iu" and column.size:
-        low, high = int(column.min()), int(column.max())
-        if low >= 0 and high < max(2 * column.size, 1 << 16):
-            return column.astype(np.int64, copy=False), high + 1  # the value is its own code
+def _column_codes(column: np.ndarray, low: int | None, high: int | None) -> tuple[np.ndarray, int]:
+    """Order-preserving integer codes of one column and how many codes there can be
+    (``low``/``high``: the column's extremes when it holds integers)."""
+    if low is not None and low >= 0 and high < max(2 * column.size, 1 << 16):
+        return column.astype(np.int64, copy=False), high + 1  # the value is its own code
     values, codes = np.unique(column, return_inverse=True)
     return codes.reshape(-1).astype(np.int64), max(len(values), 1)
 
@@ -403,15 +402,20 @@ def row_histogram(rows) -> RowHistogram:
     n_rows, n_cols = arr.shape
     if n_rows == 0:
         return RowHistogram(arr[:0], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    integer = arr.dtype.kind in "iu" and n_cols > 0
+    # Extremes of every column at once: one pass, where column by column would stride.
+    lows = arr.min(axis=0).tolist() if integer else [None] * n_cols
+    highs = arr.max(axis=0).tolist() if integer else [None] * n_cols
     key = np.zeros(n_rows, dtype=np.int64)
     space = 1
     for j in range(n_cols):
-        codes, size = _column_codes(arr[:, j])
+        codes, size = _column_codes(arr[:, j], lows[j], highs[j])
         if space * size > _KEY_LIMIT:
             _, key = np.unique(key, return_inverse=True)
             key = key.reshape(-1).astype(np.int64)
             space = int(key.max()) + 1
-        key = key * size + codes
+        key *= size
+        key += codes
         space *= size
     if space <= max(4 * n_rows, 1 << 16):
         hist = np.bincount(key, minlength=space)
