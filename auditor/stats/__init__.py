@@ -15,6 +15,7 @@ from auditor.stats.annotators import (
     AnnotatorBounds,
     annotator_lower_bounds,
     group_upper_bounds,
+    grouped_bounds_summary,
 )
 from auditor.stats.assumptions import (
     AssumptionReport,

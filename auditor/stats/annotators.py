@@ -15,12 +15,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from auditor.jsonable import finite
+from auditor.stats._summary import num, table
 from auditor.stats._validation import StatsInputError, check_probability
 from auditor.stats.certification import UpperBounds, tie_credit, upper_bounds
 from auditor.stats.counts import Annotations
 from auditor.stats.hoeffding import hoeffding_lower
 
-__all__ = ["AnnotatorBounds", "annotator_lower_bounds", "group_upper_bounds"]
+__all__ = ["AnnotatorBounds", "annotator_lower_bounds", "group_upper_bounds", "grouped_bounds_summary"]
 
 _CHUNK = 1 << 20  # annotations per vectorised block: bounds memory at ~L × 8 MB
 
@@ -64,6 +65,22 @@ class AnnotatorBounds:
                 "lower_confidence": finite(lo),
             })
         return out
+
+    def summary(self) -> str:
+        """One row per annotator, best agreement first: agreement, its lower confidence
+        bound and the items behind it ("—" where undefined)."""
+        rows = [[str(r["annotator"])[:16], num(r["agreement"]), num(r["lower_confidence"]), str(r["n_items"])]
+                for r in sorted(self.to_records(), key=lambda r: -(r["agreement"] or 0))]
+        return "\n".join(table(["Annotator", "agreement", f"lower {self.confidence:.0%}", "items"], rows,
+                                widths=[18, 9, 11, 7]))
+
+
+def grouped_bounds_summary(bounds: Mapping) -> str:
+    """A table of :func:`group_upper_bounds`' result: one row per group (e.g. vendor), by
+    name, with U_t, U_e and the items behind U_t."""
+    rows = [[str(g)[:16], num(u.theoretical), num(u.empirical), str(u.n_items)]
+            for g, u in sorted(bounds.items(), key=lambda kv: str(kv[0]))]
+    return "\n".join(table(["Vendor", "U_t", "U_e", "items"], rows, widths=[18, 6, 9, 9]))
 
 
 def annotator_lower_bounds(annotations: Annotations, *, confidence: float = 0.95) -> AnnotatorBounds:

@@ -7,9 +7,14 @@ import numpy as np
 import pytest
 
 from auditor.stats import (
+    annotations_from_records,
+    annotator_lower_bounds,
     best_performance,
     certify,
+    check_assumptions,
     expert_equivalence,
+    group_upper_bounds,
+    grouped_bounds_summary,
     survey_equivalence,
     upper_bounds,
 )
@@ -97,3 +102,40 @@ def test_expert_equivalence_summary_has_a_row_per_k():
     assert len(lines) == 1 + len(res.pool_curve.k)
     for i, k in enumerate(res.pool_curve.k.tolist()):
         assert lines[1 + i].split()[:2] == [str(k), f"{res.pool_curve.mean[i]:.4f}"]
+
+
+def _annotations(seed: int = 3):
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, 2, 60)
+    records = [{"item": i, "annotator": a, "label": int(t if rng.random() < acc else 1 - t)}
+               for i, t in enumerate(truth) for a, acc in (("a", 0.9), ("b", 0.8), ("c", 0.7))]
+    return annotations_from_records(records, item="item", annotator="annotator", label="label"), truth
+
+
+def test_annotator_and_grouped_bounds_summaries_list_each_row_with_its_numbers():
+    ann, _ = _annotations()
+    bounds = annotator_lower_bounds(ann)
+    lines = bounds.summary().splitlines()
+    records = sorted(bounds.to_records(), key=lambda r: -(r["agreement"] or 0))
+    assert lines[0].split() == ["Annotator", "agreement", "lower", "95%", "items"]
+    for line, r in zip(lines[1:], records, strict=True):
+        assert line.split() == [r["annotator"], f"{r['agreement']:.4f}", f"{r['lower_confidence']:.4f}",
+                                str(r["n_items"])]
+    groups = group_upper_bounds(ann, {"a": "acme", "b": "acme", "c": "beta"})
+    rows = grouped_bounds_summary(groups).splitlines()[1:]
+    assert [r.split()[0] for r in rows] == ["acme", "beta"]
+    assert rows[0].split()[1:] == [f"{groups['acme'].theoretical:.4f}", f"{groups['acme'].empirical:.4f}",
+                                   str(groups["acme"].n_items)]
+
+
+def test_assumption_summary_states_each_check_and_its_verdict():
+    ann, truth = _annotations()
+    gold = {item: int(t) for item, t in zip(ann.items, truth, strict=True)}
+    report = check_assumptions(ann, gold, predictions={"m": truth.copy()})
+    lines = report.summary().splitlines()
+    t1 = report.theorem1
+    assert lines[0] == f"Assumption checks on {report.n_gold_items} gold items:"
+    assert f"= {t1.conditional:.4f} vs P(l_i=l*) = {t1.marginal:.4f}: {'holds' if t1.holds else 'FAILS'}" in lines[1]
+    assert f"{report.average_annotator_accuracy:.4f}" in lines[2]
+    chk = report.models["m"]
+    assert lines[3].startswith("  Theorem 3 for m:") and f"true accuracy {chk.true_accuracy:.4f}" in lines[3]

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from auditor.jsonable import finite
 from auditor.stats._summary import num, table
 from auditor.stats._validation import StatsInputError, as_predictions, as_rng, check_probability
 from auditor.stats.counts import row_histogram
@@ -196,7 +197,7 @@ class SurveyEquivalence:
         return {"value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high,
                 "position": self.position,
                 # JSON has no infinity: an undetermined crossing's error is None.
-                "mc_error": self.mc_error if np.isfinite(self.mc_error) else None,
+                "mc_error": finite(self.mc_error),
                 "classifier_score": self.classifier_score.to_dict(), "curve": self.curve.to_dict()}
 
     def summary(self) -> str:
@@ -1116,7 +1117,7 @@ class ExpertEquivalence:
     def to_dict(self) -> dict:
         return {"value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high,
                 # JSON has no infinity: an undetermined crossing's error is None.
-                "mc_error": [e if np.isfinite(e) else None for e in self.mc_error],
+                "mc_error": [finite(e) for e in self.mc_error],
                 "pool_curve": self.pool_curve.to_dict(), "expert_curve": self.expert_curve.to_dict()}
 
     def summary(self) -> str:
