@@ -14,11 +14,12 @@ from sqlalchemy.exc import IntegrityError
 
 from auditor.audit import plans
 from auditor.db import AuditRun, Dataset, Item, Model, Release, Role
-from auditor.web import item_pages, readmodels, timerange
+from auditor.web import readmodels, timerange
 from auditor.web.api.common import WRITERS
 from auditor.web.api.serializers import BODIES
 from auditor.web.cache import cached
 from auditor.web.db import get_session
+from auditor.web.readmodels import items as item_pages
 from auditor.web.security import load_principal
 from auditor.web.ui import _MAX_ID, _dataset, bp, dataset_arg, local_path, login_required
 
@@ -113,10 +114,7 @@ def ask_release_plan(release_id: int):
 def compare():
     """Releases side by side (``a`` and ``b``, and more as ``r``); without two, a form to pick them."""
     db = get_session()
-    choices = db.execute(select(Release, Model).join(Model, Release.model_id == Model.id)
-                         .where(Model.workspace_id == g.principal.workspace_id)
-                         .order_by(Model.name, Release.released_at.desc().nulls_last(), Release.id.desc())
-                         .limit(500)).all()
+    choices = readmodels.compare_choices(db, g.principal.workspace_id)
     ids = _compared_ids()
     if ids is None:
         return render_template("compare.html", choices=choices, pair=None, chosen=[], sides=[],

@@ -252,19 +252,8 @@ def _admin() -> None:
 @login_required()
 def access():
     """Users, their tokens and the record of who revoked or (de)activated what (admins only; never cached)."""
-    from auditor.db import AccessEvent, ApiToken
-
     _admin()
-    db = get_session()
-    w = g.principal.workspace_id
-    users = list(db.scalars(select(User).where(User.workspace_id == w).order_by(User.email)))
-    tokens: dict[int, list] = {}
-    for t in db.scalars(select(ApiToken).join(User, ApiToken.user_id == User.id)
-                        .where(User.workspace_id == w).order_by(ApiToken.id)):
-        tokens.setdefault(t.user_id, []).append(t)
-    events = list(db.scalars(select(AccessEvent).where(AccessEvent.workspace_id == w)
-                             .order_by(AccessEvent.created_at.desc(), AccessEvent.id.desc()).limit(50)))
-    return render_template("access.html", users=users, tokens=tokens, events=events)
+    return render_template("access.html", **readmodels.access_page(get_session(), g.principal.workspace_id))
 
 
 @bp.post("/access/users/<int:user_id>/<any(deactivate, reactivate):action>")

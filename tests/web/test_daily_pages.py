@@ -24,7 +24,7 @@ from auditor.db import (
     Workspace,
     make_session_factory,
 )
-from auditor.web import item_pages
+from auditor.web.readmodels import items as item_pages
 from auditor.web.timerange import EARLIEST, time_range
 from tests.web.conftest import csrf_token, eager_audits, make_tenant
 from tests.web.test_dashboard_pages import _page, _rows, _session, _table, _text

@@ -14,6 +14,7 @@ Conventions every page follows (and states where it shows them):
   (:data:`HISTORY_RUNS`), and no statement is issued per row.
 """
 
+from auditor.web.readmodels.access import access_page
 from auditor.web.readmodels.alerts import ALERT_STATUSES, alerts_page
 from auditor.web.readmodels.annotators import (
     CONFUSION_GOLD_ITEMS,
@@ -34,6 +35,7 @@ from auditor.web.readmodels.datasets import dataset_page, feeds
 from auditor.web.readmodels.overview import next_steps, overview, what_changed
 from auditor.web.readmodels.releases import (
     COMPARE_MAX,
+    compare_choices,
     compare_items,
     compare_page,
     model_page,
@@ -50,11 +52,13 @@ __all__ = [
     "CONFUSION_GOLD_ITEMS",
     "HISTORY_RUNS",
     "L_INTERVAL_NOTE",
+    "access_page",
     "alerts_page",
     "annotator_page",
     "audit_run_page",
     "audit_runs",
     "certified_since",
+    "compare_choices",
     "compare_items",
     "compare_page",
     "confusion_view",

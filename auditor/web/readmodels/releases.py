@@ -174,6 +174,8 @@ COMPARE_MAX = 6
 #: and how many differing items it lists.
 COMPARE_SCAN_ITEMS = 5_000
 COMPARE_LISTED_ITEMS = 50
+#: The compare form offers at most this many releases.
+COMPARE_CHOICES = 500
 #: The figures a comparison shows: (key, label, how to read it off a side); the difference of
 #: each is the later release's value minus the first's.
 _COMPARE_FIGURES = (
@@ -190,6 +192,15 @@ _COMPARE_FIGURES = (
 
 def _difference(a, b) -> float | None:
     return b - a if isinstance(a, int | float) and isinstance(b, int | float) else None
+
+
+def compare_choices(db: Session, workspace_id: int) -> list:
+    """The releases one may compare: (release, model) rows by model name, newest first, at
+    most :data:`COMPARE_CHOICES`."""
+    return db.execute(select(Release, Model).join(Model, Release.model_id == Model.id)
+                      .where(Model.workspace_id == workspace_id)
+                      .order_by(Model.name, Release.released_at.desc().nulls_last(), Release.id.desc())
+                      .limit(COMPARE_CHOICES)).all()
 
 
 def compare_page(db: Session, workspace_id: int, chosen: list[tuple[Release, Model]], dataset_id: int | None) -> dict:
@@ -295,7 +306,7 @@ def compare_items(db: Session, ds: Dataset | None, release_ids: list[int]) -> di
     that the first release predicted, each looked up for the others by the prediction key;
     at most :data:`COMPARE_LISTED_ITEMS` listed, with the plurality and gold beside them."""
     from auditor.db import Prediction
-    from auditor.web.item_pages import plurality, predicted_label
+    from auditor.web.readmodels.items import plurality, predicted_label
 
     if ds is None or len(release_ids) < 2:
         return None
