@@ -17,6 +17,13 @@ from auditor.stats.annotators import (
     group_upper_bounds,
     grouped_bounds_summary,
 )
+from auditor.stats.anytime import (
+    AnytimeState,
+    BettingStream,
+    ItemValues,
+    anytime_confidence,
+    item_values,
+)
 from auditor.stats.assumptions import (
     AssumptionReport,
     Theorem1Check,
@@ -24,19 +31,14 @@ from auditor.stats.assumptions import (
     check_assumptions,
 )
 from auditor.stats.certification import (
-    AnytimeState,
-    BettingStream,
     CertificationResult,
     Confidence,
-    ItemValues,
     LowerBound,
     UndefinedBoundWarning,
     UpperBounds,
-    anytime_confidence,
     certify,
     confidence,
     confidence_score,
-    item_values,
     lower_bound,
     tie_credit,
     upper_bounds,
