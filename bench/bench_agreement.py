@@ -71,13 +71,12 @@ def _synthetic_counts(rng, n_items: int, per_item: int, n_classes: int):
 def bench_counts(args) -> None:
     import numpy as np
 
-    from auditor.stats import fleiss_kappa, krippendorff_alpha
-    from auditor.stats.agreement.bootstrap import _histogram
+    from auditor.stats import count_histogram, fleiss_kappa, krippendorff_alpha
 
     for n_classes in args.classes:
         rng = np.random.default_rng(args.seed)
         counts = _synthetic_counts(rng, args.items, args.per_item, n_classes)
-        n_distinct = _histogram(counts)[0].shape[0]
+        n_distinct = count_histogram(counts).unique.shape[0]
         print(f"\n{args.items:,} items × {args.per_item} labels, {n_classes} classes "
               f"({n_distinct:,} distinct count vectors)")
         # The first Fleiss call pays the statsmodels import: warm it up untimed.

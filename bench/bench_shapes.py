@@ -314,19 +314,11 @@ def _peak_rss_mib() -> float:
 
 def histogram_limit(data: Data) -> float:
     """Seconds to build the (N, L) count matrix from the records and its distinct rows."""
-    import numpy as np
-
-    from auditor.stats import count_histogram
+    from auditor.stats import row_histogram, tally_counts
 
     t0 = time.perf_counter()
-    flat = np.bincount(data.item * data.n_labels + data.label, minlength=data.n_items * data.n_labels)
-    counts = flat.reshape(data.n_items, data.n_labels)
-    if np.log2(counts.max(axis=0) + 1.0).sum() < 62:
-        count_histogram(counts)  # one integer key per row
-    else:
-        # Too many classes for one key: distinct rows as bytes (faster than a row-wise unique).
-        narrow = np.ascontiguousarray(counts.astype(np.uint8 if counts.max() < 256 else np.uint32))
-        np.unique(narrow.view(np.dtype((np.void, narrow.shape[1] * narrow.itemsize))).ravel(), return_counts=True)
+    # One integer key per row, re-coded densely where many classes would overflow it.
+    row_histogram(tally_counts(data.item, data.label, data.n_items, data.n_labels))
     return time.perf_counter() - t0
 
 

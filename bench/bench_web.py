@@ -73,7 +73,7 @@ def seed(url: str, n_releases: int, *, n_items: int = 2000, n_vendors: int = 3, 
         Dataset,
         Item,
         Model,
-        PowerCurve,
+        PowerCurveRecord,
         Release,
         Role,
         User,
@@ -127,7 +127,7 @@ def seed(url: str, n_releases: int, *, n_items: int = 2000, n_vendors: int = 3, 
             db.add(run)
             db.flush()
             curve = (0.55 + 0.3 * (1 - np.exp(-k / 2))).round(4)
-            db.add(PowerCurve(audit_run_id=run.id, combiner="plurality", scorer="agreement", max_k=5,
+            db.add(PowerCurveRecord(audit_run_id=run.id, combiner="plurality", scorer="agreement", max_k=5,
                               n_bootstrap=500, method="exact", points=[{"k": int(i), "mean": float(m), "ci_low": float(m) - 0.02,
                                                         "ci_high": float(m) + 0.02, "n_items": n_items}
                                                        for i, m in zip(k, curve, strict=True)]))
@@ -142,7 +142,7 @@ def seed(url: str, n_releases: int, *, n_items: int = 2000, n_vendors: int = 3, 
                                      s_hms_e=0.5, s_oms_e=0.6, certified=certified, certified_with="U_t",
                                      verdict="certified" if certified else "not certified"))
                 score = float(np.interp(min(r, 99) / 99 * 5, k, curve))
-                db.add(PowerCurve(audit_run_id=run.id, release_id=rel.id, combiner="plurality", scorer="agreement",
+                db.add(PowerCurveRecord(audit_run_id=run.id, release_id=rel.id, combiner="plurality", scorer="agreement",
                                   max_k=5, n_bootstrap=500, method="exact", points=[], classifier_score=score,
                                   equivalence=min(r, 99) / 99 * 5, equivalence_low=max(0, r / 99 * 5 - 0.5),
                                   equivalence_high=min(5, r / 99 * 5 + 0.5)))

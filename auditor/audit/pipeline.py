@@ -21,6 +21,7 @@ through :class:`~auditor.audit.inputs.PreviousResults` (:func:`anytime_update`).
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,13 +36,15 @@ from auditor.stats import (
     AnytimeState,
     LabelCounts,
     StatsInputError,
-    agreement,
+    agreement_report,
     annotator_lower_bounds,
     best_performance,
     check_assumptions,
     confidence,
     item_values,
     lower_bound,
+    row_histogram,
+    tally_counts,
     upper_bounds,
 )
 from auditor.stats.equivalence import expert_equivalence, power_curve, survey_equivalence
@@ -98,10 +101,8 @@ class AuditOptions:
     quality_alpha: float = 0.05
 
     def to_dict(self) -> dict[str, Any]:
-        return {"n_bootstrap": self.n_bootstrap, "pairwise_max_annotations": self.pairwise_max_annotations,
-                "pairwise_bootstrap": self.pairwise_bootstrap,
-                "seed": self.seed, "threshold": self.threshold,
-                "bound": self.bound, "method": self.method, "tau": self.tau, "confidence": self.confidence}
+        """Every option by its field name (generated from the fields: none is left out)."""
+        return dataclasses.asdict(self)
 
     @classmethod
     def from_settings(cls, w) -> AuditOptions:
@@ -277,9 +278,7 @@ def dataset_part(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:
 
 def _pool_counts(snap: AuditSnapshot, members: list[int]) -> np.ndarray:
     keep = np.isin(snap.ann_annotator, members)
-    L = len(snap.labels)
-    flat = np.bincount(snap.ann_item[keep] * L + snap.ann_label[keep], minlength=snap.counts.shape[0] * L)
-    return flat.reshape(-1, L)
+    return tally_counts(snap.ann_item[keep], snap.ann_label[keep], snap.counts.shape[0], len(snap.labels))
 
 
 def _expert_equivalence(snap, crowd, expert_counts, options, *, key, notes, vendor):
@@ -341,7 +340,7 @@ def _vendor_pairwise(pw, members: list[int], *, vendor: str, n_items: int) -> li
 def _agreement_rows(data, options: AuditOptions, *, vendor, key) -> tuple[list[dict[str, Any]], Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        rep = agreement(data, n_bootstrap=options.n_bootstrap, n_bootstrap_pairwise=options.pairwise_bootstrap,
+        rep = agreement_report(data, n_bootstrap=options.n_bootstrap, n_bootstrap_pairwise=options.pairwise_bootstrap,
                         confidence=options.confidence, rng=_rng(options, *key))
     rows = []
     for coef in (rep.krippendorff_alpha, rep.fleiss_kappa):
@@ -372,19 +371,6 @@ def _assumptions(snap: AuditSnapshot, ann: Annotations, notes: list[str]) -> dic
 
 
 # ----------------------------------------------------------------------- release part
-
-
-def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows of a non-negative int matrix and their multiplicities (sorted)."""
-    if rows.shape[0] == 0:
-        return rows, np.zeros(0, dtype=np.int64)
-    radix = rows.max(axis=0).astype(np.int64) + 1
-    if float(np.prod(radix.astype(float))) < 2.0 ** 62:
-        # One int64 key per row: a 1-d unique is several times faster than unique(axis=0).
-        weights = np.cumprod(np.concatenate([[1], radix[:0:-1]]))[::-1]
-        _, first, mult = np.unique(rows @ weights, return_index=True, return_counts=True)
-        return rows[first], mult
-    return np.unique(rows, axis=0, return_counts=True)
 
 
 # ----------------------------------------------------------------------- anytime state
@@ -553,7 +539,7 @@ def release_payload(snap: AuditSnapshot, release: ReleaseSnapshot, *, tau: float
     if release.probabilities is not None:
         return {**base, "counts": counts.tolist(), "probabilities": release.probabilities.tolist(),
                 "multiplicity": None, "hard": release.labels.tolist()}
-    rows, mult = _distinct_rows(np.column_stack([counts[ok], release.labels[ok]]))
+    rows, mult, _ = row_histogram(np.column_stack([counts[ok], release.labels[ok]]))
     return {**base, "counts": rows[:, :-1].tolist(), "hard": rows[:, -1].tolist(),
             "multiplicity": mult.tolist(), "probabilities": None}
 

@@ -33,7 +33,13 @@ from auditor.db.models import (
     VendorPrice,
 )
 from auditor.jsonable import finite
-from auditor.stats import AnytimeState, StatsInputError, plan_certification, relabel_priority
+from auditor.stats import (
+    AnytimeState,
+    StatsInputError,
+    plan_certification,
+    relabel_priority,
+    tally_counts,
+)
 
 __all__ = [
     "RELABEL_TOP",
@@ -152,9 +158,7 @@ def plan_inputs(snap: AuditSnapshot, release: ReleaseSnapshot, prices: Mapping[s
         for vendor in sorted(priced):
             members = [a for a, v in enumerate(snap.annotator_vendors) if v == vendor]
             keep = np.isin(snap.ann_annotator, members)
-            flat = np.bincount(snap.ann_item[keep] * n_labels + snap.ann_label[keep],
-                               minlength=snap.counts.shape[0] * n_labels)
-            vc = flat.reshape(-1, n_labels)[idx]
+            vc = tally_counts(snap.ann_item[keep], snap.ann_label[keep], snap.counts.shape[0], n_labels)[idx]
             if vc.sum() > 0:
                 vendor_counts[vendor] = vc
         if not vendor_counts:

@@ -30,7 +30,7 @@ from auditor.db.models import (
     Certification,
     Dataset,
     Model,
-    PowerCurve,
+    PowerCurveRecord,
     Release,
     VendorReport,
 )
@@ -240,7 +240,7 @@ def stale_datasets(session: Session, *, lease: timedelta, retry_backoff: float,
 
 _RESULT_TABLES = {
     "certifications": Certification,
-    "power_curves": PowerCurve,
+    "power_curves": PowerCurveRecord,
     "vendor_reports": VendorReport,
     "best_scores": BestScore,
     "agreements": Agreement,

@@ -90,15 +90,6 @@ def best_command(counts_file, metrics, seed, f1_se, as_json):
     if as_json:
         click.echo(json.dumps([{"metric": m, "score": result.scores[m]} for m in chosen]))
     else:
-        fit = result.fit
-        classes = names or [str(j) for j in range(len(result.alpha))]
-        click.echo(f"{result.n_items} items ({result.n_distinct} distinct count vectors), "
-                   f"{len(classes)} classes; prior: {fit.regime}")
-        click.echo("alpha: " + ", ".join(f"{c}={a:.6g}" for c, a in zip(classes, result.alpha,
-                                                                        strict=True)))
-        click.echo(f"{'metric':<30}{'score':>10}{'std. error':>12}  method")
-        for m in dict.fromkeys(chosen):
-            click.echo(f"{m:<30}{result.scores[m]:>10.4f}{result.standard_errors[m]:>12.1e}  "
-                       f"{result.methods[m]}")
+        click.echo(result.summary(classes=names))
     for text in result.warnings:
         click.echo(f"warning: {text}", err=True)

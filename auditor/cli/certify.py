@@ -15,11 +15,13 @@ from auditor.cli._io import (
     read_gold,
     read_predictions,
 )
+from auditor.jsonable import finite
 from auditor.stats import (
     StatsInputError,
     annotator_lower_bounds,
     check_assumptions,
     group_upper_bounds,
+    grouped_bounds_summary,
     upper_bounds,
 )
 from auditor.stats._validation import check_probability
@@ -65,12 +67,6 @@ def _certify_on_covered(counts, ub: UpperBounds, positions, hard, *, tau: float,
     return CertificationResult(upper=ub, lower=lb, confidences=confs,
                                certified=bool(chosen >= threshold) if not math.isnan(chosen) else False,
                                bound=bound, method=method, threshold=threshold, tau=float(tau))
-
-
-def _fmt(x: float | None, digits: int = 4) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "—"
-    return f"{x:.{digits}f}"
 
 
 @main.command("certify")
@@ -139,10 +135,10 @@ def certify_command(annotations, predictions, labels, tau, threshold, bound, met
             "n_items": ann.n_items,
             "n_annotators": ann.n_annotators,
             "n_annotations": len(ann),
-            "upper": {"u_t": ub.theoretical, "u_e": None if math.isnan(ub.empirical) else ub.empirical,
+            "upper": {"u_t": ub.theoretical, "u_e": finite(ub.empirical),
                       "n_items": ub.n_items, "n_items_empirical": ub.n_items_empirical},
             "models": {name: {**res.to_dict(), **coverage[name]} for name, res in models.items()},
-            "vendors": {str(v): {"u_t": u.theoretical, "u_e": None if math.isnan(u.empirical) else u.empirical,
+            "vendors": {str(v): {"u_t": u.theoretical, "u_e": finite(u.empirical),
                                  "n_items": u.n_items} for v, u in vendors.items()},
             "annotators": [dict(r, annotator=str(r["annotator"])) for r in per_annotator.to_records()],
             "assumptions": assumptions.to_dict() if assumptions else None,
@@ -152,45 +148,19 @@ def certify_command(annotations, predictions, labels, tau, threshold, bound, met
 
     click.echo(f"{ann.n_items} items, {ann.n_annotators} annotators, {len(ann)} labels; "
                f"classes: {', '.join(map(str, ann.labels))}")
-    click.echo(f"Average annotator, upper bounds on oracle accuracy: "
-               f"U_t = {_fmt(ub.theoretical)} (Theorem 1, {ub.n_items} items), "
-               f"U_e = {_fmt(ub.empirical)} (Definition 1, {ub.n_items_empirical} items)")
+    click.echo(ub.summary())
     if vendors:
-        click.echo("\nVendor            U_t      U_e      items")
-        for v, u in sorted(vendors.items(), key=lambda kv: str(kv[0])):
-            click.echo(f"{str(v)[:16]:<16}  {_fmt(u.theoretical)}  {_fmt(u.empirical)}  {u.n_items:>7}")
+        click.echo("\n" + grouped_bounds_summary(vendors))
+    for name, res in models.items():
+        click.echo("\n" + res.summary(name))
     if models:
-        click.echo(f"\nModel             L        L items  L-U_t    S_hms(U_t) S_oms(U_t) S_hms(U_e) S_oms(U_e) "
-                   f"verdict (S_{method} with U_{'t' if bound == 'theoretical' else 'e'} ≥ {threshold})")
-        for name, res in models.items():
-            c = res.confidences
-            verdict = "CERTIFIED" if res.certified else "not certified"
-            click.echo(
-                f"{name[:16]:<16}  {_fmt(res.l)}  {res.lower.n_items:>7}  {res.margin_theoretical:+.4f}  "
-                f"{_fmt(c[('theoretical', 'hms')].score):>10} {_fmt(c[('theoretical', 'oms')].score):>10} "
-                f"{_fmt(c[('empirical', 'hms')].score):>10} {_fmt(c[('empirical', 'oms')].score):>10} {verdict}"
-            )
         for name, cov in coverage.items():
             if cov["n_predicted"] < ann.n_items or cov["n_ignored"]:
                 click.echo(f"{name}: predicts {cov['n_predicted']} of the {ann.n_items} annotated items; L rests on "
                            f"{models[name].lower.n_items} of them, U_t on all {ub.n_items}"
                            + (f"; {cov['n_ignored']} prediction(s) for items without annotations ignored"
                               if cov["n_ignored"] else ""))
-        click.echo("A negative confidence means the margin is too small for this many items: not certified.")
     if show_annotators and per_annotator is not None:
-        click.echo("\nAnnotator         agreement  lower 95%  items")
-        for r in sorted(per_annotator.to_records(), key=lambda r: -(r["agreement"] or 0)):
-            click.echo(f"{str(r['annotator'])[:16]:<16}  {_fmt(r['agreement']):>9}  "
-                       f"{_fmt(r['lower_confidence']):>9}  {r['n_items']:>5}")
+        click.echo("\n" + per_annotator.summary())
     if assumptions is not None:
-        t1 = assumptions.theorem1
-        click.echo(f"\nAssumption checks on {assumptions.n_gold_items} gold items:")
-        click.echo(f"  Theorem 1: P(l_i=l*|l_j=l*) = {_fmt(t1.conditional)} vs P(l_i=l*) = {_fmt(t1.marginal)}: "
-                   f"{'holds' if t1.holds else 'FAILS'}")
-        click.echo(f"  true average annotator accuracy {_fmt(assumptions.average_annotator_accuracy)} "
-                   f"≤ U_t on those items {_fmt(assumptions.upper.theoretical)}: "
-                   f"{'holds' if assumptions.upper_bound_holds else 'FAILS'}")
-        for name, chk in assumptions.models.items():
-            click.echo(f"  Theorem 3 for {name}: P(m=l*|G≠l*) = {_fmt(chk.p_correct_given_a_wrong)} vs "
-                       f"P(m=G|G≠l*) = {_fmt(chk.p_agree_given_a_wrong)}: {'holds' if chk.holds else 'FAILS'}; "
-                       f"true accuracy {_fmt(chk.true_accuracy)} vs L {_fmt(chk.lower_bound)}")
+        click.echo("\n" + assumptions.summary())

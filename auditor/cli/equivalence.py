@@ -34,10 +34,6 @@ def _aligned_reference(path: Path, items: tuple, labels: tuple) -> np.ndarray:
     return out
 
 
-def _fmt(x) -> str:
-    return x if isinstance(x, str) else f"{x:.4f}"
-
-
 @main.command("equivalence")
 @click.argument("ratings", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("predictions", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
@@ -104,23 +100,7 @@ def equivalence_command(ratings, predictions, combiner, scorer, labels, referenc
     click.echo(f"{ann.n_items} items, {ann.n_annotators} raters, labels {list(map(str, ann.labels))}; "
                f"{combiner} + {scorer} ({curve.method}), {n_bootstrap} bootstrap samples, "
                f"{confidence:.0%} intervals")
-    sampled = bool(np.any(curve.mc_error > 0))
-    click.echo(f"{'k':>3}{'c_k':>11}{'low':>11}{'high':>11}{'items':>8}" + (f"{'MC s.e.':>10}" if sampled else ""))
-    for i, k in enumerate(curve.k):
-        click.echo(f"{k:>3}{curve.mean[i]:>11.4f}{curve.ci_low[i]:>11.4f}{curve.ci_high[i]:>11.4f}"
-                   f"{curve.n_items[i]:>8}" + (f"{curve.mc_error[i]:>10.1e}" if sampled else ""))
-    if sampled and curve.method == "monte_carlo":
-        click.echo("MC s.e.: Monte Carlo standard error of c_k, whose exact sums over sub-count vectors are out "
-                   "of reach and were drawn at random (0: nothing to draw)")
-    elif sampled:
-        click.echo("MC s.e.: Monte Carlo standard error of c_k where 200 random rater subsets stand for all "
-                   "C(K, k) (0: every subset used)")
-    if eq is not None:
-        s = eq.classifier_score
-        click.echo(f"classifier score: {s.value:.4f} [{s.ci_low:.4f}, {s.ci_high:.4f}]")
-        mc = ("" if eq.mc_error == 0 else f" (MC s.e. {eq.mc_error:.2g} raters)" if np.isfinite(eq.mc_error)
-              else " (MC s.e. undetermined: within the points' errors the crossing could leave the curve)")
-        click.echo(f"survey equivalence: {_fmt(eq.value)} [{_fmt(eq.ci_low)}, {_fmt(eq.ci_high)}]{mc}")
+    click.echo(result.summary())
 
 
 def _expert(matrix, reference, options, as_json, labels) -> None:
@@ -141,16 +121,4 @@ def _expert(matrix, reference, options, as_json, labels) -> None:
         payload["labels"] = labels
         click.echo(json.dumps(payload))
         return
-    pool, expert = result.pool_curve, result.expert_curve
-    click.echo(f"{'k':>3}{'pool c_k':>11}{'expert c_k':>12}  expert equivalence of k pool raters")
-    expert_at = dict(zip(expert.k.tolist(), expert.mean.tolist(), strict=True))
-    for i, k in enumerate(pool.k.tolist()):
-        e = f"{expert_at[k]:>12.4f}" if k in expert_at else " " * 12
-        err = result.mc_error[i] if result.mc_error else 0.0
-        mc = "" if err == 0 else f" (MC s.e. {err:.2g} raters)" if np.isfinite(err) else " (MC error undetermined)"
-        click.echo(f"{k:>3}{pool.mean[i]:>11.4f}{e}  {_fmt(result.value[i])} "
-                   f"[{_fmt(result.ci_low[i])}, {_fmt(result.ci_high[i])}]{mc}")
-    drawn = [c for c in (pool, expert) if c.method == "monte_carlo"]
-    if drawn:
-        click.echo("The exact sums are out of reach (many labels per item over many classes): the curves were "
-                   "drawn by Monte Carlo.")
+    click.echo(result.summary())

@@ -44,7 +44,7 @@ from auditor.db.models import (
     Dataset,
     MlflowConnector,
     Model,
-    PowerCurve,
+    PowerCurveRecord,
     Release,
 )
 from auditor.db.session import WRITE_OPTIONS, session_scope
@@ -468,7 +468,7 @@ def _num(x: float | None, digits: int = 6) -> str:
     return f"{x:.{digits}g}"
 
 
-def _equivalence(curves: Sequence[PowerCurve]) -> tuple[str, str, str]:
+def _equivalence(curves: Sequence[PowerCurveRecord]) -> tuple[str, str, str]:
     """The hard-label survey equivalence, its interval and its Monte Carlo error ("0" when
     the curve was computed exactly, "undetermined" when the draws do not pin it)."""
     # Every release has the hard-label curve (majority / plurality vote scored by agreement).
@@ -486,7 +486,7 @@ def _equivalence(curves: Sequence[PowerCurve]) -> tuple[str, str, str]:
     return value, interval, error
 
 
-def verdict_tags(cert: Certification, curves: Sequence[PowerCurve], run: AuditRun, ds: Dataset, model_id: int, *,
+def verdict_tags(cert: Certification, curves: Sequence[PowerCurveRecord], run: AuditRun, ds: Dataset, model_id: int, *,
                  prefix: str = DEFAULT_TAG_PREFIX, base_url: str | None = None) -> dict[str, str]:
     """The model version tags of one release's certification in one audit."""
     s_anytime = cert.s_anytime_t if cert.certified_with == "U_t" else cert.s_anytime_e
@@ -535,9 +535,9 @@ def _plan(session: Session, dataset_id: int, base_url: str | None) -> tuple[Audi
     rows = session.execute(select(Certification, Release, Model).join(Release, Certification.release_id == Release.id)
                            .join(Model, Release.model_id == Model.id)
                            .where(Certification.audit_run_id == run.id)).all()
-    curves: dict[int, list[PowerCurve]] = {}
-    for c in session.scalars(select(PowerCurve).where(PowerCurve.audit_run_id == run.id,
-                                                      PowerCurve.release_id.is_not(None))):
+    curves: dict[int, list[PowerCurveRecord]] = {}
+    for c in session.scalars(select(PowerCurveRecord).where(PowerCurveRecord.audit_run_id == run.id,
+                                                      PowerCurveRecord.release_id.is_not(None))):
         curves.setdefault(c.release_id, []).append(c)
     plans = []
     for conn in connectors:

@@ -78,7 +78,7 @@ __all__ = [
     "LabelStudioUser",
     "MlflowConnector",
     "Model",
-    "PowerCurve",
+    "PowerCurveRecord",
     "Prediction",
     "QualityChange",
     "QualityState",
@@ -582,7 +582,7 @@ class Certification(Base):
     created_at: Mapped[datetime] = _created()
 
 
-class PowerCurve(Base):
+class PowerCurveRecord(Base):
     """A survey power curve (JSON list of points) and, for a release, its equivalence."""
 
     __tablename__ = "power_curve"

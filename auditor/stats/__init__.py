@@ -15,7 +15,14 @@ from auditor.stats.annotators import (
     AnnotatorBounds,
     annotator_lower_bounds,
     group_upper_bounds,
-    hoeffding_lower,
+    grouped_bounds_summary,
+)
+from auditor.stats.anytime import (
+    AnytimeState,
+    BettingStream,
+    ItemValues,
+    anytime_confidence,
+    item_values,
 )
 from auditor.stats.assumptions import (
     AssumptionReport,
@@ -24,36 +31,40 @@ from auditor.stats.assumptions import (
     check_assumptions,
 )
 from auditor.stats.certification import (
-    AnytimeState,
-    BettingStream,
     CertificationResult,
     Confidence,
-    ItemValues,
     LowerBound,
     UndefinedBoundWarning,
     UpperBounds,
-    anytime_confidence,
     certify,
     confidence,
     confidence_score,
-    item_values,
     lower_bound,
     tie_credit,
     upper_bounds,
 )
 from auditor.stats.confseq import ConfidenceSequence, MeanStream, confidence_sequence
 from auditor.stats.confusion import ConfusionMatrix, confusion_matrix
+from auditor.stats.hoeffding import (
+    hoeffding_delta,
+    hoeffding_interval,
+    hoeffding_lower,
+    hoeffding_margin,
+)
 
 # --- vendor and annotator quality over time ---
 # isort: split
 from auditor.stats.counts import (
     Annotations,
     LabelCounts,
+    RowHistogram,
     annotations_from_records,
     annotations_from_wide,
     count_histogram,
     counts_from_records,
     counts_from_wide,
+    row_histogram,
+    tally_counts,
 )
 from auditor.stats.quality import (
     ChangeReport,
@@ -70,7 +81,7 @@ from auditor.stats.agreement import (
     AgreementReport,
     PairwiseKappa,
     UndefinedAgreementWarning,
-    agreement,
+    agreement_report,
     fleiss_kappa,
     krippendorff_alpha,
     pairwise_cohen_kappa,

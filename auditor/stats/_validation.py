@@ -1,4 +1,7 @@
-"""Argument checks shared by the statistics (one place for the error wording)."""
+"""Argument checks and coercers shared by the statistics (one place for the error wording):
+label counts (:func:`as_count_matrix`; :func:`auditor.stats.counts.as_counts` also takes the count tables), predictions
+(:func:`as_predictions`, :func:`as_hard_predictions`, :func:`as_probabilities`),
+probabilities and non-negative numbers, and random generators."""
 
 from __future__ import annotations
 
@@ -107,6 +110,27 @@ def as_count_matrix(counts, *, name: str = "counts", allow_empty_rows: bool = Tr
         empty = out.sum(axis=1) == 0
         if empty.any():
             raise StatsInputError(f"`{name}` row {int(np.flatnonzero(empty)[0])} has no labels.")
+    return out
+
+
+def as_predictions(predictions, n_items: int, n_labels: int, *, name: str = "predictions",
+                   soft: bool = False) -> np.ndarray:
+    """Hard (N,) class indices or soft (N, L) probabilities, checked.
+
+    Returns the (N,) labels (a soft prediction's most probable class), or with ``soft``
+    the (N, L) distributions (a hard prediction one-hot).
+    """
+    if hasattr(predictions, "to_numpy"):
+        predictions = predictions.to_numpy()
+    arr = np.asarray(predictions)
+    if arr.ndim == 2:
+        probs = as_probabilities(arr, n_items, n_labels, name=name)
+        return probs if soft else probs.argmax(axis=1)
+    hard = as_hard_predictions(arr, n_items, n_labels, name=name)
+    if not soft:
+        return hard
+    out = np.zeros((n_items, n_labels))
+    out[np.arange(n_items), hard] = 1.0
     return out
 
 

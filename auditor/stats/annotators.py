@@ -9,17 +9,19 @@ annotators, and Theorem 1 bounds its average annotator.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
+from auditor.jsonable import finite
+from auditor.stats._summary import num, table
 from auditor.stats._validation import StatsInputError, check_probability
 from auditor.stats.certification import UpperBounds, tie_credit, upper_bounds
 from auditor.stats.counts import Annotations
+from auditor.stats.hoeffding import hoeffding_lower
 
-__all__ = ["AnnotatorBounds", "annotator_lower_bounds", "group_upper_bounds", "hoeffding_lower"]
+__all__ = ["AnnotatorBounds", "annotator_lower_bounds", "group_upper_bounds", "grouped_bounds_summary"]
 
 _CHUNK = 1 << 20  # annotations per vectorised block: bounds memory at ~L × 8 MB
 
@@ -58,27 +60,27 @@ class AnnotatorBounds:
         for a, g, n, lo in zip(self.annotators, self.agreement, self.n_items, self.lower_confidence, strict=True):
             out.append({
                 "annotator": a,
-                "agreement": None if math.isnan(g) else float(g),
+                "agreement": finite(g),
                 "n_items": int(n),
-                "lower_confidence": None if math.isnan(lo) else float(lo),
+                "lower_confidence": finite(lo),
             })
         return out
 
+    def summary(self) -> str:
+        """One row per annotator, best agreement first: agreement, its lower confidence
+        bound and the items behind it ("—" where undefined)."""
+        rows = [[str(r["annotator"])[:16], num(r["agreement"]), num(r["lower_confidence"]), str(r["n_items"])]
+                for r in sorted(self.to_records(), key=lambda r: -(r["agreement"] or 0))]
+        return "\n".join(table(["Annotator", "agreement", f"lower {self.confidence:.0%}", "items"], rows,
+                                widths=[18, 9, 11, 7]))
 
-def hoeffding_lower(mean, n, *, confidence: float = 0.95):
-    """One-sided Hoeffding lower confidence bound for a mean of [0, 1] variables.
 
-    .. math:: \\bar X - \\sqrt{\\ln(1/\\delta) / (2n)}, \\quad \\delta = 1 - \\text{confidence}
-
-    clipped at 0; NaN where ``n`` is 0.
-    """
-    confidence = check_probability(confidence, name="confidence", open_interval=True)
-    mean = np.asarray(mean, dtype=float)
-    n = np.asarray(n, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lo = mean - np.sqrt(np.log(1.0 / (1.0 - confidence)) / (2.0 * n))
-    lo = np.where(n > 0, np.maximum(lo, 0.0), np.nan)
-    return lo
+def grouped_bounds_summary(bounds: Mapping) -> str:
+    """A table of :func:`group_upper_bounds`' result: one row per group (e.g. vendor), by
+    name, with U_t, U_e and the items behind U_t."""
+    rows = [[str(g)[:16], num(u.theoretical), num(u.empirical), str(u.n_items)]
+            for g, u in sorted(bounds.items(), key=lambda kv: str(kv[0]))]
+    return "\n".join(table(["Vendor", "U_t", "U_e", "items"], rows, widths=[18, 6, 9, 9]))
 
 
 def annotator_lower_bounds(annotations: Annotations, *, confidence: float = 0.95) -> AnnotatorBounds:

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from auditor.jsonable import finite
+from auditor.stats._summary import num
 from auditor.stats._validation import StatsInputError, as_count_matrix
 from auditor.stats.certification import UpperBounds, lower_bound, tie_credit, upper_bounds
 from auditor.stats.counts import Annotations
@@ -112,9 +114,28 @@ class AssumptionReport:
         """Whether the true average annotator accuracy is at most :math:`U_t`."""
         return bool(self.average_annotator_accuracy <= self.upper.theoretical + 1e-12)
 
+    def summary(self) -> str:
+        """A plain-text summary: Theorem 1's two sides, the true average accuracy against
+        U_t, and Theorem 3 for each model, each with "holds" or "FAILS"."""
+        t1 = self.theorem1
+
+        def verdict(ok: bool) -> str:
+            return "holds" if ok else "FAILS"
+
+        lines = [f"Assumption checks on {self.n_gold_items} gold items:",
+                 f"  Theorem 1: P(l_i=l*|l_j=l*) = {num(t1.conditional)} vs P(l_i=l*) = {num(t1.marginal)}: "
+                 f"{verdict(t1.holds)}",
+                 f"  true average annotator accuracy {num(self.average_annotator_accuracy)} "
+                 f"≤ U_t on those items {num(self.upper.theoretical)}: {verdict(self.upper_bound_holds)}"]
+        lines += [f"  Theorem 3 for {name}: P(m=l*|G≠l*) = {num(chk.p_correct_given_a_wrong)} vs "
+                  f"P(m=G|G≠l*) = {num(chk.p_agree_given_a_wrong)}: {verdict(chk.holds)}; "
+                  f"true accuracy {num(chk.true_accuracy)} vs L {num(chk.lower_bound)}"
+                  for name, chk in self.models.items()]
+        return "\n".join(lines)
+
     def to_dict(self) -> dict:
         def num(x):
-            return None if isinstance(x, float) and math.isnan(x) else x
+            return finite(x) if isinstance(x, float) else x
 
         def t3(c: Theorem3Check) -> dict:
             return {

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -23,11 +23,15 @@ if TYPE_CHECKING:  # pandas loads pyarrow: imported where a function uses it
 __all__ = [
     "Annotations",
     "LabelCounts",
+    "RowHistogram",
     "annotations_from_records",
     "annotations_from_wide",
+    "as_counts",
     "count_histogram",
     "counts_from_records",
     "counts_from_wide",
+    "row_histogram",
+    "tally_counts",
 ]
 
 
@@ -104,8 +108,8 @@ class Annotations:
     def counts(self) -> LabelCounts:
         """The (N, L) label-count matrix (one row per item of this table)."""
         if "counts" not in self._cache:
-            flat = np.bincount(self.item * self.n_labels + self.label, minlength=self.n_items * self.n_labels)
-            self._cache["counts"] = LabelCounts(flat.reshape(self.n_items, self.n_labels), self.labels, self.items)
+            counts = tally_counts(self.item, self.label, self.n_items, self.n_labels)
+            self._cache["counts"] = LabelCounts(counts, self.labels, self.items)
         return self._cache["counts"]
 
     def matrix(self) -> np.ndarray:
@@ -348,22 +352,102 @@ def counts_from_wide(matrix, *, labels: Sequence | None = None, missing=(-1, "")
     return annotations_from_wide(matrix, labels=labels, missing=missing, **names).counts()
 
 
-def count_histogram(counts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def tally_counts(item: np.ndarray, label: np.ndarray, n_items: int, n_labels: int) -> np.ndarray:
+    """The (n_items, n_labels) int64 label counts of (item, label) code pairs: how many
+    pairs have each item and label. Codes must lie in ``[0, n_items)`` and ``[0, n_labels)``."""
+    item = np.asarray(item, dtype=np.int64)
+    flat = np.bincount(item * n_labels + np.asarray(label, dtype=np.int64), minlength=n_items * n_labels)
+    return flat.reshape(n_items, n_labels).astype(np.int64, copy=False)
+
+
+class RowHistogram(NamedTuple):
+    """Distinct rows (in lexicographic order), how many rows have each, each row's index.
+
+    ``unique[inverse]`` equals the rows given and ``multiplicity.sum()`` their number.
+    """
+
+    unique: np.ndarray
+    multiplicity: np.ndarray
+    inverse: np.ndarray
+
+
+#: The largest key space folded into one int64; past it the prefix is re-coded densely.
+_KEY_LIMIT = 2**62
+
+
+def _column_codes(column: np.ndarray, low: int | None, high: int | None) -> tuple[np.ndarray, int]:
+    """Order-preserving integer codes of one column and how many codes there can be
+    (``low``/``high``: the column's extremes when it holds integers)."""
+    if low is not None and low >= 0 and high < max(2 * column.size, 1 << 16):
+        return column.astype(np.int64, copy=False), high + 1  # the value is its own code
+    values, codes = np.unique(column, return_inverse=True)
+    return codes.reshape(-1).astype(np.int64), max(len(values), 1)
+
+
+def row_histogram(rows) -> RowHistogram:
+    """The histogram of the rows of a 2-D array: distinct rows, multiplicities, inverse.
+
+    The same result as ``np.unique(rows, axis=0, return_index=..., return_inverse=True,
+    return_counts=True)`` (rows sorted lexicographically, NaN equal to NaN), in time
+    about linear in the number of rows: each column becomes order-preserving integer
+    codes, the codes are folded into one int64 key per row (first column most
+    significant), and only that key is sorted — or counted by ``bincount`` when its range
+    is small. The one overflow rule: when the next column would take the key past
+    2**62, the key so far is replaced by its dense rank (below the number of rows, so
+    the fold always continues), which keeps the order. No row-wise ``unique`` is ever
+    needed, however many columns or however large the values.
+    """
+    arr = np.asarray(rows)
+    if arr.ndim != 2:
+        raise StatsInputError(f"a row histogram needs a 2-D array; got shape {arr.shape}.")
+    n_rows, n_cols = arr.shape
+    if n_rows == 0:
+        return RowHistogram(arr[:0], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    integer = arr.dtype.kind in "iu" and n_cols > 0
+    # Extremes of every column at once: one pass, where column by column would stride.
+    lows = arr.min(axis=0).tolist() if integer else [None] * n_cols
+    highs = arr.max(axis=0).tolist() if integer else [None] * n_cols
+    key = np.zeros(n_rows, dtype=np.int64)
+    space = 1
+    for j in range(n_cols):
+        codes, size = _column_codes(arr[:, j], lows[j], highs[j])
+        if space * size > _KEY_LIMIT:
+            _, key = np.unique(key, return_inverse=True)
+            key = key.reshape(-1).astype(np.int64)
+            space = int(key.max()) + 1
+        key *= size
+        key += codes
+        space *= size
+    if space <= max(4 * n_rows, 1 << 16):
+        hist = np.bincount(key, minlength=space)
+        present = hist > 0
+        rank = np.cumsum(present) - 1
+        inverse = rank[key]
+        mult = hist[present]
+    else:
+        _, inverse, mult = np.unique(key, return_inverse=True, return_counts=True)
+        inverse = inverse.reshape(-1)
+    inverse = inverse.astype(np.int64, copy=False)
+    first = np.empty(mult.shape[0], dtype=np.int64)
+    first[inverse[::-1]] = np.arange(n_rows - 1, -1, -1)  # the first row of each group
+    return RowHistogram(arr[first], mult.astype(np.int64, copy=False), inverse)
+
+
+def count_histogram(counts) -> RowHistogram:
     """Distinct count vectors, how many items have each, and each item's row.
 
-    Returns ``(unique, multiplicity, inverse)`` with ``unique`` of shape (U, L),
-    ``multiplicity`` (U,) and ``inverse`` (N,) so that ``unique[inverse] == counts``.
-    Statistics that depend on the data only through count vectors compute once per
-    row of ``unique`` and weight by ``multiplicity``.
+    Returns ``(unique, multiplicity, inverse)`` with ``unique`` of shape (U, L) in
+    lexicographic order, ``multiplicity`` (U,) and ``inverse`` (N,) so that
+    ``unique[inverse] == counts``. Statistics that depend on the data only through
+    count vectors compute once per row of ``unique`` and weight by ``multiplicity``.
+    The counts are checked (:func:`as_count_matrix`); see :func:`row_histogram`.
     """
-    arr = as_count_matrix(counts)
-    radix = arr.max(axis=0).astype(np.float64) + 1.0
-    if np.sum(np.log2(radix)) < 62:
-        # One mixed-radix integer per row: a 1-D unique (milliseconds for a million rows)
-        # instead of a row-wise one (seconds). Keys sort like the rows' reversed columns.
-        place = np.cumprod(np.concatenate([[1.0], radix[:-1]])).astype(np.int64)
-        keys = arr @ place
-        _, first, inverse, mult = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
-        return arr[first], mult.astype(np.int64), inverse.reshape(-1).astype(np.int64)
-    unique, inverse, mult = np.unique(arr, axis=0, return_inverse=True, return_counts=True)
-    return unique, mult.astype(np.int64), inverse.reshape(-1).astype(np.int64)
+    return row_histogram(as_count_matrix(counts))
+
+
+def as_counts(data, *, name: str = "counts") -> np.ndarray:
+    """Checked (N, L) label counts from an array-like, a frame, a LabelCounts or an
+    Annotations table (whose per-item counts are taken)."""
+    if isinstance(data, Annotations):
+        return data.counts().counts
+    return as_count_matrix(data.counts if isinstance(data, LabelCounts) else data, name=name)

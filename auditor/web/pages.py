@@ -15,10 +15,11 @@ from auditor.actions import prices
 from auditor.actions.plans import request_plan
 from auditor.actions.prices import PRICE_SETTERS
 from auditor.db import AuditRun, Dataset, Item, Model, Release, Role
-from auditor.web import dashboards, item_pages, timerange
+from auditor.web import readmodels, timerange
 from auditor.web.api.serializers import BODIES
 from auditor.web.cache import cached
 from auditor.web.db import get_session
+from auditor.web.readmodels import items as item_pages
 from auditor.web.security import load_principal
 from auditor.web.ui import MAX_ID, bp, dataset_arg, dataset_or_404, local_path, login_required
 
@@ -37,7 +38,7 @@ def _int_arg(name: str) -> int | None:
 @login_required()
 @cached
 def alerts():
-    data = dashboards.alerts_page(get_session(), g.principal.workspace_id, request.args, user_id=g.principal.user_id,
+    data = readmodels.alerts_page(get_session(), g.principal.workspace_id, request.args, user_id=g.principal.user_id,
                                   period=timerange.page_range("all"))
     return render_template("alerts.html", can_acknowledge=g.principal.role in _ACKNOWLEDGERS, **data)
 
@@ -51,7 +52,7 @@ def audit_run(run_id: int):
     ds = db.get(Dataset, run.dataset_id) if run is not None else None
     if ds is None or ds.workspace_id != g.principal.workspace_id:
         abort(404)
-    return render_template("audit_run.html", **dashboards.audit_run_page(db, run, ds))
+    return render_template("audit_run.html", **readmodels.audit_run_page(db, run, ds))
 
 
 def _release(release_id: int | None) -> tuple[Release, Model]:
@@ -69,21 +70,21 @@ def _release(release_id: int | None) -> tuple[Release, Model]:
 @cached
 def release(release_id: int):
     rel, model = _release(release_id)
-    data = dashboards.release_page(get_session(), rel, model, dataset_arg(), g.principal.workspace_id,
+    data = readmodels.release_page(get_session(), rel, model, dataset_arg(), g.principal.workspace_id,
                                    request.args)
     return render_template("release.html", **data)
 
 
 def _compared_ids() -> list[int | None] | None:
     """The releases to compare, in order: ``a`` and ``b`` (the first two), then each ``r``
-    (at most :data:`~auditor.web.dashboards.COMPARE_MAX` in all); None when fewer than two
+    (at most :data:`~auditor.web.readmodels.COMPARE_MAX` in all); None when fewer than two
     are named. A value that is not a release id is a 404."""
     raw = [request.args[k] for k in ("a", "b") if request.args.get(k)] + \
-        [v for v in request.args.getlist("r")[: dashboards.COMPARE_MAX] if v]
+        [v for v in request.args.getlist("r")[: readmodels.COMPARE_MAX] if v]
     if len(raw) < 2:
         return None
     ids = []
-    for value in raw[: dashboards.COMPARE_MAX]:
+    for value in raw[: readmodels.COMPARE_MAX]:
         n = int(value) if value.isdigit() and len(value) <= 10 else None
         ids.append(n if n is not None and n <= MAX_ID else None)
     return list(dict.fromkeys(ids))
@@ -109,19 +110,16 @@ def ask_release_plan(release_id: int):
 def compare():
     """Releases side by side (``a`` and ``b``, and more as ``r``); without two, a form to pick them."""
     db = get_session()
-    choices = db.execute(select(Release, Model).join(Model, Release.model_id == Model.id)
-                         .where(Model.workspace_id == g.principal.workspace_id)
-                         .order_by(Model.name, Release.released_at.desc().nulls_last(), Release.id.desc())
-                         .limit(500)).all()
+    choices = readmodels.compare_choices(db, g.principal.workspace_id)
     ids = _compared_ids()
     if ids is None:
         return render_template("compare.html", choices=choices, pair=None, chosen=[], sides=[],
-                               max_releases=dashboards.COMPARE_MAX)
+                               max_releases=readmodels.COMPARE_MAX)
     chosen = [_release(i) for i in ids]
     if len(chosen) < 2:
         abort(400, description="r: name at least two different releases to compare.")
-    data = dashboards.compare_page(db, g.principal.workspace_id, chosen, dataset_arg())
-    return render_template("compare.html", choices=choices, max_releases=dashboards.COMPARE_MAX, **data)
+    data = readmodels.compare_page(db, g.principal.workspace_id, chosen, dataset_arg())
+    return render_template("compare.html", choices=choices, max_releases=readmodels.COMPARE_MAX, **data)
 
 
 @bp.get("/vendors")
@@ -129,7 +127,7 @@ def compare():
 @cached
 def vendors():
     return render_template("vendors.html", can_price=g.principal.role in PRICE_SETTERS,
-                           **dashboards.vendors_index(get_session(), g.principal.workspace_id, request.args))
+                           **readmodels.vendors_index(get_session(), g.principal.workspace_id, request.args))
 
 
 # What the price form may hold: the API's body of POST /vendor-prices (one set of rules).
@@ -245,7 +243,7 @@ def item(dataset_id: int, external_id: str):
 @cached
 def leaderboard(dataset_id: int):
     """Every annotator of every vendor on a dataset, ranked by the lower bound on its accuracy."""
-    return render_template("leaderboard.html", **dashboards.leaderboard_page(get_session(), dataset_or_404(dataset_id),
+    return render_template("leaderboard.html", **readmodels.leaderboard_page(get_session(), dataset_or_404(dataset_id),
                                                                               request.args))
 
 

@@ -21,7 +21,7 @@ from flask import (
 from sqlalchemy import select
 
 from auditor.db import Annotator, Dataset, Model, Role, User, Workspace
-from auditor.web import dashboards, timerange
+from auditor.web import readmodels, timerange
 from auditor.web.cache import cached
 from auditor.web.db import get_session, in_workspace
 from auditor.web.security import dummy_password_hash, limiter, load_principal, verify_password
@@ -146,7 +146,7 @@ def logout():
 @login_required()
 @cached
 def overview():
-    data = dashboards.overview(get_session(), g.principal.workspace_id, period=timerange.page_range("7d"))
+    data = readmodels.overview(get_session(), g.principal.workspace_id, period=timerange.page_range("7d"))
     return render_template("overview.html", **data)
 
 
@@ -182,7 +182,7 @@ def dataset_arg() -> int | None:
 @login_required()
 @cached
 def dataset(dataset_id: int):
-    return render_template("dataset.html", **dashboards.dataset_page(get_session(), dataset_or_404(dataset_id)))
+    return render_template("dataset.html", **readmodels.dataset_page(get_session(), dataset_or_404(dataset_id)))
 
 
 @bp.get("/models/<int:model_id>")
@@ -192,7 +192,7 @@ def model(model_id: int):
     m = in_workspace(get_session(), Model, model_id, g.principal.workspace_id) if model_id <= MAX_ID else None
     if m is None:
         abort(404)
-    return render_template("model.html", **dashboards.model_page(get_session(), m, dataset_arg(),
+    return render_template("model.html", **readmodels.model_page(get_session(), m, dataset_arg(),
                                                                  g.principal.workspace_id, request.args))
 
 
@@ -206,7 +206,7 @@ def vendor(name: str):
     db = get_session()
     granted = None if principal.reads_all else principal.grants
     dataset_arg()  # another workspace's dataset is not found
-    data = dashboards.vendor_page(db, principal.workspace_id, name, dataset_ids=granted, args=request.args,
+    data = readmodels.vendor_page(db, principal.workspace_id, name, dataset_ids=granted, args=request.args,
                                   with_price=principal.reads_all, period=timerange.page_range("all"))
     from auditor.actions.prices import PRICE_SETTERS
 
@@ -229,7 +229,7 @@ def annotator(dataset_id: int, external_id: str):
                                                 Annotator.external_id == external_id)).first()
     if person is None or (not principal.reads_all and person.vendor != principal.vendor):
         abort(404)
-    return render_template("annotator.html", **dashboards.annotator_page(db, ds, person,
+    return render_template("annotator.html", **readmodels.annotator_page(db, ds, person,
                                                                          period=timerange.page_range("all")))
 
 
@@ -237,7 +237,7 @@ def annotator(dataset_id: int, external_id: str):
 @login_required()
 @cached
 def audit_runs():
-    return render_template("audit_runs.html", **dashboards.audit_runs(get_session(), g.principal.workspace_id,
+    return render_template("audit_runs.html", **readmodels.audit_runs(get_session(), g.principal.workspace_id,
                                                                       request.args, period=timerange.page_range("all")))
 
 
@@ -253,19 +253,8 @@ def _admin() -> None:
 @login_required()
 def access():
     """Users, their tokens and the record of who revoked or (de)activated what (admins only; never cached)."""
-    from auditor.db import AccessEvent, ApiToken
-
     _admin()
-    db = get_session()
-    w = g.principal.workspace_id
-    users = list(db.scalars(select(User).where(User.workspace_id == w).order_by(User.email)))
-    tokens: dict[int, list] = {}
-    for t in db.scalars(select(ApiToken).join(User, ApiToken.user_id == User.id)
-                        .where(User.workspace_id == w).order_by(ApiToken.id)):
-        tokens.setdefault(t.user_id, []).append(t)
-    events = list(db.scalars(select(AccessEvent).where(AccessEvent.workspace_id == w)
-                             .order_by(AccessEvent.created_at.desc(), AccessEvent.id.desc()).limit(50)))
-    return render_template("access.html", users=users, tokens=tokens, events=events)
+    return render_template("access.html", **readmodels.access_page(get_session(), g.principal.workspace_id))
 
 
 @bp.post("/access/users/<int:user_id>/<any(deactivate, reactivate):action>")

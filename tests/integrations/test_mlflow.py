@@ -37,7 +37,7 @@ from auditor.db.models import (
     ImportKind,
     MlflowConnector,
     Model,
-    PowerCurve,
+    PowerCurveRecord,
     Prediction,
     Release,
     Workspace,
@@ -128,16 +128,16 @@ def data_version(factory, dataset_id: int) -> int:
         return s.get(Dataset, dataset_id).data_version
 
 
-def certifications(factory, run_id: int) -> dict[str, tuple[Certification, PowerCurve | None]]:
+def certifications(factory, run_id: int) -> dict[str, tuple[Certification, PowerCurveRecord | None]]:
     """Release version → its certification and hard-label power curve in one audit."""
     with session_scope(factory) as s:
         out = {}
         for cert, version in s.execute(select(Certification, Release.version)
                                        .join(Release, Certification.release_id == Release.id)
                                        .where(Certification.audit_run_id == run_id)):
-            curve = s.scalar(select(PowerCurve).where(PowerCurve.audit_run_id == run_id,
-                                                      PowerCurve.release_id == cert.release_id,
-                                                      PowerCurve.scorer == "agreement"))
+            curve = s.scalar(select(PowerCurveRecord).where(PowerCurveRecord.audit_run_id == run_id,
+                                                      PowerCurveRecord.release_id == cert.release_id,
+                                                      PowerCurveRecord.scorer == "agreement"))
             out[version] = (cert, curve)
         s.expunge_all()
         return out

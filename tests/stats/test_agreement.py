@@ -22,7 +22,7 @@ from auditor.stats import (
     AgreementCoefficient,
     StatsInputError,
     UndefinedAgreementWarning,
-    agreement,
+    agreement_report,
     annotations_from_records,
     annotations_from_wide,
     fleiss_kappa,
@@ -391,9 +391,9 @@ def test_bootstrap_is_reproducible_and_narrows_with_confidence():
 
 def _force_draw(monkeypatch, draw):
     """Make the histogram bootstrap draw multiplicities by ``"index"`` or ``"multinomial"``."""
-    mod = importlib.import_module("auditor.stats.agreement.bootstrap")
+    mod = importlib.import_module("auditor.stats.resampling")
 
-    monkeypatch.setattr(mod, "_INDEX_NS_PER_ITEM", 0.0 if draw == "index" else 1e12)
+    monkeypatch.setattr(mod, "INDEX_NS_PER_ITEM", 0.0 if draw == "index" else 1e12)
 
 
 @pytest.mark.parametrize("draw", ["index", "multinomial"])
@@ -401,13 +401,12 @@ def test_resampled_multiplicities_are_the_item_bootstrap(monkeypatch, draw):
     # Both ways of drawing give Multinomial(N, m / N) multiplicities: each resample sums
     # to N, with mean m and variance N p (1 - p) per distinct row; blocks of resamples
     # stay within the cell budget, and a seed reproduces every draw.
-    mod = importlib.import_module("auditor.stats.agreement.bootstrap")
+    mod = importlib.import_module("auditor.stats.resampling")
 
     _force_draw(monkeypatch, draw)
-    monkeypatch.setattr(mod, "_BLOCK_CELLS", 1000)
     mult = np.array([1, 5, 30, 2, 12, 50])
     n = int(mult.sum())
-    blocks = list(mod._resampled_multiplicities(mult, 4000, np.random.default_rng(3)))
+    blocks = list(mod.resampled_multiplicities(mult, 4000, np.random.default_rng(3), block_cells=1000))
     assert all(b.shape[0] * max(n if draw == "index" else 1, mult.size) <= 1000 for b in blocks[:-1])
     w = np.vstack(blocks)
     assert w.shape == (4000, mult.size) and (w.sum(axis=1) == n).all()
@@ -415,7 +414,7 @@ def test_resampled_multiplicities_are_the_item_bootstrap(monkeypatch, draw):
     se_mean = np.sqrt(n * p * (1 - p) / 4000)
     assert np.all(np.abs(w.mean(axis=0) - mult) < 5 * se_mean)
     assert w.var(axis=0) == pytest.approx(n * p * (1 - p), rel=0.15)
-    again = np.vstack(list(mod._resampled_multiplicities(mult, 4000, np.random.default_rng(3))))
+    again = np.vstack(list(mod.resampled_multiplicities(mult, 4000, np.random.default_rng(3), block_cells=1000)))
     assert np.array_equal(w, again)
 
 
@@ -447,19 +446,12 @@ def test_basic_interval_reflects_the_percentile_interval(func):
     assert basic.ci_high == pytest.approx(2 * pct.value - pct.ci_low, abs=1e-12)
 
 
-def test_histogram_of_many_classes_matches_numpy_unique():
-    # 60 classes with counts up to 40 do not fit one 62-bit key: the grouped keys must
-    # still give exactly the distinct rows and their multiplicities.
-    from auditor.stats.agreement.bootstrap import _histogram
-
+def test_intervals_do_not_depend_on_the_row_order_of_many_classes():
+    # 60 classes with counts up to 40 do not fit one 62-bit key (the histogram re-codes
+    # the key on the way): the coefficients' intervals are unchanged by the row order.
     rng = np.random.default_rng(0)
     base = rng.multinomial(40, rng.dirichlet(np.full(60, 0.3), size=300))
     counts = base[rng.integers(0, 300, size=3000)]
-    unique, mult = _histogram(counts)
-    ref_unique, ref_mult = np.unique(counts, axis=0, return_counts=True)
-    order = np.lexsort(unique.T[::-1])
-    assert np.array_equal(unique[order], ref_unique) and np.array_equal(mult[order], ref_mult)
-    # ... and the coefficients' intervals are unchanged by the row order of the data.
     a = krippendorff_alpha(counts, n_bootstrap=50, rng=1)
     b = krippendorff_alpha(counts[::-1], n_bootstrap=50, rng=1)
     assert (a.ci_low, a.ci_high) == pytest.approx((b.ci_low, b.ci_high), abs=1e-12)
@@ -654,18 +646,18 @@ def test_bad_min_overlap():
 
 
 # ---------------------------------------------------------------------------
-# agreement(): all three at once
+# agreement_report(): all three at once
 
 
 def test_agreement_with_annotations_and_with_counts():
     ann = annotations_from_wide(KRIPPENDORFF_2011.T)
-    report = agreement(ann, n_bootstrap=100, n_bootstrap_pairwise=20, min_overlap=5, rng=0)
+    report = agreement_report(ann, n_bootstrap=100, n_bootstrap_pairwise=20, min_overlap=5, rng=0)
     assert report.krippendorff_alpha.value == pytest.approx(0.743, abs=5e-4)
     assert report.fleiss_kappa.value == pytest.approx(0.76117, abs=5e-6)
     assert report.pairwise is not None
     assert report.pairwise.annotators == (0, 1, 2, 3)
     assert report.pairwise.overlap[0, 1] == 9
-    counts_only = agreement(ann.counts(), n_bootstrap=100, rng=0)
+    counts_only = agreement_report(ann.counts(), n_bootstrap=100, rng=0)
     assert counts_only.pairwise is None
     assert counts_only.krippendorff_alpha == report.krippendorff_alpha  # same rng stream
 
@@ -681,7 +673,7 @@ def test_dog_crowd_labels_match_reference_libraries(datasets_dir):
     ann = annotations_from_records(frame, item="question", annotator="worker", label="answer")
     counts = ann.counts().counts
     assert counts.shape == (807, 4) and set(counts.sum(axis=1)) == {10}
-    report = agreement(ann, n_bootstrap=200, n_bootstrap_pairwise=20, rng=0)
+    report = agreement_report(ann, n_bootstrap=200, n_bootstrap_pairwise=20, rng=0)
     assert report.fleiss_kappa.value == pytest.approx(sm_fleiss_kappa(counts), rel=1e-12)
     assert report.krippendorff_alpha.value == pytest.approx(
         alpha_by_value_pairs(ann.matrix()), rel=1e-9)
@@ -695,3 +687,17 @@ def test_dog_crowd_labels_match_reference_libraries(datasets_dir):
         assert pw.kappa[i, j] == pytest.approx(expected, rel=1e-9, abs=1e-12)
     for coef in (report.krippendorff_alpha, report.fleiss_kappa):
         assert coef.ci_low < coef.value < coef.ci_high
+
+
+def test_the_subpackage_is_not_shadowed_and_the_old_call_is_deprecated():
+    import auditor.stats
+    import auditor.stats.agreement as sub
+
+    assert isinstance(auditor.stats.agreement, type(importlib)) and sub is auditor.stats.agreement
+    assert sub.krippendorff_alpha is krippendorff_alpha
+    counts = _structured_counts(2, n=40, k=3)
+    with pytest.warns(DeprecationWarning, match="agreement_report"):
+        old = auditor.stats.agreement(counts, n_bootstrap=20, rng=0)
+    new = agreement_report(counts, n_bootstrap=20, rng=0)
+    assert old.krippendorff_alpha.value == new.krippendorff_alpha.value
+    assert (old.fleiss_kappa.ci_low, old.fleiss_kappa.ci_high) == (new.fleiss_kappa.ci_low, new.fleiss_kappa.ci_high)

@@ -20,9 +20,9 @@ from auditor.stats import (
     power_curve,
     survey_equivalence,
 )
+from auditor.stats.counts import row_histogram
 from auditor.stats.equivalence import curve as curve_module
 from auditor.stats.equivalence import scorers
-from auditor.stats.equivalence._inputs import row_histogram
 from auditor.stats.equivalence.curve import equivalence_values
 
 
@@ -435,21 +435,6 @@ def test_nan_marks_missing_ratings_and_min_labels_keeps_full_rows():
     assert f1.k.tolist() == [0, 1]
 
 
-@settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n_rows=st.integers(1, 60), n_cols=st.integers(1, 4),
-       floats=st.booleans())
-def test_row_histogram_equals_numpy_unique(seed, n_rows, n_cols, floats):
-    rng = np.random.default_rng(seed)
-    rows = rng.integers(0, 3, size=(n_rows, n_cols))
-    if floats:
-        rows = np.where(rng.random(rows.shape) < 0.1, -np.inf, rows * 0.5)
-    uniq, inverse, counts = row_histogram(rows)
-    ref_u, ref_i, ref_c = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
-    np.testing.assert_array_equal(uniq, ref_u)
-    np.testing.assert_array_equal(inverse, ref_i.reshape(-1))
-    np.testing.assert_array_equal(counts, ref_c)
-
-
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n_rows=st.integers(1, 80), n_cols=st.integers(1, 12),
        nan_share=st.sampled_from([0.0, 0.1, 0.5, 0.95]))
@@ -679,7 +664,7 @@ def _abc_case(seed: int, n_labels: int, reference: bool):
     pool = np.stack([rng.multinomial(n, rng.dirichlet(np.full(n_labels, 0.7))) for n in per_item])
     ref = np.stack([rng.multinomial(2, rng.dirichlet(np.ones(n_labels))) for _ in range(n_items)]) \
         if reference else None
-    uniq, _, mult = row_histogram(pool)
+    uniq, mult, _ = row_histogram(pool)
     prior = pool.sum(axis=0) / pool.sum()
     k_max = int(per_item.max()) - (0 if reference else 1)
     # Every k, or a grid of them (as on curves with very many labels).
@@ -785,7 +770,7 @@ def test_tables_computed_on_sorted_keys_equal_each_keys_own(seed, n_labels, grid
     exact.clear_table_cache()
     with np.errstate(invalid="ignore", divide="ignore"):
         tables = exact.exact_tables(pool, None, **kw)
-        keys, inverse, mult = row_histogram(pool)
+        keys, mult, inverse = row_histogram(pool)
         own = exact._exact_tables(keys, mult, inverse, n_labels, True, **kw)
     exact.clear_table_cache()
     np.testing.assert_array_equal(tables.eligible, own.eligible)

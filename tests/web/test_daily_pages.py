@@ -24,7 +24,7 @@ from auditor.db import (
     Workspace,
     make_session_factory,
 )
-from auditor.web import item_pages
+from auditor.web.readmodels import items as item_pages
 from auditor.web.timerange import EARLIEST, time_range
 from tests.web.conftest import csrf_token, eager_audits, make_tenant
 from tests.web.test_dashboard_pages import _page, _rows, _session, _table, _text
@@ -344,9 +344,9 @@ def test_the_daily_pages_on_sqlite(sqlite_engine):
 
 
 def test_a_confusion_matrix_reads_a_bounded_number_of_gold_items(app, seeded, monkeypatch):
-    from auditor.web import dashboards
+    from auditor.web.readmodels import annotators
 
-    monkeypatch.setattr(dashboards, "CONFUSION_GOLD_ITEMS", 5)
+    monkeypatch.setattr(annotators, "CONFUSION_GOLD_ITEMS", 5)
     factory = make_session_factory(app.extensions["auditor.engine"])
     with factory() as db:
         first = db.scalars(select(Item.id).where(Item.dataset_id == seeded.dataset_id, Item.gold_label.is_not(None))

@@ -19,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy import select
 
+from auditor.alerting.routing import ALERT_KINDS
 from auditor.db import (
     Alert,
     AlertSeverity,
@@ -30,14 +31,15 @@ from auditor.db import (
     Dataset,
     Item,
     Model,
-    PowerCurve,
+    PowerCurveRecord,
     QualityWindow,
     Release,
     VendorReport,
     Workspace,
     make_session_factory,
 )
-from auditor.web import dashboards
+from auditor.web import readmodels
+from auditor.web.readmodels.runs import _TIMING_WORDS
 from tests.web.conftest import csrf_token, login, make_tenant
 from tests.web.statements import statements
 
@@ -120,8 +122,8 @@ def _long_history(app, *, runs: int, releases: int, alerts: int, items: int, ann
                                     "notes": [f"note {n}"]})
             db.add(run)
             db.flush()
-            db.add(BestScore(audit_run_id=run.id, metric=dashboards.CE_METRIC, value=0.7, n_items=items))
-            db.add(PowerCurve(audit_run_id=run.id, combiner="abc", scorer="cross_entropy", max_k=5, n_bootstrap=10,
+            db.add(BestScore(audit_run_id=run.id, metric=readmodels.CE_METRIC, value=0.7, n_items=items))
+            db.add(PowerCurveRecord(audit_run_id=run.id, combiner="abc", scorer="cross_entropy", max_k=5, n_bootstrap=10,
                               points=points))
             for r, rel in enumerate(rels[: 1 + n * releases // runs]):
                 ok = (n + r) % 5 != 0
@@ -132,7 +134,7 @@ def _long_history(app, *, runs: int, releases: int, alerts: int, items: int, ann
                                      verdict="certified" if ok else "not certified",
                                      details={"threshold": 0.95, "paper_method": "oms"}))
                 # The first release's curves were drawn by Monte Carlo: their equivalence carries its error.
-                db.add(PowerCurve(audit_run_id=run.id, release_id=rel.id, combiner="abc", scorer="cross_entropy",
+                db.add(PowerCurveRecord(audit_run_id=run.id, release_id=rel.id, combiner="abc", scorer="cross_entropy",
                                   max_k=5, n_bootstrap=10, points=points,
                                   method="monte_carlo" if r == 0 else "exact",
                                   equivalence_mc_error=0.0314 if r == 0 else None,
@@ -151,7 +153,7 @@ def _long_history(app, *, runs: int, releases: int, alerts: int, items: int, ann
                                      window_end=start + timedelta(weeks=n + 1), n_items=20, n_labels=20,
                                      value=0.9 - ((a * 37) % annotators) / (2 * annotators), low=0.3, high=0.99,
                                      audit_run_id=run.id))
-        db.add_all(Alert(workspace_id=tenant.workspace_id, dataset_id=ds.id, kind=dashboards.ALERT_KINDS[k % 3],
+        db.add_all(Alert(workspace_id=tenant.workspace_id, dataset_id=ds.id, kind=ALERT_KINDS[k % 3],
                          severity=list(AlertSeverity)[k % 3], subject=f"subject {k}", message=f"message number {k}",
                          created_at=start + timedelta(hours=k)) for k in range(alerts))
         db.commit()
@@ -176,7 +178,7 @@ def test_cross_entropy_is_in_bits_and_lower_is_better_on_the_tile_and_the_curve_
     client = _session(app, seeded.tenant)
     page = _page(client, f"/datasets/{seeded.dataset_id}")
     best = {b["metric"]: b["value"] for b in _api(client, seeded.tenant, f"/datasets/{seeded.dataset_id}/best-scores")["items"]}
-    nats = best[dashboards.CE_METRIC]
+    nats = best[readmodels.CE_METRIC]
     tile = re.search(r'<div class="card best" data-metric="cross entropy \(soft labels\)">(.*?)</div>', page, re.S).group(1)
     assert f"{nats / math.log(2):.3f} bits per label" in _text(tile) and "lower is better" in _text(tile)
     assert "Cross-entropy is in bits per label and lower is better" in page
@@ -202,7 +204,7 @@ def test_cross_entropy_is_in_bits_and_lower_is_better_on_the_tile_and_the_curve_
 
 @given(st.floats(0, 1), st.integers(1, 10**6))
 def test_l_interval_is_the_two_sided_95_percent_hoeffding_interval(value, n):
-    low, high = dashboards.l_interval(value, n)
+    low, high = readmodels.l_interval(value, n)
     half = math.sqrt(HOEFFDING_95 / (2 * n))
     assert 0 <= low <= value <= high <= 1
     assert low == pytest.approx(max(0.0, value - half)) and high == pytest.approx(min(1.0, value + half))
@@ -269,7 +271,7 @@ def test_certified_since_is_the_first_audit_of_the_current_run_of_certified_verd
             select(Certification, AuditRun.dataset_id).join(AuditRun, AuditRun.id == Certification.audit_run_id)
             .where(Certification.audit_run_id.in_([runs[-1].id, run_e.id])))]
         with statements(db_engine) as seen:
-            since = dashboards.certified_since(db, latest)
+            since = readmodels.certified_since(db, latest)
         assert len([x for x in seen if x.lstrip().upper().startswith("SELECT")]) == 1
         assert since[(streak.id, ds.id)]["run_id"] == runs[4].id
         assert since[(steady.id, ds.id)]["run_id"] == runs[0].id
@@ -478,11 +480,11 @@ def test_every_run_id_links_to_its_page_which_shows_what_it_computed(app, seeded
     assert f"data version {run['data_version']}" in _text(page)
     timings = _text(_table(page, "timings"))
     for step in run["summary"]["timings"]:
-        assert dashboards._TIMING_WORDS.get(step, step.replace("_", " ")) in timings
+        assert _TIMING_WORDS.get(step, step.replace("_", " ")) in timings
     assert _table(page, "run-certifications").count("<tr><td") == detail["n_certifications"]
     assert _table(page, "run-curves").count("<tr><td") == detail["n_power_curves"]
     for b in detail["best_scores"]:
-        shown = b["value"] / math.log(2) if b["metric"] == dashboards.CE_METRIC else b["value"]
+        shown = b["value"] / math.log(2) if b["metric"] == readmodels.CE_METRIC else b["value"]
         assert f"{shown:.3f}" in page
     _page(client, f"/audit-runs/{10**12}", 404)
     _page(_session(app, make_tenant(app)), f"/audit-runs/{run['id']}", 404)

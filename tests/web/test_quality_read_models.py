@@ -19,7 +19,7 @@ from auditor.db import (
     Workspace,
     make_session_factory,
 )
-from auditor.web import dashboards
+from auditor.web import readmodels
 
 pytestmark = pytest.mark.services
 
@@ -87,7 +87,7 @@ def _utc(when):
 
 def test_overview_reads_each_vendors_newest_two_weeks_and_newest_change(db, world):
     ws, _ = world
-    (row,) = dashboards.overview(db, ws.id)["vendors"]
+    (row,) = readmodels.overview(db, ws.id)["vendors"]
     assert _utc(row["week"].window_start) == MONDAY + timedelta(weeks=5)
     assert _utc(row["previous_week"].window_start) == MONDAY + timedelta(weeks=4)
     assert row["week"].metric == "agreement" and row["delta"] == pytest.approx(0.69 - 0.72)
@@ -96,7 +96,7 @@ def test_overview_reads_each_vendors_newest_two_weeks_and_newest_change(db, worl
 
 def test_vendor_page_reads_the_series_changes_and_its_annotators_newest_windows(db, world):
     ws, _ = world
-    (entry,) = dashboards.vendor_page(db, ws.id, "v")["datasets"]
+    (entry,) = readmodels.vendor_page(db, ws.id, "v")["datasets"]
     chart = entry["quality_chart"]
     agreement, gold = chart["series"]
     assert agreement["metric"] == "agreement" and len(agreement["points"]) == 6
@@ -117,7 +117,7 @@ def test_vendor_page_reads_the_series_changes_and_its_annotators_newest_windows(
 def test_annotator_page_reads_its_weeks_and_changes(db, world):
     ws, ds = world
     person = db.query(Annotator).filter_by(workspace_id=ws.id, external_id="v-02").one()
-    page = dashboards.annotator_page(db, ds, person)
+    page = readmodels.annotator_page(db, ds, person)
     assert [(_utc(w["start"]), w["n_labels"]) for w in page["weeks"]] == [
         (MONDAY + timedelta(weeks=k), 60 + k) for k in (2, 1, 0)]
     assert page["weeks"][1]["gold_accuracy"].value == 0.55 and page["weeks"][0]["gold_accuracy"] is None
@@ -131,7 +131,7 @@ def test_a_vendor_without_windows_has_no_chart(db, world):
     db.add(VendorReport(audit_run_id=db.query(AuditRun).filter_by(dataset_id=ds.id).one().id, vendor="quiet",
                         n_annotators=1, n_items=1, n_annotations=1))
     db.commit()
-    rows = {r["vendor"]: r for r in dashboards.overview(db, ws.id)["vendors"]}
+    rows = {r["vendor"]: r for r in readmodels.overview(db, ws.id)["vendors"]}
     assert rows["quiet"]["week"] is None and rows["quiet"]["delta"] is None and rows["quiet"]["change"] is None
-    (entry,) = dashboards.vendor_page(db, ws.id, "quiet")["datasets"]
+    (entry,) = readmodels.vendor_page(db, ws.id, "quiet")["datasets"]
     assert entry["quality_chart"] is None and entry["annotators"] == [] and entry["changes"] == []

@@ -3,6 +3,7 @@ the atomic write, the sweep's choice, alerts, and the dispatcher with no broker.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -14,7 +15,6 @@ from auditor.audit import runner
 from auditor.audit.inputs import PreviousResults
 from auditor.audit.pipeline import (
     AuditOptions,
-    _distinct_rows,
     alerts_for,
     release_part,
     release_payload,
@@ -211,14 +211,6 @@ def test_release_payload_round_trip_gives_the_inline_result(factory):
     via_message = release_part(runner.plain(release_payload(snap, snap.releases[0])), upper, OPTIONS)
     assert via_message["certifications"][0]["l"] == pytest.approx(inline["l"])
     assert via_message["certifications"][0]["s_oms_t"] == pytest.approx(inline["s_oms_t"])
-
-
-def test_distinct_rows_matches_numpy_unique():
-    rng = np.random.default_rng(0)
-    rows = rng.integers(0, 4, (500, 3))
-    got, mult = _distinct_rows(rows)
-    want, want_mult = np.unique(rows, axis=0, return_counts=True)
-    assert np.array_equal(got, want) and np.array_equal(mult, want_mult)
 
 
 def test_alerts_on_verdict_change():
@@ -446,3 +438,12 @@ def test_an_expert_equivalence_out_of_exact_reach_is_drawn_with_its_error(monkey
     assert any(n.startswith("expert equivalence of acme: its exact sums are out of reach")
                for n in cut["summary"]["notes"])
     assert not any("expert equivalence of acme: the exact" in n for n in cut["summary"]["notes"])
+
+
+def test_options_to_dict_has_every_field():
+    # Generated from the dataclass: quality_alpha (once left out) and any later field.
+    options = AuditOptions(quality_alpha=0.01, tau=0.1)
+    got = options.to_dict()
+    assert set(got) == {f.name for f in dataclasses.fields(AuditOptions)}
+    assert got["quality_alpha"] == 0.01 and got["tau"] == 0.1
+    assert AuditOptions(**got) == options

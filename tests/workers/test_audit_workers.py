@@ -16,7 +16,7 @@ from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.pool import NullPool
 
 from auditor.db import session_scope
-from auditor.db.models import AuditRun, AuditStatus, Certification, PowerCurve
+from auditor.db.models import AuditRun, AuditStatus, Certification, PowerCurveRecord
 from auditor.stats import confidence, lower_bound, upper_bounds
 from auditor.worker.dispatch import request_audit
 from tests.workers._data import import_annotations, import_predictions, make_dataset, synthetic
@@ -94,7 +94,7 @@ def test_import_then_audit_reproduces_running_example(services, datasets_dir: Pa
     with session_scope(factory) as s:
         certs = {c.details["version"]: c for c in s.execute(
             select(Certification).where(Certification.audit_run_id == run.id)).scalars()}
-        curves = list(s.execute(select(PowerCurve).where(PowerCurve.audit_run_id == run.id)).scalars())
+        curves = list(s.execute(select(PowerCurveRecord).where(PowerCurveRecord.audit_run_id == run.id)).scalars())
     assert set(certs) == {"hard", "calibrated"}
     ub = upper_bounds(np.stack([np.bincount(row, minlength=2) for row in matrix]))
     counts = np.stack([np.bincount(row, minlength=2) for row in matrix])

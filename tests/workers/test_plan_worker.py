@@ -115,7 +115,7 @@ def test_after_an_audit_the_worker_plans_its_most_recent_uncertified_releases(tm
         with session_scope(factory) as s:
             # current: a page reading them asks for nothing, and the overview has each next step
             assert all(plans.request(s, rid, ds)[1] is False for rid in rows)
-            from auditor.web.dashboards import next_steps
+            from auditor.web.readmodels import next_steps
 
             steps = next_steps(s, [(rid, ds) for rid in ids.values()])
         assert set(steps) == {(ids["0.1"], ds), (ids["0.3"], ds)}

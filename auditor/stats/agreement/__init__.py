@@ -21,9 +21,13 @@ References
    Educational and Psychological Measurement 20(1), 37-46.
 """
 
+import sys
+import types
+import warnings
+
 from auditor.stats.agreement.coefficients import fleiss_kappa, krippendorff_alpha
 from auditor.stats.agreement.pairwise import pairwise_cohen_kappa
-from auditor.stats.agreement.report import agreement
+from auditor.stats.agreement.report import agreement_report
 from auditor.stats.agreement.results import (
     AgreementCoefficient,
     AgreementReport,
@@ -36,8 +40,25 @@ __all__ = [
     "AgreementReport",
     "PairwiseKappa",
     "UndefinedAgreementWarning",
-    "agreement",
+    "agreement_report",
     "fleiss_kappa",
     "krippendorff_alpha",
     "pairwise_cohen_kappa",
 ]
+
+
+class _CallableModule(types.ModuleType):
+    """This package, callable as the function ``agreement`` once was (deprecated).
+
+    The function of that name shadowed the subpackage in ``auditor.stats``; it is
+    :func:`agreement_report` now. ``from auditor.stats import agreement`` then
+    ``agreement(data)`` still works, with a :class:`DeprecationWarning`.
+    """
+
+    def __call__(self, *args, **kwargs) -> AgreementReport:
+        warnings.warn("`auditor.stats.agreement(...)` is deprecated: call `agreement_report(...)`.",
+                      DeprecationWarning, stacklevel=2)
+        return agreement_report(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -8,18 +8,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from auditor.stats._validation import (
-    as_rng,
-)
+from auditor.stats._validation import as_rng
 from auditor.stats.agreement.bootstrap import (
-    _as_counts,
     _bootstrap_sums,
     _check_bootstrap_args,
-    _histogram,
     _interval,
     _undefined,
 )
 from auditor.stats.agreement.results import AgreementCoefficient, UndefinedAgreementWarning
+from auditor.stats.counts import as_counts, row_histogram
 
 __all__ = ["fleiss_kappa", "krippendorff_alpha"]
 
@@ -139,7 +136,7 @@ def krippendorff_alpha(counts, *, n_bootstrap: int = 1000, confidence: float = 0
     >>> round(krippendorff_alpha(counts, n_bootstrap=0).value, 3)
     0.743
     """
-    arr = _as_counts(counts, "counts")
+    arr = as_counts(counts, name="counts")
     n_bootstrap, confidence = _check_bootstrap_args(n_bootstrap, confidence, interval)
     gen = as_rng(rng)
     k = arr.sum(axis=1)
@@ -265,7 +262,7 @@ def fleiss_kappa(counts, *, n_bootstrap: int = 1000, confidence: float = 0.95,
     >>> round(fleiss_kappa(table, n_bootstrap=0).value, 3)
     0.21
     """
-    arr = _as_counts(counts, "counts")
+    arr = as_counts(counts, name="counts")
     n_bootstrap, confidence = _check_bootstrap_args(n_bootstrap, confidence, interval)
     gen = as_rng(rng)
     k = arr.sum(axis=1)
@@ -300,7 +297,7 @@ def _coefficient(name: str, rows: np.ndarray, sums: Callable, features: Callable
         warnings.warn(undefined, UndefinedAgreementWarning, stacklevel=3)
         n_undef = n_bootstrap
     elif n_bootstrap:
-        unique, mult = _histogram(rows)
+        unique, mult, _ = row_histogram(rows)
         boot = _bootstrap_sums(features(unique), mult, lambda s: from_sums(s)[0], n_bootstrap, gen)
         lo, hi, n_undef = _interval(boot, value, confidence, interval)
     return AgreementCoefficient(

@@ -5,20 +5,19 @@ from __future__ import annotations
 from auditor.stats._validation import (
     as_rng,
 )
-from auditor.stats.agreement.bootstrap import _as_counts
 from auditor.stats.agreement.coefficients import fleiss_kappa, krippendorff_alpha
 from auditor.stats.agreement.pairwise import pairwise_cohen_kappa
 from auditor.stats.agreement.results import AgreementReport
-from auditor.stats.counts import Annotations
+from auditor.stats.counts import Annotations, as_counts
 
-__all__ = ["agreement"]
+__all__ = ["agreement_report"]
 
 
 # ---------------------------------------------------------------------------
 # all at once
 
 
-def agreement(data, *, n_bootstrap: int = 1000, n_bootstrap_pairwise: int = 200,
+def agreement_report(data, *, n_bootstrap: int = 1000, n_bootstrap_pairwise: int = 200,
               min_overlap: int = 10, confidence: float = 0.95, interval: str = "percentile",
               rng=None) -> AgreementReport:
     """Krippendorff's alpha, Fleiss' kappa and (with identities) pairwise Cohen's kappa.
@@ -48,7 +47,7 @@ def agreement(data, *, n_bootstrap: int = 1000, n_bootstrap_pairwise: int = 200,
     AgreementReport
     """
     gen = as_rng(rng)
-    counts = _as_counts(data, "data")
+    counts = as_counts(data, name="data")
     common = {"confidence": confidence, "interval": interval, "rng": gen}
     alpha = krippendorff_alpha(counts, n_bootstrap=n_bootstrap, **common)
     kappa = fleiss_kappa(counts, n_bootstrap=n_bootstrap, **common)

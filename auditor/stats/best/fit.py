@@ -12,6 +12,7 @@ import numpy as np
 from scipy import optimize, special
 
 from auditor.stats._validation import StatsInputError, as_count_matrix
+from auditor.stats.counts import row_histogram
 
 __all__ = ["BestPerformanceWarning", "DirichletMultinomialFit", "fit_dirichlet_multinomial"]
 # Concentration beyond which a fitted prior is indistinguishable from its α → ∞ limit.
@@ -234,30 +235,7 @@ def _histogram(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[int, .
     if len(excluded) == counts.shape[0]:
         raise StatsInputError("`label_counts` holds no annotation: every row sums to 0.")
     y = counts[n > 0] if excluded else counts
-    radix = np.array([int(col.max()) + 1 for col in columns], dtype=np.int64)
-    # Rows as mixed-radix integers: sorting one int64 column is far cheaper than
-    # np.unique(axis=0); a bincount is cheaper still when the code space is small.
-    if np.sum(np.log2(radix.astype(float))) < 62:
-        place = np.concatenate([np.cumprod(radix[::-1])[::-1][1:], [1]]).astype(np.int64)
-        codes = y[:, 0] * place[0]  # integer matmul has no BLAS
-        for j in range(1, y.shape[1]):
-            codes += y[:, j] * place[j]
-        if int(np.prod(radix.astype(float))) <= max(4 * len(y), 1 << 16):
-            hist = np.bincount(codes)
-            uniq = np.flatnonzero(hist)
-            weights = hist[uniq]
-        else:
-            uniq, weights = np.unique(codes, return_counts=True)
-        rows = (uniq[:, None] // place[None, :]) % radix[None, :]
-    else:
-        # Too many classes for one integer: rows as byte strings (big-endian, so that they
-        # sort as the rows do), far cheaper than a row-wise unique.
-        top = int(radix.max()) - 1
-        dtype = next(t for t in (">u1", ">u2", ">u4", ">u8") if top <= np.iinfo(t).max)
-        narrow = np.ascontiguousarray(y, dtype=dtype)
-        keys = narrow.view(np.dtype((np.void, narrow.shape[1] * narrow.itemsize))).ravel()
-        uniq, weights = np.unique(keys, return_counts=True)
-        rows = np.frombuffer(uniq.tobytes(), dtype=dtype).reshape(len(uniq), y.shape[1])
+    rows, weights, _ = row_histogram(y)
     return rows.astype(np.int64), weights.astype(float), excluded
 
 

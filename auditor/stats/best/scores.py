@@ -10,6 +10,7 @@ from types import MappingProxyType
 import numpy as np
 from scipy import special
 
+from auditor.stats._summary import table
 from auditor.stats._validation import StatsInputError, as_count_matrix, as_rng
 from auditor.stats.best.f1 import _f1_macro
 from auditor.stats.best.fit import DirichletMultinomialFit, _fit, _histogram, _warn
@@ -56,6 +57,19 @@ class BestPerformance:
     n_items: int
     n_distinct: int
     warnings: tuple[str, ...] = field(default=())
+
+    def summary(self, classes=None) -> str:
+        """A plain-text summary: the data, the fitted prior (``alpha`` by class name,
+        ``classes`` or the column numbers), and one row per metric with its Monte Carlo
+        standard error and method. The warnings are in ``warnings``, not here."""
+        names = [str(c) for c in classes] if classes is not None else [str(j) for j in range(len(self.alpha))]
+        lines = [f"{self.n_items} items ({self.n_distinct} distinct count vectors), {len(names)} classes; "
+                 f"prior: {self.fit.regime}",
+                 "alpha: " + ", ".join(f"{c}={a:.6g}" for c, a in zip(names, self.alpha, strict=True))]
+        rows = [[m, f"{self.scores[m]:.4f}", f"{self.standard_errors[m]:.1e}", f"  {self.methods[m]}"]
+                for m in self.scores]
+        lines += table(["metric", "score", "std. error", "  method"], rows, widths=[30, 10, 12, 0], align="lrrl")
+        return "\n".join(lines)
 
 
 def _check_metrics(metrics) -> tuple[str, ...]:

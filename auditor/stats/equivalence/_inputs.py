@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from auditor.stats._validation import StatsInputError, as_count_matrix, as_rng
-from auditor.stats.counts import Annotations, LabelCounts
+from auditor.stats.counts import Annotations, LabelCounts, tally_counts
 
 COMBINERS = ("majority", "plurality", "frequency", "abc")
 SCORERS = ("agreement", "cross_entropy", "f1", "auc", "pearson", "dmi")
@@ -110,8 +110,7 @@ def counts_of(matrix: np.ndarray, n_labels: int) -> np.ndarray:
     rows = np.repeat(np.arange(n), matrix.shape[1])
     flat = matrix.ravel()
     keep = flat >= 0
-    out = np.bincount(rows[keep] * n_labels + flat[keep], minlength=n * n_labels)
-    return out.reshape(n, n_labels).astype(np.int64)
+    return tally_counts(rows[keep], flat[keep], n, n_labels)
 
 
 #: What a bare matrix given as ratings is (``matrix=``): decided from the matrix where only
@@ -194,52 +193,8 @@ def compact_rows(matrix: np.ndarray, m: int, rng: np.random.Generator) -> tuple[
     return rows, np.take_along_axis(sub, order, axis=1)
 
 
-def row_histogram(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Distinct rows (sorted lexicographically), each row's index into them, and counts.
-
-    Same result as ``np.unique(rows, axis=0, return_inverse=True, return_counts=True)``
-    but in time linear in the number of rows: each column is factorised by hashing
-    (its codes keep the sort order), the codes are combined into one integer key, and
-    only the distinct keys are sorted.
-    """
-    import pandas as pd
-
-    n, n_cols = rows.shape
-    codes = np.zeros(n, dtype=np.int64)
-    radix = 1
-    for j in range(n_cols):
-        col_codes, uniq = pd.factorize(rows[:, j], sort=True, use_na_sentinel=False)
-        size = max(len(uniq), 1)
-        if radix > (2**62) // size:
-            uniq_rows, inverse, counts = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
-            return uniq_rows, inverse.reshape(-1), counts
-        codes = codes * size + col_codes
-        radix *= size
-    key_codes, _ = pd.factorize(codes, sort=True)
-    key_codes = key_codes.astype(np.int64)
-    counts = np.bincount(key_codes)
-    first = np.empty(counts.shape[0], dtype=np.int64)
-    first[key_codes[::-1]] = np.arange(n - 1, -1, -1)
-    return rows[first], key_codes, counts
-
-
 def is_full(matrix: np.ndarray) -> bool:
     return bool((matrix >= 0).all())
-
-
-def as_predictions(predictions, n_items: int, n_labels: int, *, name: str = "predictions") -> np.ndarray:
-    """Hard (N,) class indices or soft (N, L) probabilities → (N, L) distributions."""
-    from auditor.stats._validation import as_hard_predictions, as_probabilities
-
-    if hasattr(predictions, "to_numpy"):
-        predictions = predictions.to_numpy()
-    arr = np.asarray(predictions)
-    if arr.ndim == 1:
-        hard = as_hard_predictions(arr, n_items, n_labels, name=name)
-        out = np.zeros((n_items, n_labels))
-        out[np.arange(n_items), hard] = 1.0
-        return out
-    return as_probabilities(arr, n_items, n_labels, name=name)
 
 
 __all__ = ["as_rng"]

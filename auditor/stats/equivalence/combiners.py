@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import gammaln
 
-from auditor.stats.equivalence._inputs import row_histogram, sub_counts_columns
+from auditor.stats.counts import row_histogram
+from auditor.stats.equivalence._inputs import sub_counts_columns
 
 #: The paper's implementation moves soft predictions of 0 or 1 to 0.02 / 0.98 before
 #: scoring them with cross-entropy (Resnick et al., §3.2), then renormalises.
@@ -223,7 +224,7 @@ class ABCModel:
         n_labels, p = y.shape
         if not self._tabulate(np.unique(y.sum(axis=0)) + 1):
             z = (y.T[:, None, :] + np.eye(n_labels, dtype=np.int64)[None]).reshape(-1, n_labels)
-            uniq, inv, _ = row_histogram(z)
+            uniq, _, inv = row_histogram(z)
             return np.ascontiguousarray(self.total(uniq)[inv.reshape(-1)].reshape(p, n_labels).T)
         radix = self._radix
         inside = np.ones(p, dtype=bool)

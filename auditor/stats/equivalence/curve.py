@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from auditor.stats._validation import StatsInputError, as_rng, check_probability
-from auditor.stats.agreement.bootstrap import _INDEX_NS_PER_ITEM, _MULTINOMIAL_NS_PER_ROW
+from auditor.jsonable import finite
+from auditor.stats._summary import num, table
+from auditor.stats._validation import StatsInputError, as_predictions, as_rng, check_probability
+from auditor.stats.counts import row_histogram
 from auditor.stats.equivalence._inputs import (
     DECOMPOSABLE,
     as_counts_input,
-    as_predictions,
     check_combiner,
     check_pair,
     check_scorer,
@@ -23,12 +24,12 @@ from auditor.stats.equivalence._inputs import (
     counts_of,
     is_full,
     n_labels_of,
-    row_histogram,
 )
 from auditor.stats.equivalence.combiners import DEFAULT_CLIP, ABCModel
 from auditor.stats.equivalence.exact import exact_tables, k_grid
 from auditor.stats.equivalence.sampling import sampling_classifier, sampling_curve
 from auditor.stats.equivalence.scorers import expected_item_scores, label_scores
+from auditor.stats.resampling import draw_by_index, multinomial_multiplicities
 
 __all__ = [
     "ClassifierScore",
@@ -110,6 +111,23 @@ class PowerCurve:
             "mc_error": self.mc_error.tolist(),
         }
 
+    def summary(self) -> str:
+        """A plain-text table of c_k with its interval and items (and its Monte Carlo
+        standard error where a point was drawn), with a note on what that error is."""
+        sampled = bool(np.any(self.mc_error > 0))
+        header = ["k", "c_k", "low", "high", "items"] + (["MC s.e."] if sampled else [])
+        rows = [[f"{k:>3}", f"{self.mean[i]:.4f}", f"{self.ci_low[i]:.4f}", f"{self.ci_high[i]:.4f}",
+                 str(self.n_items[i])] + ([f"{self.mc_error[i]:.1e}"] if sampled else [])
+                for i, k in enumerate(self.k)]
+        lines = table([f"{'k':>3}", *header[1:]], rows, widths=[3, 11, 11, 11, 8, 10][:len(header)])
+        if sampled and self.method == "monte_carlo":
+            lines.append("MC s.e.: Monte Carlo standard error of c_k, whose exact sums over sub-count vectors are "
+                         "out of reach and were drawn at random (0: nothing to draw)")
+        elif sampled:
+            lines.append("MC s.e.: Monte Carlo standard error of c_k where 200 random rater subsets stand for all "
+                         "C(K, k) (0: every subset used)")
+        return "\n".join(lines)
+
 
 @dataclass(frozen=True, eq=False)
 class ClassifierScore:
@@ -125,6 +143,9 @@ class ClassifierScore:
     def to_dict(self) -> dict:
         return {"scorer": self.scorer, "value": self.value, "ci_low": self.ci_low,
                 "ci_high": self.ci_high, "n_items": self.n_items}
+
+    def summary(self) -> str:
+        return f"classifier score: {self.value:.4f} [{self.ci_low:.4f}, {self.ci_high:.4f}]"
 
 
 Equivalence = float | str
@@ -176,8 +197,16 @@ class SurveyEquivalence:
         return {"value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high,
                 "position": self.position,
                 # JSON has no infinity: an undetermined crossing's error is None.
-                "mc_error": self.mc_error if np.isfinite(self.mc_error) else None,
+                "mc_error": finite(self.mc_error),
                 "classifier_score": self.classifier_score.to_dict(), "curve": self.curve.to_dict()}
+
+    def summary(self) -> str:
+        """The power curve's table (:meth:`PowerCurve.summary`), the classifier's score and
+        the equivalence with its interval and Monte Carlo error."""
+        mc = ("" if self.mc_error == 0 else f" (MC s.e. {self.mc_error:.2g} raters)" if np.isfinite(self.mc_error)
+              else " (MC s.e. undetermined: within the points' errors the crossing could leave the curve)")
+        return "\n".join([self.curve.summary(), self.classifier_score.summary(),
+                          f"survey equivalence: {num(self.value)} [{num(self.ci_low)}, {num(self.ci_high)}]{mc}"])
 
 
 # ------------------------------------------------------------------------ helpers
@@ -439,7 +468,7 @@ def _fitted(problem: _Problem, combiner: str):
     prior = counts.sum(axis=0) / counts.sum()
     model = None
     if combiner == "abc":
-        uniq, _, mult = row_histogram(counts)
+        uniq, mult, _ = row_histogram(counts)
         model = ABCModel(uniq, mult)
     return prior, model
 
@@ -478,14 +507,13 @@ def _item_weights(n_items: int, n_bootstrap: int, rng: np.random.Generator):
 
 def _group_draws(group_mult: np.ndarray, b: int, rng: np.random.Generator) -> np.ndarray:
     """(b, G) counts of a bootstrap sample of items, drawn per group of identical items."""
-    n = int(group_mult.sum())
-    return rng.multinomial(n, group_mult / n, size=b).astype(float)
+    return multinomial_multiplicities(group_mult, b, rng)
 
 
 def _draw_items(n_items: int, n_groups: int) -> bool:
     """Whether a replicate draws n item indices (cost ~ items) rather than a multinomial
     over the groups (cost ~ groups): the rule of the agreement coefficients' bootstrap."""
-    return n_items * _INDEX_NS_PER_ITEM < n_groups * _MULTINOMIAL_NS_PER_ROW
+    return draw_by_index(n_items, n_groups)
 
 
 def _group_items(values: np.ndarray) -> bool:
@@ -703,7 +731,7 @@ def _exact_run(problem: _Problem, *, combiner: str, clip: float, n_bootstrap: in
             g_score, g_ok = terms, item_ok.astype(float)
         else:
             stacked = np.column_stack([inverse.astype(float), terms, item_ok.astype(float)])
-            uniq, item_group, gmult = row_histogram(stacked)
+            uniq, gmult, item_group = row_histogram(stacked)
             group_of_key = uniq[:, 0].astype(np.int64)
             g_score, g_ok = uniq[:, 1], uniq[:, 2]
     n_keys = expected.shape[0]
@@ -893,7 +921,7 @@ def _classifier_terms(problem: _Problem, pred: np.ndarray):
 
 
 def _validated_predictions(problem: _Problem, predictions) -> np.ndarray:
-    pred = as_predictions(predictions, problem.n_total, problem.n_labels)
+    pred = as_predictions(predictions, problem.n_total, problem.n_labels, soft=True)
     if problem.rows is not None:
         pred = pred[problem.rows]
     if problem.scorer == "cross_entropy" and np.asarray(predictions).ndim == 1:
@@ -946,7 +974,7 @@ def _score_classifier(problem: _Problem, pred, n_bootstrap, confidence, gen) -> 
             item_group, gmult = np.arange(values.shape[0]), np.ones(values.shape[0], dtype=np.int64)
             columns = np.column_stack([values, ok])
         else:
-            uniq, item_group, gmult = row_histogram(np.column_stack([values, ok]))
+            uniq, gmult, item_group = row_histogram(np.column_stack([values, ok]))
             columns = np.column_stack([uniq[:, 0] * uniq[:, 1], uniq[:, 1]])
         reps = np.empty(n_bootstrap)
         for rows, _, sums in _resampled_sums(gmult, item_group, n_bootstrap, gen, columns=columns):
@@ -1089,8 +1117,25 @@ class ExpertEquivalence:
     def to_dict(self) -> dict:
         return {"value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high,
                 # JSON has no infinity: an undetermined crossing's error is None.
-                "mc_error": [e if np.isfinite(e) else None for e in self.mc_error],
+                "mc_error": [finite(e) for e in self.mc_error],
                 "pool_curve": self.pool_curve.to_dict(), "expert_curve": self.expert_curve.to_dict()}
+
+    def summary(self) -> str:
+        """One row per k: the pool's c_k, the expert curve's c_k, and the expert
+        equivalence of k pool raters with its interval (and Monte Carlo error)."""
+        pool, expert = self.pool_curve, self.expert_curve
+        lines = [f"{'k':>3}{'pool c_k':>11}{'expert c_k':>12}  expert equivalence of k pool raters"]
+        expert_at = dict(zip(expert.k.tolist(), expert.mean.tolist(), strict=True))
+        for i, k in enumerate(pool.k.tolist()):
+            e = f"{expert_at[k]:>12.4f}" if k in expert_at else " " * 12
+            err = self.mc_error[i] if self.mc_error else 0.0
+            mc = "" if err == 0 else f" (MC s.e. {err:.2g} raters)" if np.isfinite(err) else " (MC error undetermined)"
+            lines.append(f"{k:>3}{pool.mean[i]:>11.4f}{e}  {num(self.value[i])} "
+                         f"[{num(self.ci_low[i])}, {num(self.ci_high[i])}]{mc}")
+        if any(c.method == "monte_carlo" for c in (pool, expert)):
+            lines.append("The exact sums are out of reach (many labels per item over many classes): the curves were "
+                         "drawn by Monte Carlo.")
+        return "\n".join(lines)
 
 
 def expert_equivalence(ratings, reference, *, combiner: str, scorer: str, n_bootstrap: int = 500,
@@ -1133,7 +1178,7 @@ def expert_equivalence(ratings, reference, *, combiner: str, scorer: str, n_boot
                                    scorer=scorer, k_max=prob.k_max, prior=prior, model=model, clip=clip,
                                    ks=prob.ks, rng=gen))
     # Resample items once for both curves: group items by their pair of keys.
-    uniq, item_group, gmult = row_histogram(np.column_stack([tables[0].inverse, tables[1].inverse]))
+    uniq, gmult, item_group = row_histogram(np.column_stack([tables[0].inverse, tables[1].inverse]))
 
     keys = [(uniq[:, j].astype(np.intp), t.keys.shape[0]) for j, t in enumerate(tables)]
 

@@ -29,7 +29,7 @@ from scipy.special import gammaln
 
 from auditor.lru import LRU
 from auditor.stats._validation import StatsInputError
-from auditor.stats.equivalence._inputs import row_histogram
+from auditor.stats.counts import row_histogram
 from auditor.stats.equivalence.combiners import (
     ABCModel,
     abc_from_totals,
@@ -141,7 +141,7 @@ def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: st
     """
     n_labels = pool.shape[1]
     keys_all = pool if reference is None else np.hstack([pool, reference])
-    keys, inverse, mult = row_histogram(keys_all)
+    keys, mult, inverse = row_histogram(keys_all)
     # The tables depend on the data only through its distinct keys (and, for the ABC, how
     # many items have each; for the frequency combiner, its prior): a power curve and the
     # survey equivalences of several releases on the same items share one computation.
@@ -160,7 +160,7 @@ def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: st
     # labels, 41) and each key's rows read from its sorted one's.
     symmetric = reference is None and model is None and slots is None and combiner in MC_COMBINERS
     if symmetric:
-        sorted_keys, sorted_of, _ = row_histogram(np.sort(keys, axis=1))
+        sorted_keys, _, sorted_of = row_histogram(np.sort(keys, axis=1))
         symmetric = sorted_keys.shape[0] < keys.shape[0]
     work = sorted_keys if symmetric else keys
     pairs = _pairs_per_key(work[:, :n_labels], reference is None, k_max=k_max, slots=slots, ks=ks)
@@ -183,7 +183,7 @@ def exact_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: st
         if combiner == "frequency":
             column = _frequency_from_no_labels(expected, keys, ks, scorer, prior, clip)
             if column is not None:  # keys of one sorted key differ in their column k = 0
-                groups = row_histogram(np.column_stack([sorted_of.astype(float), expected[:, column]]))[1]
+                groups = row_histogram(np.column_stack([sorted_of.astype(float), expected[:, column]])).inverse
         tables = ExactTables(keys, mult.astype(np.int64), inverse, expected, inner.eligible.take(sorted_of, axis=0),
                              groups=groups)
     else:
@@ -312,7 +312,7 @@ def sampled_tables(pool: np.ndarray, reference: np.ndarray | None, *, combiner: 
     """
     n_labels = pool.shape[1]
     self_ref = reference is None
-    keys, inverse, mult = row_histogram(pool if self_ref else np.hstack([pool, reference]))
+    keys, mult, inverse = row_histogram(pool if self_ref else np.hstack([pool, reference]))
     u = keys[:, :n_labels]
     n_u = u.sum(axis=1)
     top = np.minimum(n_u - 1 if self_ref else n_u, k_max)
@@ -651,7 +651,7 @@ def _abc_by_size_ok(model: ABCModel, u: np.ndarray, mult: np.ndarray) -> bool:
         return False
     if (u.max(axis=0, initial=0) + 1 > model._radix).any():
         return False
-    uniq, inverse, _ = row_histogram(u)
+    uniq, _, inverse = row_histogram(u)
     weight = np.bincount(inverse, weights=mult, minlength=uniq.shape[0])
     return bool(uniq.shape == model.unique.shape and (uniq == model.unique).all()
                 and np.allclose(weight, model.weight, rtol=0, atol=1e-9))

@@ -16,8 +16,8 @@ from auditor.ingest import IngestError
 from auditor.web.api import serializers as s
 from auditor.web.api.common import ADMIN, READ_OR_VENDOR, B, commit, get_dataset
 from auditor.web.api.framework import Listing, Param, endpoint
-from auditor.web.dashboards import feeds
 from auditor.web.errors import ApiError
+from auditor.web.readmodels import feeds
 from auditor.web.security import READERS
 
 __all__: list[str] = []  # the operations register themselves with the route table

@@ -17,7 +17,7 @@ from auditor.db import (
     BestScore,
     Certification,
     Model,
-    PowerCurve,
+    PowerCurveRecord,
     QualityChange,
     QualityWindow,
     Release,
@@ -70,7 +70,7 @@ def read_audit_run(principal, db, audit_run_id):
                           "ci_low": finite(a.ci_low), "ci_high": finite(a.ci_high), "n_items": a.n_items}
                          for a in db.scalars(select(Agreement).where(Agreement.audit_run_id == run.id)
                                              .order_by(Agreement.vendor.nulls_first(), Agreement.coefficient))]
-    for key, table in (("n_certifications", Certification), ("n_power_curves", PowerCurve),
+    for key, table in (("n_certifications", Certification), ("n_power_curves", PowerCurveRecord),
                        ("n_vendor_reports", VendorReport)):
         out[key] = db.scalar(select(func.count()).select_from(table).where(table.audit_run_id == run.id))
     return out
@@ -146,17 +146,17 @@ def list_model_certifications(principal, db, model_id, dataset_id):
 def list_power_curves(principal, db, dataset_id, audit_run_id, release_id, vendor, all_runs):
     """Survey power curves with intervals, and each release's survey equivalence."""
     ds = get_dataset(principal, db, dataset_id)
-    stmt = (select(PowerCurve).join(AuditRun, PowerCurve.audit_run_id == AuditRun.id)
-            .where(AuditRun.dataset_id == ds.id).order_by(AuditRun.id.desc(), PowerCurve.id))
+    stmt = (select(PowerCurveRecord).join(AuditRun, PowerCurveRecord.audit_run_id == AuditRun.id)
+            .where(AuditRun.dataset_id == ds.id).order_by(AuditRun.id.desc(), PowerCurveRecord.id))
     if audit_run_id is not None:
         stmt = stmt.where(AuditRun.id == get_run(principal, db, audit_run_id, dataset=ds).id)
     elif not all_runs:
         run = latest_run(db, ds.id)
         stmt = stmt.where(AuditRun.id == (run.id if run else -1))
     if release_id is not None:
-        stmt = stmt.where(PowerCurve.release_id == get_release(principal, db, release_id).id)
+        stmt = stmt.where(PowerCurveRecord.release_id == get_release(principal, db, release_id).id)
     if vendor is not None:
-        stmt = stmt.where(PowerCurve.vendor == vendor)
+        stmt = stmt.where(PowerCurveRecord.vendor == vendor)
     columns = ["id", "audit_run_id", "release_id", "vendor", "reference", "combiner", "scorer",
                "classifier_score", "classifier_low", "classifier_high", "equivalence", "equivalence_low",
                "equivalence_high", "equivalence_note", "equivalence_low_note", "equivalence_high_note", "method",

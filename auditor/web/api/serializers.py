@@ -15,7 +15,7 @@ from auditor.db import (
     ImportBatch,
     Item,
     Model,
-    PowerCurve,
+    PowerCurveRecord,
     Release,
     User,
 )
@@ -130,7 +130,7 @@ def certification(m) -> dict:
     return out
 
 
-def power_curve(p: PowerCurve) -> dict:
+def power_curve(p: PowerCurveRecord) -> dict:
     return {"id": p.id, "audit_run_id": p.audit_run_id, "release_id": p.release_id, "vendor": p.vendor,
             "reference": p.reference, "combiner": p.combiner, "scorer": p.scorer, "max_k": p.max_k,
             "n_bootstrap": p.n_bootstrap, "seed": p.seed, "points": plain(p.points or []),
@@ -149,7 +149,7 @@ def power_curve_points(curve: dict):
 
 
 def feed(f: dict) -> dict:
-    """One live feed of a dataset (``auditor.web.dashboards.feeds``)."""
+    """One live feed of a dataset (``auditor.web.readmodels.feeds``)."""
     return {**f, **{k: _t(f[k]) for k in ("last_event_at", "last_sync_at", "last_written_at", "created_at")}}
 
 
