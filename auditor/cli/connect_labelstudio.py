@@ -97,7 +97,8 @@ def connect_label_studio(ls_url: str, project_id: int, dataset: str, token: str 
     if not no_sync:
         import os
 
-        from auditor.connectors.labelstudio.sync import ConnectorError, make_client
+        from auditor.connectors.errors import ConnectorError
+        from auditor.connectors.labelstudio.sync import make_client
 
         the_token = token or (os.environ.get(token_env) if token_env else stored_token) or \
             (os.environ.get("LABEL_STUDIO_API_KEY") if token_env is None else None)
@@ -150,8 +151,9 @@ def connect_label_studio(ls_url: str, project_id: int, dataset: str, token: str 
     if no_sync:
         click.echo("not checked against Label Studio and not synced (--no-sync)")
         return
+    from auditor.connectors.errors import ConnectorError
     from auditor.connectors.labelstudio.mapping import PayloadRejected
-    from auditor.connectors.labelstudio.sync import ConnectorError, sync_connector
+    from auditor.connectors.labelstudio.sync import sync_connector
 
     engine = make_engine(database_url)
     try:

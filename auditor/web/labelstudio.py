@@ -91,7 +91,7 @@ def receive(connector_id: int):
         request_audit(dataset_id)
     if outcome.unknown_users and time.monotonic() - _sync_asked.get(connector_id, -1e9) > SYNC_REQUEST_SECONDS:
         # Their emails (and so their vendors) come with the users list: the sync reads it.
-        from auditor.connectors.labelstudio.tasks import request_sync
+        from auditor.worker.feeds import request_sync
 
         _sync_asked[connector_id] = time.monotonic()
         request_sync(connector_id)

@@ -41,10 +41,10 @@ from auditor.audit.pipeline import (
     upper_summary,
 )
 from auditor.config import WorkerSettings, load_worker_settings
-from auditor.db import make_engine, make_session_factory
 from auditor.db.queries_audit import heartbeat_audit, stale_datasets
 from auditor.db.session import session_scope
 from auditor.db.snapshot import SnapshotCache
+from auditor.worker import session_factory
 from auditor.worker.dispatch import request_audit
 
 __all__ = ["audit_dataset", "audit_release", "deliver_alerts", "deliver_webhook", "finish_audit", "mlflow_write_back", "sweep"]
@@ -61,24 +61,13 @@ def _worker_settings(task) -> WorkerSettings:
 
 
 @lru_cache(maxsize=8)
-def _factory(url: str, lock_timeout_ms: int) -> sessionmaker[Session]:
-    # One engine per process and database (prefork children build their own after fork).
-    kwargs: dict[str, Any] = {}
-    if url.startswith("postgres"):
-        # Waiting forever on a lock would hold the audit's slot; fail, record, retry instead.
-        kwargs["connect_args"] = {"options": f"-c lock_timeout={int(lock_timeout_ms)}"}
-    return make_session_factory(make_engine(url, **kwargs))
-
-
-@lru_cache(maxsize=8)
 def _snapshot_cache(url: str) -> SnapshotCache:
     # Per process: the next audit of a dataset reads only the rows written since.
     return SnapshotCache()
 
 
 def _session_factory(task) -> sessionmaker[Session]:
-    w = _worker_settings(task)
-    return _factory(task.app.conf.get("auditor_database_url"), w.db_lock_timeout_ms)
+    return session_factory(task.app)
 
 
 def _lease(w: WorkerSettings) -> timedelta:

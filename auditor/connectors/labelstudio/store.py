@@ -67,7 +67,7 @@ from auditor.db.session import WRITE_OPTIONS
 from auditor.ingest.errors import IngestError
 from auditor.timestamps import out_of_range
 
-__all__ = ["Changes", "Outcome", "apply", "begin_write", "configure", "read_spec", "resolve_token"]
+__all__ = ["Applied", "Changes", "apply", "begin_write", "configure", "read_spec", "resolve_token"]
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class Changes:
 
 
 @dataclass
-class Outcome:
+class Applied:
     status: str
     event_id: int
     counts: dict[str, int]
@@ -262,7 +262,7 @@ def _lock_dataset(session: Session, dataset_id: int) -> None:
         conn.execute(text("UPDATE dataset SET data_version = data_version WHERE id = :d"), {"d": dataset_id})
 
 
-def apply(session: Session, conn: LabelStudioConnector, changes: Changes, *, source: str, action: str) -> Outcome:
+def apply(session: Session, conn: LabelStudioConnector, changes: Changes, *, source: str, action: str) -> Applied:
     """Apply ``changes`` to the connector's dataset (see the module docstring); the caller commits."""
     begin_write(session)  # before ``conn`` (perhaps expired) is read
     _lock_dataset(session, conn.dataset_id)
@@ -364,7 +364,7 @@ def apply(session: Session, conn: LabelStudioConnector, changes: Changes, *, sou
     # 3.-4. What the dataset should hold, and the difference written as one batch.
     writer = _Writer(session, conn, ds, spec, VendorMap.from_json(conn.vendor_map), directory, counts)
     writer.plan(pairs, items, refresh_vendors=changes.refresh_vendors)
-    outcome = Outcome("unchanged", event.id, counts, dataset_id=ds.id, unknown_users=writer.unknown_users)
+    outcome = Applied("unchanged", event.id, counts, dataset_id=ds.id, unknown_users=writer.unknown_users)
     if writer.has_changes():
         batch_id, version = writer.write(source, action, len(changes.annotations) + len(changes.deleted))
         for row in touched:

@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from auditor.connectors.errors import ConnectorError
 from auditor.connectors.labelstudio.mapping import (
     DELETED,
     Errors,
@@ -27,8 +28,8 @@ from auditor.connectors.labelstudio.mapping import (
     parse_annotation,
 )
 from auditor.connectors.labelstudio.store import (
+    Applied,
     Changes,
-    Outcome,
     apply,
     begin_write,
     read_spec,
@@ -36,13 +37,9 @@ from auditor.connectors.labelstudio.store import (
 )
 from auditor.db.models import Dataset, LabelStudioAnnotation, LabelStudioConnector
 
-__all__ = ["ConnectorError", "SyncResult", "make_client", "sync_connector"]
+__all__ = ["SyncResult", "make_client", "sync_connector"]
 
 log = logging.getLogger(__name__)
-
-
-class ConnectorError(Exception):
-    """The sync could not run (no SDK, no token, Label Studio unreachable or refusing)."""
 
 
 @dataclass
@@ -55,7 +52,7 @@ class SyncResult:
     data_version: int | None = None
     changed: bool = False
 
-    def add(self, outcome: Outcome) -> None:
+    def add(self, outcome: Applied) -> None:
         self.steps += 1
         for k, v in outcome.counts.items():
             self.counts[k] = self.counts.get(k, 0) + v
@@ -181,7 +178,7 @@ def sync_connector(factory: sessionmaker[Session], connector_id: int, *, client=
     return result
 
 
-def _step(factory: sessionmaker[Session], connector_id: int, changes: Changes, result: SyncResult) -> Outcome:
+def _step(factory: sessionmaker[Session], connector_id: int, changes: Changes, result: SyncResult) -> Applied:
     with factory() as s:
         begin_write(s)
         conn = s.get(LabelStudioConnector, connector_id)
