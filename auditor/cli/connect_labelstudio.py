@@ -152,18 +152,21 @@ def connect_label_studio(ls_url: str, project_id: int, dataset: str, token: str 
         click.echo("not checked against Label Studio and not synced (--no-sync)")
         return
     from auditor.connectors.errors import ConnectorError
-    from auditor.connectors.labelstudio.mapping import PayloadRejected
     from auditor.connectors.labelstudio.sync import sync_connector
 
     engine = make_engine(database_url)
     try:
         try:
             result = sync_connector(make_session_factory(engine), connector_id, client=client)
-        except (ConnectorError, PayloadRejected) as exc:
+        except ConnectorError as exc:
             raise click.ClickException(f"sync failed: {exc}") from None
     finally:
         engine.dispose()
     click.echo(f"synced: {result.message}")
+    for q in result.quarantine[:20]:
+        click.echo(f"quarantined: task {q.task_id} annotation {q.ls_id}: {q.reason} (fix: {q.hint})", err=True)
+    if len(result.quarantine) > 20:
+        click.echo(f"... and {len(result.quarantine) - 20} more quarantined (listed on the dataset's feeds)", err=True)
     if result.changed:
         _request_audit(result.dataset_id, database_url)
 
