@@ -61,8 +61,8 @@ def celery_config(settings: Settings | None = None, worker: WorkerSettings | Non
             "auditor-sweep": {"task": "workers.tasks.sweep", "schedule": w.sweep_seconds},
             "auditor-labelstudio-sync": {"task": "workers.tasks.labelstudio_sync",
                                          "schedule": w.labelstudio_sync_seconds},
-            # New model versions of the connected MLflow registered models, on the same period.
-            "auditor-mlflow-sync": {"task": "workers.tasks.mlflow_sync", "schedule": w.labelstudio_sync_seconds},
+            # New model versions of the connected MLflow registered models.
+            "auditor-mlflow-sync": {"task": "workers.tasks.mlflow_sync", "schedule": w.mlflow_sync_seconds},
         },
         "beat_schedule_filename": str(s.instance_path / "celerybeat-schedule"),
         "auditor_database_url": s.database_url,

@@ -5,8 +5,8 @@ session factory (:func:`auditor.worker.session_factory`).
   (:func:`auditor.connectors.labelstudio.sync.sync_connector`), run by beat every
   ``AUDITOR_LABELSTUDIO_SYNC_SECONDS`` for every enabled connector, and on demand for one
   (the webhook receiver asks for it when an event names a user whose email it does not know).
-* ``mlflow_sync``: the MLflow sweep (:func:`auditor.connectors.mlflow.sweep`) on the same
-  period: versions registered since the connection are imported as releases, and the
+* ``mlflow_sync``: the MLflow sweep (:func:`auditor.connectors.mlflow.sweep`) every
+  ``AUDITOR_MLFLOW_SYNC_SECONDS``: versions registered since the connection are imported as releases, and the
   rejected ones are tagged ``auditor.rejected`` with the reason.
 
 Beat runs both in ``auditor worker --beat`` (the embedded deployment) as in ``auditor beat``.
