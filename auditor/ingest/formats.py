@@ -45,6 +45,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, RowError, UploadTooLarge
+from auditor.ingest.labelstudio import CANCELLED as LS_CANCELLED
+from auditor.ingest.labelstudio import GOLD as LS_GOLD
+from auditor.ingest.labelstudio import find_choice as find_label_studio_choice
+from auditor.ingest.labelstudio import read_annotation as read_label_studio_annotation
 from auditor.timestamps import out_of_range
 
 __all__ = [
@@ -685,16 +689,22 @@ def read_annotations(source: Source, fmt: str, labels: Sequence[str] | LearnedLa
                 if not isinstance(ann, dict):
                     errors.add(row, "annotations", "an annotation must be a JSON object")
                     continue
-                if ann.get("was_cancelled"):
+                content = read_label_studio_annotation(ann)  # as the live connector reads it
+                for problem in content.problems:
+                    errors.add(row, problem.where, problem.reason)
+                if content.problems:
+                    continue
+                if content.state == LS_CANCELLED:
                     report.cancelled += 1
                     continue
-                if not ann.get("result"):  # submitted with nothing chosen: no vote, counted
+                if not content.has_result:  # submitted with nothing chosen: no vote, counted
                     report.empty += 1
                     continue
-                choice = _label_studio_choice(ann.get("result"), row, errors)
+                choice = content.choice
                 if choice is None:
+                    errors.add(row, "result", "no `choices` result in this annotation")
                     continue
-                if ann.get("ground_truth") is True:
+                if content.state == LS_GOLD:
                     # Label Studio's ground truth is the item's gold label, not one more vote.
                     code = codes.get(choice)
                     if code is None:
@@ -755,20 +765,16 @@ def _label_studio_tasks(source: Source, errors: _Errors, field_map: Mapping[str,
 
 
 def _label_studio_choice(result: Any, row: int, errors: _Errors) -> str | None:
+    """The one choice of a prediction's ``result``, read as an annotation's is."""
     if not isinstance(result, list):
         errors.add(row, "result", f"expected a list of results, not {type(result).__name__}")
         return None
-    for region in result:
-        value = region.get("value") if isinstance(region, dict) else None
-        choices = value.get("choices") if isinstance(value, dict) else None
-        if choices is None:
-            continue
-        if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], str):
-            errors.add(row, "choices", f"expected exactly one choice (a string), found {str(choices)[:80]}")
-            return None
-        return choices[0]
-    errors.add(row, "result", "no `choices` result in this annotation")
-    return None
+    choice, _, problems = find_label_studio_choice(result)
+    for problem in problems:
+        errors.add(row, problem.where, problem.reason)
+    if choice is None and not problems:
+        errors.add(row, "result", "no `choices` result in this annotation")
+    return choice
 
 
 def _task_list(task: Mapping[str, Any], key: str, row: int, errors: _Errors) -> list:

@@ -81,7 +81,7 @@ def _count_refusal(connector_id: int, status: int, message: str) -> None:
         db.rollback()
         db.execute(update(C).where(C.id == connector_id).values(
             webhook_refused=C.webhook_refused + 1, last_refused_at=func.now(),
-            last_refusal=f"HTTP {status}: {message}"[:1000]))
+            last_refusal=f"HTTP {status}: {message}"[:1000], updated_at=C.updated_at))  # not a settings change
         db.commit()
     except Exception as exc:  # the answer matters more than the count
         log.warning("could not count a refused webhook of Label Studio connector %s (%s)", connector_id,
