@@ -126,3 +126,39 @@ def test_a_dataset_without_feeds_says_how_to_connect_one(app):
     assert sorted(named) == sorted(main.commands["connect"].commands) == ["label-studio", "mlflow"]
     assert app.test_client().get(f"/api/v1/datasets/{ds_id}/feeds",
                                  headers=tenant.auth("admin")).get_json() == {"items": []}
+
+
+def test_quarantined_annotations_and_refused_webhooks_show_on_the_page_and_in_the_api(app, fed):
+    from auditor.db.models import LabelStudioQuarantine
+
+    tenant, ds_id, ids = fed
+    factory = make_session_factory(app.extensions["auditor.engine"])
+    with factory() as db:
+        ok = db.get(LabelStudioConnector, ids["ok"])
+        ok.quarantined = 2
+        ok.webhook_refused, ok.last_refusal = 4, "HTTP 422: Event rejected, nothing was written: ..."
+        ok.last_refused_at = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)  # after the last event accepted
+        db.add_all([LabelStudioQuarantine(connector_id=ok.id, ls_id=901, task_id=31,
+                                          field="task 31: annotations[0].result[0].value.choices",
+                                          reason="'Maybe' is not one of the dataset's labels ['a', 'b']",
+                                          hint="choose one of the dataset's labels"),
+                    LabelStudioQuarantine(connector_id=ok.id, ls_id=902, task_id=32,
+                                          field="task 32: annotations[1].result[0].value.choices",
+                                          reason="expected exactly one choice, got ['a', 'b']",
+                                          hint="keep exactly one choice")])
+        db.commit()
+    page = _session(app, tenant).get(f"/datasets/{ds_id}").get_data(as_text=True)
+    row = _feed_rows(page)[f"labelstudio-{ids['ok']}"]
+    assert "error" in row and "4 webhook(s) refused" in row and "2 quarantined" in row
+    table = re.search(rf'<table class="data quarantine-table" data-connector="{ids["ok"]}">(.*?)</table>', page, re.S)
+    assert table, "no quarantine table"
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", table.group(1))).split())
+    assert "'Maybe' is not one of the dataset's labels" in text and "choose one of the dataset's labels" in text
+    assert 'data-annotation="901"' in table.group(1) and 'data-annotation="902"' in table.group(1)
+
+    r = app.test_client().get(f"/api/v1/datasets/{ds_id}/feeds", headers=tenant.auth("viewer"))
+    item = next(f for f in r.get_json()["items"] if f["kind"] == "labelstudio" and f["id"] == ids["ok"])
+    assert item["state"] == "error" and item["webhook_refused"] == 4 and item["quarantined"] == 2
+    assert "4 webhook deliveries refused, none accepted since" in item["error"]
+    assert [(q["task_id"], q["annotation_id"]) for q in item["quarantine"]] == [(31, 901), (32, 902)]
+    assert item["quarantine"][0]["first_seen_at"] and item["quarantine"][0]["hint"]
