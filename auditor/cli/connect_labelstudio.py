@@ -65,9 +65,12 @@ def connect_label_studio(ls_url: str, project_id: int, dataset: str, token: str 
     Creates the connector (or updates its settings), checks that every choice of the
     project's Choices control is a dataset label (or is mapped to one with --label), and
     pulls the project: every annotation becomes a label of its task's item by its
-    annotator, ground-truth annotations set gold labels, updates are re-labels and
-    deletions are recorded. Running it again catches up. The worker's beat task does the
-    same every AUDITOR_LABELSTUDIO_SYNC_SECONDS; webhooks bring each change at once.
+    annotator, ground-truth annotations set gold labels (several on one item: the one
+    updated last wins, the others are ignored and counted), updates are re-labels and
+    deletions are recorded. An annotation that cannot be read is quarantined (listed with
+    its task, the reason and the fix, here and on the dataset's feeds) and the rest syncs.
+    Running it again catches up. The worker's beat task does the same every
+    AUDITOR_LABELSTUDIO_SYNC_SECONDS; webhooks bring each change at once.
     """
     from auditor.cli.ingest import _request_audit, _session
     from auditor.connectors.labelstudio import credentials, store
