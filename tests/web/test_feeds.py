@@ -131,13 +131,24 @@ def test_a_dataset_without_feeds_says_how_to_connect_one(app):
 def test_quarantined_annotations_and_refused_webhooks_show_on_the_page_and_in_the_api(app, fed):
     from auditor.db.models import LabelStudioQuarantine
 
+    from sqlalchemy import update
+
     tenant, ds_id, ids = fed
+    client = _session(app, tenant)
+    assert "refused" not in _feed_rows(client.get(f"/datasets/{ds_id}").get_data(as_text=True))[
+        f"labelstudio-{ids['ok']}"]  # (the page is now cached)
     factory = make_session_factory(app.extensions["auditor.engine"])
+    C = LabelStudioConnector
+    with factory() as db:  # as the webhook receiver counts a refusal: the settings' updated_at is kept
+        db.execute(update(C).where(C.id == ids["ok"]).values(
+            webhook_refused=4, last_refusal="HTTP 422: Event rejected, nothing was written: ...",
+            last_refused_at=datetime(2026, 11, 21, 8, 0, tzinfo=UTC), updated_at=C.updated_at))
+        db.commit()
+    row = _feed_rows(client.get(f"/datasets/{ds_id}").get_data(as_text=True))[f"labelstudio-{ids['ok']}"]
+    assert "4 webhook(s) refused" in row and "error" in row  # the cached page moved
     with factory() as db:
         ok = db.get(LabelStudioConnector, ids["ok"])
         ok.quarantined = 2
-        ok.webhook_refused, ok.last_refusal = 4, "HTTP 422: Event rejected, nothing was written: ..."
-        ok.last_refused_at = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)  # after the last event accepted
         db.add_all([LabelStudioQuarantine(connector_id=ok.id, ls_id=901, task_id=31,
                                           field="task 31: annotations[0].result[0].value.choices",
                                           reason="'Maybe' is not one of the dataset's labels ['a', 'b']",
@@ -147,7 +158,7 @@ def test_quarantined_annotations_and_refused_webhooks_show_on_the_page_and_in_th
                                           reason="expected exactly one choice, got ['a', 'b']",
                                           hint="keep exactly one choice")])
         db.commit()
-    page = _session(app, tenant).get(f"/datasets/{ds_id}").get_data(as_text=True)
+    page = client.get(f"/datasets/{ds_id}").get_data(as_text=True)
     row = _feed_rows(page)[f"labelstudio-{ids['ok']}"]
     assert "error" in row and "4 webhook(s) refused" in row and "2 quarantined" in row
     table = re.search(rf'<table class="data quarantine-table" data-connector="{ids["ok"]}">(.*?)</table>', page, re.S)
