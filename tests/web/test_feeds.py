@@ -131,7 +131,7 @@ def test_a_dataset_without_feeds_says_how_to_connect_one(app):
 def test_quarantined_annotations_and_refused_webhooks_show_on_the_page_and_in_the_api(app, fed):
     from auditor.db.models import LabelStudioQuarantine
 
-    from sqlalchemy import update
+    from sqlalchemy import func, update
 
     tenant, ds_id, ids = fed
     client = _session(app, tenant)
@@ -146,6 +146,17 @@ def test_quarantined_annotations_and_refused_webhooks_show_on_the_page_and_in_th
         db.commit()
     row = _feed_rows(client.get(f"/datasets/{ds_id}").get_data(as_text=True))[f"labelstudio-{ids['ok']}"]
     assert "4 webhook(s) refused" in row and "error" in row  # the cached page moved
+    api = app.test_client()
+    api.get(f"/api/v1/datasets/{ds_id}/feeds", headers=tenant.auth("viewer"))  # (now cached)
+    with factory() as db:
+        db.execute(update(C).where(C.id == ids["ok"]).values(
+            webhook_refused=5, last_refused_at=func.now(), updated_at=C.updated_at))
+        db.commit()
+    items = api.get(f"/api/v1/datasets/{ds_id}/feeds", headers=tenant.auth("viewer")).get_json()["items"]
+    assert next(f for f in items if f["id"] == ids["ok"] and f["kind"] == "labelstudio")["webhook_refused"] == 5
+    with factory() as db:
+        db.execute(update(C).where(C.id == ids["ok"]).values(webhook_refused=4, updated_at=C.updated_at))
+        db.commit()
     with factory() as db:
         ok = db.get(LabelStudioConnector, ids["ok"])
         ok.quarantined = 2
