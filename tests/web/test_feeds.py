@@ -129,9 +129,9 @@ def test_a_dataset_without_feeds_says_how_to_connect_one(app):
 
 
 def test_quarantined_annotations_and_refused_webhooks_show_on_the_page_and_in_the_api(app, fed):
-    from auditor.db.models import LabelStudioQuarantine
-
     from sqlalchemy import func, update
+
+    from auditor.db.models import LabelStudioQuarantine
 
     tenant, ds_id, ids = fed
     client = _session(app, tenant)
