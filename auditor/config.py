@@ -174,6 +174,8 @@ class WorkerSettings:
     webhook_retry_backoff: float = 5.0
     webhook_allow_private: bool = False
     labelstudio_sync_seconds: float = 300.0
+    #: Period of the MLflow sweep (new model versions of every MLflow connector become releases).
+    mlflow_sync_seconds: float = 300.0
     #: The SMTP relay that email alert channels send through (empty host: none).
     smtp_host: str = ""
     smtp_port: int = 587
@@ -262,6 +264,7 @@ def load_worker_settings(environ: Mapping[str, str] | None = None, **overrides) 
         "webhook_retry_backoff": _env_number(env, "AUDITOR_WEBHOOK_RETRY_BACKOFF", float, 5.0),
         "webhook_allow_private": _choice(env, "AUDITOR_WEBHOOK_ALLOW_PRIVATE", "false", ("true", "false")) == "true",
         "labelstudio_sync_seconds": _env_number(env, "AUDITOR_LABELSTUDIO_SYNC_SECONDS", float, 300.0),
+        "mlflow_sync_seconds": _env_number(env, "AUDITOR_MLFLOW_SYNC_SECONDS", float, 300.0),
         "smtp_host": (env.get("AUDITOR_SMTP_HOST") or "").strip(),
         "smtp_port": _env_number(env, "AUDITOR_SMTP_PORT", int, 587),
         "smtp_security": _choice(env, "AUDITOR_SMTP_SECURITY", "starttls", ("starttls", "tls", "none")),
@@ -288,6 +291,9 @@ def load_worker_settings(environ: Mapping[str, str] | None = None, **overrides) 
     if not 1 <= values["labelstudio_sync_seconds"] <= 7 * 86400:
         raise ValueError("AUDITOR_LABELSTUDIO_SYNC_SECONDS must be a number of seconds in [1, 604800]; "
                          f"got {values['labelstudio_sync_seconds']}.")
+    if not 1 <= values["mlflow_sync_seconds"] <= 7 * 86400:
+        raise ValueError("AUDITOR_MLFLOW_SYNC_SECONDS must be a number of seconds in [1, 604800]; "
+                         f"got {values['mlflow_sync_seconds']}.")
     if not 1 <= values["smtp_port"] <= 65535:
         raise ValueError(f"AUDITOR_SMTP_PORT must be between 1 and 65535; got {values['smtp_port']}.")
     if values["lease_seconds"] is None:  # a minute, or the whole time limit if that is shorter

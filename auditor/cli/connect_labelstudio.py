@@ -65,9 +65,12 @@ def connect_label_studio(ls_url: str, project_id: int, dataset: str, token: str 
     Creates the connector (or updates its settings), checks that every choice of the
     project's Choices control is a dataset label (or is mapped to one with --label), and
     pulls the project: every annotation becomes a label of its task's item by its
-    annotator, ground-truth annotations set gold labels, updates are re-labels and
-    deletions are recorded. Running it again catches up. The worker's beat task does the
-    same every AUDITOR_LABELSTUDIO_SYNC_SECONDS; webhooks bring each change at once.
+    annotator, ground-truth annotations set gold labels (several on one item: the one
+    updated last wins, the others are ignored and counted), updates are re-labels and
+    deletions are recorded. An annotation that cannot be read is quarantined (listed with
+    its task, the reason and the fix, here and on the dataset's feeds) and the rest syncs.
+    Running it again catches up. The worker's beat task does the same every
+    AUDITOR_LABELSTUDIO_SYNC_SECONDS; webhooks bring each change at once.
     """
     from auditor.cli.ingest import _request_audit, _session
     from auditor.connectors.labelstudio import credentials, store
@@ -97,7 +100,8 @@ def connect_label_studio(ls_url: str, project_id: int, dataset: str, token: str 
     if not no_sync:
         import os
 
-        from auditor.connectors.labelstudio.sync import ConnectorError, make_client
+        from auditor.connectors.errors import ConnectorError
+        from auditor.connectors.labelstudio.sync import make_client
 
         the_token = token or (os.environ.get(token_env) if token_env else stored_token) or \
             (os.environ.get("LABEL_STUDIO_API_KEY") if token_env is None else None)
@@ -150,18 +154,22 @@ def connect_label_studio(ls_url: str, project_id: int, dataset: str, token: str 
     if no_sync:
         click.echo("not checked against Label Studio and not synced (--no-sync)")
         return
-    from auditor.connectors.labelstudio.mapping import PayloadRejected
-    from auditor.connectors.labelstudio.sync import ConnectorError, sync_connector
+    from auditor.connectors.errors import ConnectorError
+    from auditor.connectors.labelstudio.sync import sync_connector
 
     engine = make_engine(database_url)
     try:
         try:
             result = sync_connector(make_session_factory(engine), connector_id, client=client)
-        except (ConnectorError, PayloadRejected) as exc:
+        except ConnectorError as exc:
             raise click.ClickException(f"sync failed: {exc}") from None
     finally:
         engine.dispose()
     click.echo(f"synced: {result.message}")
+    for q in result.quarantine[:20]:
+        click.echo(f"quarantined: task {q.task_id} annotation {q.ls_id}: {q.reason} (fix: {q.hint})", err=True)
+    if len(result.quarantine) > 20:
+        click.echo(f"... and {len(result.quarantine) - 20} more quarantined (listed on the dataset's feeds)", err=True)
     if result.changed:
         _request_audit(result.dataset_id, database_url)
 

@@ -41,8 +41,9 @@ def connect_mlflow(tracking_uri: str, registered_model: str, dataset: str, audit
     """Connect an MLflow registered model to a dataset and import its versions' predictions.
 
     Each version becomes the release <auditor-model> <version> (all or nothing per version;
-    running the command again imports only versions not seen before). The connection is
-    stored: after every audit of the dataset the workers set the model version tags
+    running the command again imports only versions not seen before; a rejected version is
+    tagged auditor.rejected with the reason). The connection is stored: the workers' periodic
+    sweep imports the versions registered later, and after every audit of the dataset the workers set the model version tags
     auditor.certified, auditor.S_anytime, auditor.L, auditor.U_t, auditor.survey_equivalence
     and auditor.audit_run_url (links start with AUDITOR_BASE_URL).
     """

@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from auditor.connectors.errors import ConnectorError
 from auditor.db.models import (
     AuditRun,
     AuditStatus,
@@ -46,6 +47,7 @@ from auditor.db.models import (
     Model,
     PowerCurveRecord,
     Release,
+    Workspace,
 )
 from auditor.db.session import WRITE_OPTIONS, session_scope
 
@@ -54,15 +56,18 @@ __all__ = [
     "DEFAULT_ARTIFACT_PATH",
     "DEFAULT_TAG_PREFIX",
     "MAX_VERSIONS",
+    "REJECTED_TAG",
+    "ConnectResult",
     "ConnectorError",
     "RegistryUnavailable",
-    "SyncResult",
     "Target",
     "VersionResult",
     "dataset_with_connector",
     "http_limits",
     "record_write_back",
+    "sweep",
     "sync",
+    "tag_rejected",
     "verdict_tags",
     "write_back",
 ]
@@ -84,13 +89,6 @@ _FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".nd
 # MLflow errors that the same request will meet again: the write-back does not retry them.
 _PERMANENT_CODES = frozenset({"RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE", "PERMISSION_DENIED",
                               "UNAUTHENTICATED", "INVALID_STATE", "BAD_REQUEST", "NOT_FOUND"})
-
-
-class ConnectorError(Exception):
-    """The connection cannot be made or served as asked (bad option, unknown registered model,
-    unreachable server...); the message says which. ``retryable``: the same call may succeed later."""
-
-    retryable = False
 
 
 class RegistryUnavailable(ConnectorError):
@@ -366,7 +364,7 @@ class VersionResult:
 
 
 @dataclass
-class SyncResult:
+class ConnectResult:
     connector_id: int
     dataset_id: int
     dataset: str
@@ -433,9 +431,85 @@ def import_versions(session: Session, ds: Dataset, target: Target, fetched: Sequ
     return out
 
 
+#: The tag (after the connector's prefix) a rejected version gets, its value the reason.
+REJECTED_TAG = "rejected"
+#: MLflow keeps at most 5,000 characters of a model version tag's value.
+_MAX_TAG_VALUE = 5000
+
+
+def tag_rejected(target: Target, results: Sequence[VersionResult], *, client=None) -> list[str]:
+    """Tag every rejected version ``<prefix>rejected`` with the reason (MLflow's client API);
+    returns notes of the tags that could not be set (the import stands either way)."""
+    notes = []
+    rejected = [v for v in results if v.status == "rejected"]
+    if not rejected:
+        return notes
+    client = client or _client(target)
+    for v in rejected:
+        try:
+            client.set_model_version_tag(target.registered_model, v.version, target.tag_prefix + REJECTED_TAG,
+                                         v.message[:_MAX_TAG_VALUE])
+        except Exception as exc:  # MlflowException, or a connection error of the HTTP stack
+            notes.append(f"version {v.version}: the {target.tag_prefix}{REJECTED_TAG} tag could not be set "
+                         f"({getattr(exc, 'message', None) or exc})"[:500])
+    return notes
+
+
+def _known_versions(session: Session, ds: Dataset, target: Target) -> set[str]:
+    return set(session.scalars(select(Release.version).join(Model, Release.model_id == Model.id).where(
+        Model.workspace_id == ds.workspace_id, Model.name == target.model_name)))
+
+
+def sweep(factory: sessionmaker[Session], connector_id: int, *, max_bytes: int = DEFAULT_MAX_BYTES,
+          timeout: float = 60.0) -> ConnectResult:
+    """Import the versions of a connected registered model that Auditor does not hold yet
+    (the periodic sweep: versions registered after ``auditor connect mlflow``).
+
+    A version already imported (a release of the connector's model with that version) or
+    already tagged ``<prefix>rejected`` is not downloaded again; a version not READY yet is
+    skipped and looked at again next time. Rejected versions are tagged with the reason.
+    Raises :class:`ConnectorError` (:class:`RegistryUnavailable` when the server may come back).
+    """
+    with session_scope(factory) as session:
+        row = session.get(MlflowConnector, connector_id)
+        if row is None:
+            raise ConnectorError(f"no MLflow connector {connector_id}")
+        target, ds = Target.from_row(row), session.get(Dataset, row.dataset_id)
+        known, ds_id, ds_name = _known_versions(session, ds, target), ds.id, ds.name
+        workspace = session.scalar(select(Workspace.slug).where(Workspace.id == ds.workspace_id))
+    mlflow = _mlflow()
+    rejected_key = target.tag_prefix + REJECTED_TAG
+    with tempfile.TemporaryDirectory(prefix="auditor-mlflow-") as tmp, http_limits(retries=0, timeout=timeout):
+        client = _client(target)
+        found = _versions(client, target)
+        new = [mv for mv in found if str(mv.version) not in known and rejected_key not in (_tags_of(mv))]
+        notes = []
+        if len(new) > MAX_VERSIONS:
+            notes.append(f"{len(new) - MAX_VERSIONS} older new version(s) left for the next sweeps")
+            new = new[:MAX_VERSIONS]
+        fetched = [_fetch_one(client, mlflow, target, mv, Path(tmp), max_bytes) for mv in new]
+        results: list[VersionResult] = []
+        if fetched:
+            with session_scope(factory) as session:
+                session.connection(execution_options=WRITE_OPTIONS)
+                ds = session.get(Dataset, ds_id)
+                results = import_versions(session, ds, target, fetched, submitted_by=f"mlflow connector {connector_id}")
+        notes += tag_rejected(target, results, client=client)
+    out = ConnectResult(connector_id, ds_id, ds_name, workspace, target, results, notes)
+    if results:
+        log.info("MLflow connector %s: %s", connector_id,
+                 ", ".join(f"version {v.version}: {v.status}" for v in results))
+    return out
+
+
+def _tags_of(mv) -> dict[str, str]:
+    tags = getattr(mv, "tags", None) or {}
+    return dict(tags) if isinstance(tags, Mapping) else {}
+
+
 def sync(factory: sessionmaker[Session], dataset: str, target: Target, *, workspace: str,
          versions: Sequence[str] | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
-         submitted_by: str | None = None) -> SyncResult:
+         submitted_by: str | None = None) -> ConnectResult:
     """Connect ``target`` to ``dataset`` (stored, so that audits write back) and import its
     versions' predictions. The downloads happen outside any database transaction; the
     connection and the imports are then written in one (each version a batch of its own)."""
@@ -450,7 +524,9 @@ def sync(factory: sessionmaker[Session], dataset: str, target: Target, *, worksp
             ds = ingest.get_dataset(session, dataset, workspace=workspace)
             row = upsert_connector(session, ds, target)
             results = import_versions(session, ds, target, fetched, submitted_by=submitted_by)
-            return SyncResult(row.id, ds.id, ds.name, workspace, target, results, notes)
+            out = ConnectResult(row.id, ds.id, ds.name, workspace, target, results, notes)
+        out.notes.extend(tag_rejected(target, results))
+        return out
 
 
 # --- writing the verdicts back ----------------------------------------------------------

@@ -75,6 +75,7 @@ __all__ = [
     "LabelStudioAnnotation",
     "LabelStudioConnector",
     "LabelStudioEvent",
+    "LabelStudioQuarantine",
     "LabelStudioUser",
     "MlflowConnector",
     "Model",
@@ -981,6 +982,15 @@ class LabelStudioConnector(Base):
     last_event_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     last_sync_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     last_sync_error: Mapped[str | None] = mapped_column(Text)
+    #: Webhook deliveries refused (401, 409, 413, 422, 500...): how many, the last one's time,
+    #: HTTP status and message. The feed is not "ok" while the last refusal is newer than
+    #: the last event accepted.
+    webhook_refused: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    last_refused_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_refusal: Mapped[str | None] = mapped_column(Text)
+    #: Annotations the last complete pull kept aside (all of them, also those beyond the
+    #: rows stored in ``labelstudio_quarantine``).
+    quarantined: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class LabelStudioAnnotation(Base):
@@ -1010,6 +1020,28 @@ class LabelStudioAnnotation(Base):
     ls_updated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     event_id: Mapped[int] = mapped_column(BigInteger)
     batch_id: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class LabelStudioQuarantine(Base):
+    """A Label Studio annotation the pull sync could not read (a choice outside the dataset's
+    labels, a result of the wrong shape...), kept aside while everything else synced: the
+    task, the annotation, the field, the reason and how to fix it. The next sync that reads
+    it (once fixed in Label Studio), or a webhook that brings it fixed, removes the entry;
+    so does its deletion in Label Studio."""
+
+    __tablename__ = "labelstudio_quarantine"
+    __table_args__ = (Index(None, "connector_id", "ls_id"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)
+    connector_id: Mapped[int] = mapped_column(ForeignKey("labelstudio_connector.id", ondelete="CASCADE"))
+    #: The annotation's id (None when the annotation has no readable id) and its task's.
+    ls_id: Mapped[int | None] = mapped_column(BigInteger)
+    task_id: Mapped[int | None] = mapped_column(BigInteger)
+    field: Mapped[str] = mapped_column(String(300))
+    reason: Mapped[str] = mapped_column(Text)
+    hint: Mapped[str] = mapped_column(Text)
+    first_seen_at: Mapped[datetime] = _created()
+    last_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
 class LabelStudioUser(Base):

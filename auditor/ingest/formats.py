@@ -23,6 +23,10 @@ Predictions: ``item_id`` and ``label`` (a label name) and/or ``probabilities`` (
 list in the dataset's label order, or an object label → p); in CSV, one column per
 label instead. Gold: ``item_id``, ``label`` and optionally ``source``.
 
+Each format is a reader object (:class:`FormatReader`) in the registry :data:`FORMATS`;
+``read_annotations``, ``read_predictions`` and ``read_gold`` hand the file to the format's
+reader. A new format is one more registered reader.
+
 ``field_map`` renames source fields to these names, e.g. ``{"item_id": "pairID"}``.
 Files may be gzip-compressed. Rows are numbered from 1, the header not counted.
 """
@@ -45,22 +49,30 @@ from pathlib import Path
 from typing import IO, Any
 
 from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, RowError, UploadTooLarge
+from auditor.ingest.labelstudio import CANCELLED as LS_CANCELLED
+from auditor.ingest.labelstudio import GOLD as LS_GOLD
+from auditor.ingest.labelstudio import find_choice as find_label_studio_choice
+from auditor.ingest.labelstudio import read_annotation as read_label_studio_annotation
 from auditor.timestamps import out_of_range
 
 __all__ = [
     "ANNOTATION_FORMATS",
+    "FORMATS",
+    "GOLD_FORMATS",
+    "PREDICTION_FORMATS",
+    "FormatReader",
     "LabelStudioReport",
     "LearnedLabels",
     "Source",
     "detect_format",
+    "formats_for",
     "open_source",
     "read_annotations",
     "read_gold",
     "read_predictions",
+    "register",
 ]
 
-ANNOTATION_FORMATS = ("csv", "tsv", "wide", "jsonl", "label-studio")
-PREDICTION_FORMATS = ("csv", "tsv", "jsonl", "label-studio")
 TIERS = ("crowd", "expert")
 PROBABILITY_ATOL = 1e-6
 _CHUNK = 1 << 20
@@ -617,7 +629,8 @@ def read_annotations(source: Source, fmt: str, labels: Sequence[str] | LearnedLa
                      defaults: AnnotationDefaults = AnnotationDefaults(),
                      progress: Callable[[int], None] | None = None,
                      report: LabelStudioReport | None = None) -> Iterator[tuple]:
-    """Rows ``(row, item_id, annotator_id, label_code, vendor, tier, timestamp)``.
+    """Rows ``(row, item_id, annotator_id, label_code, vendor, tier, timestamp)``, read by the
+    format's reader (:data:`FORMATS`).
 
     For a Label Studio export, ``report`` receives its ground-truth annotations (gold,
     not votes) and the counts of cancelled and empty annotations, which are skipped.
@@ -625,94 +638,10 @@ def read_annotations(source: Source, fmt: str, labels: Sequence[str] | LearnedLa
     Raises :class:`ImportRejected` (after the read, or as soon as there are
     ``MAX_REPORTED_ERRORS``) when any row is invalid.
     """
+    reader = _reader(fmt, "annotations")
     errors = _Errors(source, progress)
     codes = labels if isinstance(labels, LearnedLabels) else {str(lab): i for i, lab in enumerate(labels)}
-    rename = _renamer(field_map)
-    if fmt in ("csv", "tsv", "wide"):
-        delimiter = "\t" if fmt == "tsv" or source.name.lower().removesuffix(".gz").endswith((".tsv", ".tab")) else ","
-        header, records = _csv_records(source, errors, delimiter)
-        names = [rename(h) for h in header]
-        if fmt != "wide" and not {"item_id", "annotator_id", "label"} <= set(names):
-            if "annotator_id" in names or "label" in names:
-                missing = sorted({"item_id", "annotator_id", "label"} - set(names))
-                errors.add(0, None, f"the header lacks the column(s) {missing} (columns: {header})")
-                errors.raise_if_any()
-            fmt = "wide"
-        if fmt == "wide":
-            if len(names) < 2:
-                errors.add(0, None, "a wide file needs an item column and at least one annotator column")
-                errors.raise_if_any()
-            annotators = header[1:]
-            for row, rec in records:
-                item = _text(rec[0])
-                if item is None:
-                    errors.add(row, header[0], "missing item id")
-                    continue
-                for annotator, cell in zip(annotators, rec[1:], strict=True):
-                    if _text(cell) is None:
-                        continue
-                    out = _annotation_row(row, {"item_id": item, "annotator_id": annotator, "label": cell},
-                                          codes, defaults, errors)
-                    if out is not None:
-                        yield out
-        else:
-            for row, rec in records:
-                out = _annotation_row(row, dict(zip(names, rec, strict=True)), codes, defaults, errors)
-                if out is not None:
-                    yield out
-    elif fmt == "jsonl":
-        for row, raw in _jsonl_records(source, errors):
-            rec = {rename(k): v for k, v in raw.items()}
-            if "labels" in rec and "annotator_id" not in rec:
-                values = rec["labels"]
-                if not isinstance(values, list) or not values:
-                    errors.add(row, "labels", "expected a non-empty list of labels")
-                    continue
-                shared = {key: rec.get(key) for key in ("item_id", "vendor", "tier", "timestamp")}
-                for k, value in enumerate(values, 1):
-                    out = _annotation_row(row, {**shared, "annotator_id": f"pos{k}", "label": value},
-                                          codes, defaults, errors)
-                    if out is not None:
-                        yield out
-                continue
-            out = _annotation_row(row, rec, codes, defaults, errors)
-            if out is not None:
-                yield out
-    elif fmt == "label-studio":
-        report = report if report is not None else LabelStudioReport()
-        for row, task, item in _label_studio_tasks(source, errors, field_map):
-            for ann in _task_list(task, "annotations", row, errors):
-                if not isinstance(ann, dict):
-                    errors.add(row, "annotations", "an annotation must be a JSON object")
-                    continue
-                if ann.get("was_cancelled"):
-                    report.cancelled += 1
-                    continue
-                if not ann.get("result"):  # submitted with nothing chosen: no vote, counted
-                    report.empty += 1
-                    continue
-                choice = _label_studio_choice(ann.get("result"), row, errors)
-                if choice is None:
-                    continue
-                if ann.get("ground_truth") is True:
-                    # Label Studio's ground truth is the item's gold label, not one more vote.
-                    code = codes.get(choice)
-                    if code is None:
-                        errors.add(row, "choices", f"{choice!r} is not one of the dataset's labels {list(codes)}")
-                    elif len(report.gold) >= MAX_GROUND_TRUTHS:
-                        errors.add(row, "ground_truth", f"more than {MAX_GROUND_TRUTHS:,} ground-truth annotations "
-                                                        "in one export: import the gold labels as a CSV or JSONL file")
-                        errors.raise_if_any()
-                    else:
-                        report.gold.append((row, item, code, "label-studio ground truth"))
-                    continue
-                out = _annotation_row(row, {"item_id": item, "annotator_id": _label_studio_user(ann, row, errors),
-                                            "label": choice, "timestamp": ann.get("created_at")},
-                                      codes, defaults, errors)
-                if out is not None:
-                    yield out
-    else:
-        raise ValueError(f"unknown annotation format {fmt!r}; expected one of {ANNOTATION_FORMATS}")
+    yield from reader.annotations(source, errors, codes, field_map=field_map, defaults=defaults, report=report)
     errors.raise_if_any()
 
 
@@ -755,20 +684,16 @@ def _label_studio_tasks(source: Source, errors: _Errors, field_map: Mapping[str,
 
 
 def _label_studio_choice(result: Any, row: int, errors: _Errors) -> str | None:
+    """The one choice of a prediction's ``result``, read as an annotation's is."""
     if not isinstance(result, list):
         errors.add(row, "result", f"expected a list of results, not {type(result).__name__}")
         return None
-    for region in result:
-        value = region.get("value") if isinstance(region, dict) else None
-        choices = value.get("choices") if isinstance(value, dict) else None
-        if choices is None:
-            continue
-        if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], str):
-            errors.add(row, "choices", f"expected exactly one choice (a string), found {str(choices)[:80]}")
-            return None
-        return choices[0]
-    errors.add(row, "result", "no `choices` result in this annotation")
-    return None
+    choice, _, problems = find_label_studio_choice(result)
+    for problem in problems:
+        errors.add(row, problem.where, problem.reason)
+    if choice is None and not problems:
+        errors.add(row, "result", "no `choices` result in this annotation")
+    return choice
 
 
 def _task_list(task: Mapping[str, Any], key: str, row: int, errors: _Errors) -> list:
@@ -853,14 +778,141 @@ def _prediction_row(row: int, rec: Mapping[str, Any], labels: Sequence[str], cod
 
 def read_predictions(source: Source, fmt: str, labels: Sequence[str], *, field_map: Mapping[str, str] | None = None,
                      release: str | None = None, progress: Callable[[int], None] | None = None) -> Iterator[tuple]:
-    """Rows ``(row, item_id, label_code or None, probabilities or None)``."""
+    """Rows ``(row, item_id, label_code or None, probabilities or None)``, read by the format's
+    reader (:data:`FORMATS`)."""
+    reader = _reader(fmt, "predictions")
     errors = _Errors(source, progress)
     labels = [str(lab) for lab in labels]
-    codes = {lab: i for i, lab in enumerate(labels)}
-    rename = _renamer(field_map)
-    if fmt in ("csv", "tsv", "wide"):
-        delimiter = "\t" if fmt == "tsv" or source.name.lower().removesuffix(".gz").endswith((".tsv", ".tab")) else ","
-        header, records = _csv_records(source, errors, delimiter)
+    yield from reader.predictions(source, errors, labels, field_map=field_map, release=release)
+    errors.raise_if_any()
+
+
+# --- gold --------------------------------------------------------------------------
+
+
+def read_gold(source: Source, fmt: str, labels: Sequence[str], *, field_map: Mapping[str, str] | None = None,
+              default_source: str | None = None, progress: Callable[[int], None] | None = None) -> Iterator[tuple]:
+    """Rows ``(row, item_id, label_code, source)``, read by the format's reader (:data:`FORMATS`)."""
+    reader = _reader(fmt, "gold")
+    errors = _Errors(source, progress)
+    codes = {str(lab): i for i, lab in enumerate(labels)}
+    for row, rec in reader.gold_records(source, errors, field_map=field_map):
+        item, label = _ident(rec.get("item_id"), row, "item_id", errors), _text(rec.get("label"))
+        if item is None:
+            if _text(rec.get("item_id")) is None:
+                errors.add(row, "item_id", "missing")
+            continue
+        if label is None:
+            errors.add(row, "label", "missing")
+            continue
+        if label not in codes:
+            errors.add(row, "label", f"{label!r} is not one of the dataset's labels {list(codes)}")
+            continue
+        source_name = _text(rec.get("source")) or default_source
+        if not _name_ok(source_name, row, "source", errors):
+            continue
+        yield (row, item, codes[label], source_name)
+    errors.raise_if_any()
+
+
+# --- the registry of formats ------------------------------------------------------
+
+
+class FormatReader:
+    """One import format: how it reads annotations, predictions and gold labels. A kind
+    the format does not hold is not in :attr:`kinds` (its method is never called).
+
+    A new format is a subclass registered with :func:`register`; the use cases, the API
+    and the CLI then accept its name."""
+
+    name: str = ""
+    kinds: tuple[str, ...] = ()
+
+    def annotations(self, source: Source, errors: _Errors, codes: Mapping[str, int], *,
+                    field_map: Mapping[str, str] | None, defaults: AnnotationDefaults,
+                    report: LabelStudioReport | None) -> Iterator[tuple]:
+        raise NotImplementedError
+
+    def predictions(self, source: Source, errors: _Errors, labels: list[str], *,
+                    field_map: Mapping[str, str] | None, release: str | None) -> Iterator[tuple]:
+        raise NotImplementedError
+
+    def gold_records(self, source: Source, errors: _Errors, *,
+                     field_map: Mapping[str, str] | None) -> Iterable[tuple[int, Mapping[str, Any]]]:
+        raise NotImplementedError
+
+
+#: The import formats by name, in the order they are offered.
+FORMATS: dict[str, FormatReader] = {}
+_KIND_NAMES = {"annotations": "annotation", "predictions": "prediction", "gold": "gold"}
+
+
+def register(reader: FormatReader) -> FormatReader:
+    """Add ``reader`` to :data:`FORMATS` under its name."""
+    FORMATS[reader.name] = reader
+    return reader
+
+
+def formats_for(kind: str) -> tuple[str, ...]:
+    """The names of the formats that hold ``kind`` (``annotations``, ``predictions``, ``gold``)."""
+    return tuple(name for name, reader in FORMATS.items() if kind in reader.kinds)
+
+
+def _reader(fmt: str, kind: str) -> FormatReader:
+    reader = FORMATS.get(fmt)
+    if reader is None or kind not in reader.kinds:
+        raise ValueError(f"unknown {_KIND_NAMES[kind]} format {fmt!r}; expected one of {formats_for(kind)}")
+    return reader
+
+
+def _delimiter(source: Source, fmt: str) -> str:
+    return "\t" if fmt == "tsv" or source.name.lower().removesuffix(".gz").endswith((".tsv", ".tab")) else ","
+
+
+class DelimitedReader(FormatReader):
+    """``csv``, ``tsv`` (long) and ``wide`` files; a long header without ``annotator_id``
+    is read as wide."""
+
+    def __init__(self, name: str, kinds: tuple[str, ...]):
+        self.name, self.kinds = name, kinds
+
+    def annotations(self, source, errors, codes, *, field_map, defaults, report):
+        rename = _renamer(field_map)
+        header, records = _csv_records(source, errors, _delimiter(source, self.name))
+        names = [rename(h) for h in header]
+        wide = self.name == "wide"
+        if not wide and not {"item_id", "annotator_id", "label"} <= set(names):
+            if "annotator_id" in names or "label" in names:
+                missing = sorted({"item_id", "annotator_id", "label"} - set(names))
+                errors.add(0, None, f"the header lacks the column(s) {missing} (columns: {header})")
+                errors.raise_if_any()
+            wide = True
+        if not wide:
+            for row, rec in records:
+                out = _annotation_row(row, dict(zip(names, rec, strict=True)), codes, defaults, errors)
+                if out is not None:
+                    yield out
+            return
+        if len(names) < 2:
+            errors.add(0, None, "a wide file needs an item column and at least one annotator column")
+            errors.raise_if_any()
+        annotators = header[1:]
+        for row, rec in records:
+            item = _text(rec[0])
+            if item is None:
+                errors.add(row, header[0], "missing item id")
+                continue
+            for annotator, cell in zip(annotators, rec[1:], strict=True):
+                if _text(cell) is None:
+                    continue
+                out = _annotation_row(row, {"item_id": item, "annotator_id": annotator, "label": cell},
+                                      codes, defaults, errors)
+                if out is not None:
+                    yield out
+
+    def predictions(self, source, errors, labels, *, field_map, release):
+        rename, codes = _renamer(field_map), {lab: i for i, lab in enumerate(labels)}
+        header, records = _csv_records(source, errors, _delimiter(source, self.name))
         names = [rename(h) for h in header]
         per_label = all(lab in names for lab in labels)
         if "item_id" not in names or not ("label" in names or "probabilities" in names or per_label):
@@ -877,7 +929,44 @@ def read_predictions(source: Source, fmt: str, labels: Sequence[str], *, field_m
             out = _prediction_row(row, fields, labels, codes, errors)
             if out is not None:
                 yield out
-    elif fmt == "jsonl":
+
+    def gold_records(self, source, errors, *, field_map):
+        rename = _renamer(field_map)
+        header, records = _csv_records(source, errors, _delimiter(source, self.name))
+        names = [rename(h) for h in header]
+        if not {"item_id", "label"} <= set(names):
+            errors.add(0, None, f"needs `item_id` and `label` columns (columns: {header})")
+            errors.raise_if_any()
+        return ((row, dict(zip(names, rec, strict=True))) for row, rec in records)
+
+
+class JsonLinesReader(FormatReader):
+    """``jsonl``: one JSON object per line."""
+
+    name, kinds = "jsonl", ("annotations", "predictions", "gold")
+
+    def annotations(self, source, errors, codes, *, field_map, defaults, report):
+        rename = _renamer(field_map)
+        for row, raw in _jsonl_records(source, errors):
+            rec = {rename(k): v for k, v in raw.items()}
+            if "labels" in rec and "annotator_id" not in rec:
+                values = rec["labels"]
+                if not isinstance(values, list) or not values:
+                    errors.add(row, "labels", "expected a non-empty list of labels")
+                    continue
+                shared = {key: rec.get(key) for key in ("item_id", "vendor", "tier", "timestamp")}
+                for k, value in enumerate(values, 1):
+                    out = _annotation_row(row, {**shared, "annotator_id": f"pos{k}", "label": value},
+                                          codes, defaults, errors)
+                    if out is not None:
+                        yield out
+                continue
+            out = _annotation_row(row, rec, codes, defaults, errors)
+            if out is not None:
+                yield out
+
+    def predictions(self, source, errors, labels, *, field_map, release):
+        rename, codes = _renamer(field_map), {lab: i for i, lab in enumerate(labels)}
         for row, raw in _jsonl_records(source, errors):
             fields = {rename(k): v for k, v in raw.items()}
             if "probabilities" not in fields and all(lab in fields for lab in labels):
@@ -886,7 +975,60 @@ def read_predictions(source: Source, fmt: str, labels: Sequence[str], *, field_m
             out = _prediction_row(row, fields, labels, codes, errors)
             if out is not None:
                 yield out
-    elif fmt == "label-studio":
+
+    def gold_records(self, source, errors, *, field_map):
+        rename = _renamer(field_map)
+        return ((row, {rename(k): v for k, v in raw.items()}) for row, raw in _jsonl_records(source, errors))
+
+
+class LabelStudioReader(FormatReader):
+    """``label-studio``: a Label Studio JSON export, each annotation read as the live
+    connector reads it (:mod:`auditor.ingest.labelstudio`)."""
+
+    name, kinds = "label-studio", ("annotations", "predictions")
+
+    def annotations(self, source, errors, codes, *, field_map, defaults, report):
+        report = report if report is not None else LabelStudioReport()
+        for row, task, item in _label_studio_tasks(source, errors, field_map):
+            for ann in _task_list(task, "annotations", row, errors):
+                if not isinstance(ann, dict):
+                    errors.add(row, "annotations", "an annotation must be a JSON object")
+                    continue
+                content = read_label_studio_annotation(ann)  # as the live connector reads it
+                for problem in content.problems:
+                    errors.add(row, problem.where, problem.reason)
+                if content.problems:
+                    continue
+                if content.state == LS_CANCELLED:
+                    report.cancelled += 1
+                    continue
+                if not content.has_result:  # submitted with nothing chosen: no vote, counted
+                    report.empty += 1
+                    continue
+                choice = content.choice
+                if choice is None:
+                    errors.add(row, "result", "no `choices` result in this annotation")
+                    continue
+                if content.state == LS_GOLD:
+                    # Label Studio's ground truth is the item's gold label, not one more vote.
+                    code = codes.get(choice)
+                    if code is None:
+                        errors.add(row, "choices", f"{choice!r} is not one of the dataset's labels {list(codes)}")
+                    elif len(report.gold) >= MAX_GROUND_TRUTHS:
+                        errors.add(row, "ground_truth", f"more than {MAX_GROUND_TRUTHS:,} ground-truth annotations "
+                                                        "in one export: import the gold labels as a CSV or JSONL file")
+                        errors.raise_if_any()
+                    else:
+                        report.gold.append((row, item, code, "label-studio ground truth"))
+                    continue
+                out = _annotation_row(row, {"item_id": item, "annotator_id": _label_studio_user(ann, row, errors),
+                                            "label": choice, "timestamp": ann.get("created_at")},
+                                      codes, defaults, errors)
+                if out is not None:
+                    yield out
+
+    def predictions(self, source, errors, labels, *, field_map, release):
+        codes = {lab: i for i, lab in enumerate(labels)}
         seen_versions: set[str] = set()
         for row, task, item in _label_studio_tasks(source, errors, field_map):
             for pred in _task_list(task, "predictions", row, errors):
@@ -906,47 +1048,14 @@ def read_predictions(source: Source, fmt: str, labels: Sequence[str], *, field_m
         if release is not None and release not in seen_versions:
             errors.add(0, "model_version", f"no prediction has model_version {release!r} "
                                            f"(found {sorted(seen_versions)})")
-    else:
-        raise ValueError(f"unknown prediction format {fmt!r}; expected one of {PREDICTION_FORMATS}")
-    errors.raise_if_any()
 
 
-# --- gold --------------------------------------------------------------------------
+register(DelimitedReader("csv", ("annotations", "predictions", "gold")))
+register(DelimitedReader("tsv", ("annotations", "predictions", "gold")))
+register(DelimitedReader("wide", ("annotations", "gold")))
+register(JsonLinesReader())
+register(LabelStudioReader())
 
-
-def read_gold(source: Source, fmt: str, labels: Sequence[str], *, field_map: Mapping[str, str] | None = None,
-              default_source: str | None = None, progress: Callable[[int], None] | None = None) -> Iterator[tuple]:
-    """Rows ``(row, item_id, label_code, source)``."""
-    errors = _Errors(source, progress)
-    codes = {str(lab): i for i, lab in enumerate(labels)}
-    rename = _renamer(field_map)
-    if fmt in ("csv", "tsv", "wide"):
-        delimiter = "\t" if fmt == "tsv" or source.name.lower().removesuffix(".gz").endswith((".tsv", ".tab")) else ","
-        header, records = _csv_records(source, errors, delimiter)
-        names = [rename(h) for h in header]
-        if not {"item_id", "label"} <= set(names):
-            errors.add(0, None, f"needs `item_id` and `label` columns (columns: {header})")
-            errors.raise_if_any()
-        rows: Iterable[tuple[int, Mapping[str, Any]]] = (
-            (row, dict(zip(names, rec, strict=True))) for row, rec in records)
-    elif fmt == "jsonl":
-        rows = ((row, {rename(k): v for k, v in raw.items()}) for row, raw in _jsonl_records(source, errors))
-    else:
-        raise ValueError(f"unknown gold format {fmt!r}; expected csv, tsv or jsonl")
-    for row, rec in rows:
-        item, label = _ident(rec.get("item_id"), row, "item_id", errors), _text(rec.get("label"))
-        if item is None:
-            if _text(rec.get("item_id")) is None:
-                errors.add(row, "item_id", "missing")
-            continue
-        if label is None:
-            errors.add(row, "label", "missing")
-            continue
-        if label not in codes:
-            errors.add(row, "label", f"{label!r} is not one of the dataset's labels {list(codes)}")
-            continue
-        source = _text(rec.get("source")) or default_source
-        if not _name_ok(source, row, "source", errors):
-            continue
-        yield (row, item, codes[label], source)
-    errors.raise_if_any()
+ANNOTATION_FORMATS = formats_for("annotations")
+PREDICTION_FORMATS = formats_for("predictions")
+GOLD_FORMATS = formats_for("gold")

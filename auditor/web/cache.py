@@ -23,7 +23,7 @@ __all__ = ["answer", "cached", "init_app", "lookup", "remember"]
 # datasets (count, versions, updates), audit runs (new ones and every state change),
 # models and releases, alerts (new, and every step of their lifecycle), annotators, release plans (asked for
 # and done), vendor prices (set and cleared), the live feeds' connectors (added, removed, and
-# each event, sync, write-back or error they record), the workspace's currency. (Items come with
+# each event, sync, write-back, refused webhook or error they record), the workspace's currency. (Items come with
 # a data version bump, or
 # through ``POST .../items``, which touches the dataset's ``updated_at``.)
 # It is read in the same statement as the caller's identity (auditor.web.security), so a
@@ -44,7 +44,7 @@ _FINGERPRINT = """(
  || '|' || (SELECT count(*) || '.' || coalesce(max(greatest(p.requested_at, p.finished_at))::text, '')
     FROM release_plan p JOIN dataset d ON d.id = p.dataset_id WHERE d.workspace_id = {w})
  || '|' || (SELECT count(*) || '.' || coalesce(max(updated_at)::text, '') FROM vendor_price WHERE workspace_id = {w})
- || '|' || (SELECT count(*) || '.' || coalesce(max(greatest(c.updated_at, c.last_event_at, c.last_sync_at))::text, '')
+ || '|' || (SELECT count(*) || '.' || coalesce(max(greatest(c.updated_at, c.last_event_at, c.last_sync_at, c.last_refused_at))::text, '')
     FROM labelstudio_connector c WHERE c.workspace_id = {w})
  || '|' || (SELECT count(*) || '.' || coalesce(max(greatest(c.updated_at, c.last_written_at))::text, '')
     FROM mlflow_connector c JOIN dataset d ON d.id = c.dataset_id WHERE d.workspace_id = {w})

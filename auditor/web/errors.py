@@ -40,7 +40,8 @@ _CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_f
 
 
 def _is_api() -> bool:
-    return request.path.startswith("/api/")
+    """Machine clients' paths, answered in JSON: the API and the incoming webhooks."""
+    return request.path.startswith(("/api/", "/hooks/"))
 
 
 def _is_scoracle() -> bool:

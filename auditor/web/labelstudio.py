@@ -6,17 +6,22 @@ constant time before anything else is read. The body is bounded
 (:data:`MAX_EVENT_BYTES`, :data:`~auditor.connectors.labelstudio.events.MAX_EVENT_ANNOTATIONS`),
 each event is applied all or nothing and at most once
 (:func:`auditor.connectors.labelstudio.store.apply`), and a change asks the workers for
-an audit as an import does. Answers are JSON: 200 with what changed; 400/422 naming the
-bad field; 401 for a wrong secret; 413 for a body too large.
+an audit as an import does. Answers are JSON, failures included: 200 with what changed;
+400/422 naming the bad field; 401 for a wrong secret; 409 for a disabled connector; 413
+for a body too large; 500 for a fault (logged); 503 with ``Retry-After`` while the
+database is away (Label Studio does not retry a webhook: the pull sync catches up). Every
+refusal but the 503 is counted on the connector (``webhook_refused``) and shown on the feed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
 
 from flask import Blueprint, jsonify, request
+from sqlalchemy import func, update
 
 from auditor.connectors.labelstudio.credentials import SECRET_HEADER, secret_matches
 from auditor.connectors.labelstudio.events import TooManyAnnotations, parse_event
@@ -25,7 +30,7 @@ from auditor.connectors.labelstudio.store import apply, read_spec
 from auditor.db.models import Dataset, LabelStudioConnector
 from auditor.web.api.framework import check_json_text
 from auditor.web.db import get_session
-from auditor.web.errors import ApiError
+from auditor.web.errors import ApiError, database_unavailable
 
 __all__ = ["MAX_EVENT_BYTES", "bp"]
 
@@ -53,6 +58,40 @@ def _body() -> bytes:
 
 @bp.post("/<int:connector_id>")
 def receive(connector_id: int):
+    """One event; a refused one (any 4xx or 5xx but the database being away) is counted on
+    the connector, which the feed shows."""
+    try:
+        return _receive(connector_id)
+    except ApiError as exc:
+        _count_refusal(connector_id, exc.status, exc.message)
+        raise
+    except Exception as exc:
+        if not database_unavailable(exc):  # nowhere to count it: the 503 says so
+            _count_refusal(connector_id, 500, f"{type(exc).__name__} (logged by the web process)")
+        raise
+
+
+def _count_refusal(connector_id: int, status: int, message: str) -> None:
+    """Count a refused delivery on the connector (if there is one); never raises."""
+    if connector_id > _MAX_ID:
+        return
+    C = LabelStudioConnector
+    try:
+        db = get_session()
+        db.rollback()
+        db.execute(update(C).where(C.id == connector_id).values(
+            webhook_refused=C.webhook_refused + 1, last_refused_at=func.now(),
+            last_refusal=f"HTTP {status}: {message}"[:1000], updated_at=C.updated_at))  # not a settings change
+        db.commit()
+    except Exception as exc:  # the answer matters more than the count
+        log.warning("could not count a refused webhook of Label Studio connector %s (%s)", connector_id,
+                    type(exc).__name__)
+        with contextlib.suppress(Exception):
+            get_session().rollback()
+    log.info("Label Studio connector %s: webhook refused with %s: %s", connector_id, status, message[:300])
+
+
+def _receive(connector_id: int):
     db = get_session()
     conn = db.get(LabelStudioConnector, connector_id) if connector_id <= _MAX_ID else None
     if not secret_matches(request.headers.get(SECRET_HEADER), conn.webhook_secret_hash if conn else None):
@@ -91,7 +130,7 @@ def receive(connector_id: int):
         request_audit(dataset_id)
     if outcome.unknown_users and time.monotonic() - _sync_asked.get(connector_id, -1e9) > SYNC_REQUEST_SECONDS:
         # Their emails (and so their vendors) come with the users list: the sync reads it.
-        from auditor.connectors.labelstudio.tasks import request_sync
+        from auditor.worker.feeds import request_sync
 
         _sync_asked[connector_id] = time.monotonic()
         request_sync(connector_id)

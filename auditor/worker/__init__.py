@@ -11,6 +11,7 @@ stay as they were, so messages queued before an upgrade still find their task.
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from typing import Any
 
 from celery import Celery, Task
@@ -23,7 +24,8 @@ from celery.signals import (
 
 from auditor.config import Settings, WorkerSettings, load_settings, load_worker_settings
 
-__all__ = ["celery_app", "celery_config", "celery_init_app", "limit_blas_threads", "lower_priority"]
+__all__ = ["celery_app", "celery_config", "celery_init_app", "limit_blas_threads", "lower_priority", "session_factory",
+           "worker_settings"]
 
 
 def celery_config(settings: Settings | None = None, worker: WorkerSettings | None = None) -> dict[str, Any]:
@@ -33,7 +35,7 @@ def celery_config(settings: Settings | None = None, worker: WorkerSettings | Non
     return {
         "broker_url": s.broker_url,
         "result_backend": s.result_backend,
-        "imports": ("auditor.worker.tasks", "auditor.connectors.labelstudio.tasks", "auditor.worker.plans"),
+        "imports": ("auditor.worker.tasks", "auditor.worker.feeds", "auditor.worker.plans"),
         "task_default_queue": w.queue,
         "task_serializer": "json",
         "result_serializer": "json",
@@ -59,6 +61,8 @@ def celery_config(settings: Settings | None = None, worker: WorkerSettings | Non
             "auditor-sweep": {"task": "workers.tasks.sweep", "schedule": w.sweep_seconds},
             "auditor-labelstudio-sync": {"task": "workers.tasks.labelstudio_sync",
                                          "schedule": w.labelstudio_sync_seconds},
+            # New model versions of the connected MLflow registered models.
+            "auditor-mlflow-sync": {"task": "workers.tasks.mlflow_sync", "schedule": w.mlflow_sync_seconds},
         },
         "beat_schedule_filename": str(s.instance_path / "celerybeat-schedule"),
         "auditor_database_url": s.database_url,
@@ -75,6 +79,31 @@ def _transport_options(broker_url: str, w: WorkerSettings) -> dict[str, Any]:
 
 
 celery_app = Celery("auditor")
+
+
+def worker_settings(app=None) -> WorkerSettings:
+    """The worker settings of a Celery ``app`` (the environment's when it holds none)."""
+    return _settings_of(app)
+
+
+@lru_cache(maxsize=8)
+def _factory(url: str, lock_timeout_ms: int):
+    from auditor.db import make_engine, make_session_factory
+
+    # One engine per process and database (prefork children build their own after fork).
+    kwargs: dict[str, Any] = {}
+    if url.startswith("postgres"):
+        # Waiting forever on a lock would hold a task's slot; fail, record, retry instead.
+        kwargs["connect_args"] = {"options": f"-c lock_timeout={int(lock_timeout_ms)}"}
+    return make_session_factory(make_engine(url, **kwargs))
+
+
+def session_factory(app=None):
+    """The session factory of the tasks run by Celery ``app`` (its database, this
+    process's engine, ``AUDITOR_DB_LOCK_TIMEOUT_MS``); ``celery_app`` by default."""
+    app = app if app is not None else celery_app
+    url = app.conf.get("auditor_database_url") or load_settings().database_url
+    return _factory(url, worker_settings(app).db_lock_timeout_ms)
 
 
 def _settings_of(app) -> WorkerSettings:

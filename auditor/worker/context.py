@@ -8,13 +8,12 @@ connectors' tasks take them from one place.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from auditor.audit.snapshot import SnapshotCache
 from auditor.config import WorkerSettings, load_worker_settings
-from auditor.db import make_engine, make_session_factory
+from auditor.worker import session_factory as worker_session_factory
 
 __all__ = ["session_factory", "snapshot_cache", "worker_settings"]
 
@@ -24,21 +23,11 @@ def worker_settings(task) -> WorkerSettings:
 
 
 @lru_cache(maxsize=8)
-def _factory(url: str, lock_timeout_ms: int) -> sessionmaker[Session]:
-    # One engine per process and database (prefork children build their own after fork).
-    kwargs: dict[str, Any] = {}
-    if url.startswith("postgres"):
-        # Waiting forever on a lock would hold the audit's slot; fail, record, retry instead.
-        kwargs["connect_args"] = {"options": f"-c lock_timeout={int(lock_timeout_ms)}"}
-    return make_session_factory(make_engine(url, **kwargs))
-
-
-@lru_cache(maxsize=8)
 def snapshot_cache(url: str) -> SnapshotCache:
     # Per process: the next audit of a dataset reads only the rows written since.
     return SnapshotCache()
 
 
 def session_factory(task) -> sessionmaker[Session]:
-    w = worker_settings(task)
-    return _factory(task.app.conf.get("auditor_database_url"), w.db_lock_timeout_ms)
+    """The session factory of ``task``'s Celery app (:func:`auditor.worker.session_factory`)."""
+    return worker_session_factory(task.app)

@@ -156,16 +156,3 @@ def test_id_index_dense_and_sparse():
     holes = pgread.IdIndex(np.array([1, 3, 5], dtype=np.int64))
     with pytest.raises(RuntimeError):
         holes(np.array([2]))
-
-
-def test_the_public_snapshot_keeps_its_old_address():
-    """``auditor.db.load_snapshot`` (documented before the audit's storage moved to
-    :mod:`auditor.audit`) is the same function, loaded on first use."""
-    import auditor.db
-    from auditor.audit import snapshot
-
-    assert auditor.db.load_snapshot is snapshot.load_snapshot
-    assert auditor.db.Snapshot is snapshot.Snapshot
-    assert auditor.db.SnapshotError is snapshot.SnapshotError
-    with pytest.raises(AttributeError):
-        auditor.db.no_such_name  # noqa: B018

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from sqlalchemy import select, text
 
+from auditor.audit.snapshot import load_snapshot
 from auditor.db import (
     Annotation,
     AnnotationHistory,
@@ -17,7 +18,6 @@ from auditor.db import (
     Dataset,
     ImportBatch,
     Item,
-    load_snapshot,
     session_scope,
 )
 from auditor.ingest import (

@@ -404,3 +404,124 @@ def test_the_beat_task_catches_up_without_webhooks(label_studio, pg_factory, red
     assert state["vendors"] == {f"{ns}/{admin.users.whoami().id}": "acme-labeling",
                                 f"{ns}/{rater.users.whoami().id}": "bolt"}
     wait_for(lambda: audited(factory, dataset_id, state["data_version"]), 120, "the audit", worker.output)
+
+
+def _reader(factory, workspace: str) -> tuple[str, str, str]:
+    """An admin of ``workspace``: (email, password, API token)."""
+    from auditor.db import Role, User
+    from auditor.web.security import hash_password, issue_token
+
+    email, password = f"feeds-{uuid.uuid4().hex[:6]}@auditor.example", "correct horse battery"
+    with session_scope(factory) as s:
+        ws = s.scalar(select(Workspace).where(Workspace.slug == workspace))
+        user = User(workspace_id=ws.id, email=email, role=Role.ADMIN, password_hash=hash_password(password))
+        s.add(user)
+        s.flush()
+        token = issue_token(s, user, name="feeds")[1]
+    return email, password, token
+
+
+def _feed_over_http(web, dataset_id: int, connector: int, token: str) -> dict:
+    req = urllib.request.Request(f"{web.url}/api/v1/datasets/{dataset_id}/feeds",
+                                 headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        items = json.loads(resp.read())["items"]
+    return next(f for f in items if f["kind"] == "labelstudio" and f["id"] == connector)
+
+
+def _page_over_http(web, workspace: str, email: str, password: str, dataset_id: int) -> str:
+    import http.cookiejar
+    import urllib.parse
+
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+    with opener.open(f"{web.url}/login", timeout=30) as resp:
+        token = re.search(r'name="csrf_token" value="([^"]+)"', resp.read().decode()).group(1)
+    form = urllib.parse.urlencode({"csrf_token": token, "workspace": workspace, "email": email,
+                                   "password": password}).encode()
+    opener.open(f"{web.url}/login", data=form, timeout=30).close()
+    with opener.open(f"{web.url}/datasets/{dataset_id}", timeout=30) as resp:
+        return resp.read().decode()
+
+
+def test_bad_annotations_are_quarantined_and_the_rest_syncs(label_studio, stack):  # noqa: F811
+    """Label Studio takes a choice outside its labeling config and a result with two choices;
+    an import makes two ground truths on one task. The pull syncs every good annotation,
+    keeps the two bad ones aside (listed in the API and on the page, with the fix), follows
+    the ground-truth rule, and takes the fixed annotation on the next sync. A webhook
+    refused meanwhile turns the feed from ok, in the API and on the page."""
+    env, factory, web, _worker = stack
+    admin, rater = label_studio.client(label_studio.admin_token), label_studio.client(label_studio.annotator_token)
+    ns = label_studio.url.removeprefix("http://")
+    A, R = f"{ns}/{admin.users.whoami().id}", f"{ns}/{rater.users.whoami().id}"
+    project_id, tasks = new_project(admin, f"quarantine {uuid.uuid4().hex[:6]}", ["q1", "q2", "q3", "q4"])
+    name = f"ls-q-{uuid.uuid4().hex[:6]}"
+    dataset_id = make_dataset(factory, name, LABELS)
+    with session_scope(factory) as s:
+        workspace = s.scalar(select(Workspace.slug).join(Dataset).where(Dataset.id == dataset_id))
+    connector, secret, _ = connect(env, label_studio.url, project_id, name, workspace, "--token",
+                                   label_studio.admin_token)
+
+    admin.annotations.create(id=tasks["q1"], result=choice("Pos"))
+    rater.annotations.create(id=tasks["q1"], result=choice("Neg"))
+    admin.annotations.create(id=tasks["q2"], result=choice("Neg"))
+    gone = rater.annotations.create(id=tasks["q4"], result=choice("Pos")).id
+    maybe = rater.annotations.create(id=tasks["q2"], result=choice("Maybe")).id           # accepted by Label Studio
+    two = rater.annotations.create(id=tasks["q3"], result=[{**choice("Pos")[0], "value": {"choices": ["Pos", "Neg"]}}]).id
+    # An import makes each of its annotations a ground truth: two on one task.
+    admin.projects.import_tasks(id=project_id, request=[{"data": {"text": "review q5", "item_id": "q5"},
+                                                         "annotations": [{"result": choice("Pos")},
+                                                                         {"result": choice("Neg")}]}])
+    q5 = next(t for t in admin.tasks.list(project=project_id, fields="all", page_size=100) if t.data["item_id"] == "q5")
+    truths = [a if isinstance(a, dict) else a.model_dump() for a in q5.annotations]
+    assert len(truths) == 2 and all(a["ground_truth"] for a in truths)
+    winner = max(truths, key=lambda a: (a["updated_at"], a["id"]))
+    expected_gold = CHOICES[winner["result"][0]["value"]["choices"][0]]
+
+    sync = [sys.executable, "-c", CLI, "connect", "label-studio", "--url", label_studio.url, "--project",
+            str(project_id), "--dataset", name, "--workspace", workspace]
+    done = subprocess.run(sync, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr  # one bad annotation no longer stops the sync
+    assert "2 annotation(s) quarantined" in done.stdout and "1 ground truth(s) ignored" in done.stdout, done.stdout
+    assert f"task {tasks['q2']} annotation {maybe}: " in done.stderr and "'Maybe'" in done.stderr, done.stderr
+    state = dataset_state(factory, dataset_id)
+    assert state["votes"] == {("q1", A): "positive", ("q1", R): "negative", ("q2", A): "negative",
+                              ("q4", R): "positive"}
+    # The ground truth updated last is the gold label; the other is neither gold nor a vote.
+    assert state["gold"] == {"q5": expected_gold}
+
+    email, password, token = _reader(factory, workspace)
+    feed = _feed_over_http(web, dataset_id, connector, token)
+    assert feed["quarantined"] == 2 and feed["state"] == "ok"
+    listed = {q["annotation_id"]: q for q in feed["quarantine"]}
+    assert set(listed) == {maybe, two}
+    assert listed[maybe]["task_id"] == tasks["q2"] and listed[maybe]["field"].endswith("result[0].value.choices")
+    assert "'Maybe' is not one of the dataset's labels" in listed[maybe]["reason"]
+    assert "--label" in listed[maybe]["hint"]
+    assert "expected exactly one choice" in listed[two]["reason"] and "exactly one" in listed[two]["hint"]
+    page = _page_over_http(web, workspace, email, password, dataset_id)
+    assert f'data-annotation="{maybe}"' in page and f'data-annotation="{two}"' in page and "2 quarantined" in page
+
+    # Fixed (and the other deleted) in Label Studio, one more deleted: the next sync takes the
+    # fix, empties the quarantine and still detects deletions.
+    rater.annotations.update(id=maybe, result=choice("Pos"))
+    rater.annotations.delete(id=two)
+    rater.annotations.delete(id=gone)
+    done = subprocess.run(sync, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "quarantined" not in done.stdout, done.stdout
+    state = dataset_state(factory, dataset_id)
+    assert state["votes"] == {("q1", A): "positive", ("q1", R): "negative", ("q2", A): "negative",
+                              ("q2", R): "positive"}
+    assert ("delete", "q4", R, "positive") in state["history"]
+    feed = _feed_over_http(web, dataset_id, connector, token)
+    assert feed["quarantined"] == 0 and feed["quarantine"] == [] and feed["state"] == "ok"
+
+    # A webhook refused (Label Studio sends the bad choice, Auditor answers 422): counted, not "ok".
+    admin.webhooks.create(url=f"{web.url}/hooks/label-studio/{connector}", project=project_id,
+                          headers={HEADER: secret}, send_payload=True, send_for_all_actions=False, actions=ACTIONS)
+    rater.annotations.update(id=maybe, result=choice("Maybe"))
+    feed = wait_for(lambda: (f := _feed_over_http(web, dataset_id, connector, token))["webhook_refused"] and f, 60,
+                    "the refused webhook", web.output)
+    assert feed["webhook_refused"] == 1 and feed["state"] == "error" and feed["last_refusal"].startswith("HTTP 422")
+    assert "webhook deliveries refused" in feed["error"]
+    page = _page_over_http(web, workspace, email, password, dataset_id)
+    assert "1 webhook(s) refused" in page

@@ -391,3 +391,104 @@ def test_the_endpoint_authenticates_bounds_and_answers_json(web, pg_engine):
     with session_scope(c.factory) as s:
         s.get(LabelStudioConnector, c.id).enabled = False
     assert client.post(url, json=event, headers=ok).status_code == 409
+
+
+def test_refused_webhooks_are_counted_and_turn_the_feed_from_ok(web, pg_engine):
+    from auditor.web.readmodels import feeds
+
+    c = Connector(pg_engine)
+    client = web.test_client()
+    url = f"/hooks/label-studio/{c.id}"
+    ok = {"X-Auditor-Webhook-Secret": c.secret}
+    assert client.post(url, json=created(annotation(1, 11, 1, "Pos", 1), "r1"), headers=ok).status_code == 200
+
+    def feed() -> dict:
+        with session_scope(c.factory) as s:
+            return next(f for f in feeds(s, c.dataset_id) if f["id"] == c.id)
+
+    assert feed()["state"] == "ok" and feed()["webhook_refused"] == 0
+    # A wrong secret (401), a bad annotation (422), a body that is no JSON (400): each is counted.
+    assert client.post(url, json=created(annotation(2, 11, 2, "Pos", 2), "r1"),
+                       headers={"X-Auditor-Webhook-Secret": "lsw_wrong"}).status_code == 401
+    assert client.post(url, json=created(annotation(2, 11, 2, "Maybe", 2), "r1"), headers=ok).status_code == 422
+    r = client.post(url, data=b"{", headers=ok | {"Content-Type": "application/json"})
+    assert r.status_code == 400 and r.is_json
+    f = feed()
+    assert f["webhook_refused"] == 3 and f["state"] == "error"
+    assert f["last_refusal"].startswith("HTTP 400: ") and "3 webhook deliveries refused" in f["error"]
+    # The API and the page say so.
+    admin = _admin_headers(web, c)
+    item = next(i for i in client.get(f"/api/v1/datasets/{c.dataset_id}/feeds", headers=admin).get_json()["items"]
+                if i["kind"] == "labelstudio" and i["id"] == c.id)
+    assert item["webhook_refused"] == 3 and item["state"] == "error" and item["last_refused_at"]
+    # An event accepted after them: the feed is ok again; the count stays.
+    assert client.post(url, json=created(annotation(2, 11, 2, "Neg", 3), "r1"), headers=ok).status_code == 200
+    f = feed()
+    assert f["state"] == "ok" and f["webhook_refused"] == 3 and f["error"] is None
+
+
+def _admin_headers(app, c: Connector) -> dict:
+    from auditor.db.models import Workspace
+    from tests.web.conftest import make_tenant
+
+    tenant = make_tenant(app)
+    with session_scope(c.factory) as s:  # the connector's dataset moves into the tenant's workspace
+        s.get(Dataset, c.dataset_id).workspace_id = tenant.workspace_id
+        s.get(LabelStudioConnector, c.id).workspace_id = tenant.workspace_id
+        assert s.get(Workspace, tenant.workspace_id) is not None
+    return tenant.auth("admin")
+
+
+def test_the_endpoint_answers_json_503_while_the_database_is_away(pg_engine):
+    from tests.integrations._servers import free_port
+    from tests.web.conftest import _require_redis, app_config
+
+    _require_redis()
+    from auditor.web import create_app
+
+    port = free_port()  # nothing listens there
+    app = create_app({**app_config(pg_engine), "DATABASE_URL": f"postgresql://auditor:pw@127.0.0.1:{port}/x"})
+    r = app.test_client().post("/hooks/label-studio/1", json={"action": "ANNOTATION_CREATED"},
+                               headers={"X-Auditor-Webhook-Secret": "lsw_x"})
+    assert r.status_code == 503 and r.is_json and r.headers["Retry-After"] == "5"
+    assert r.get_json()["error"] == "unavailable"
+    # Any other path of the hooks answers JSON too (no HTML error page for a machine client).
+    r = app.test_client().get("/hooks/label-studio/1")
+    assert r.status_code == 405 and r.is_json
+
+
+def test_several_ground_truths_of_a_task_the_one_updated_last_wins(db_engine):
+    c = Connector(db_engine)
+    c.send(created(annotation(1, 11, 1, "Pos", 1), "r1"))
+    # An import makes every annotation of its tasks a ground truth; the pull reads them so.
+    first = annotation(2, 11, 2, "Neg", 2, gt=True)
+    second = annotation(3, 11, 3, "Pos", 5, gt=True)
+    pulled = c.pull([(second, "r1"), (first, "r1")])
+    assert pulled.counts["gold_ignored"] == 1 and "1 ground truth(s) ignored" in pulled.message
+    state = c.state()
+    # The gold is the one updated last; the other is neither gold nor a crowd vote.
+    assert state["gold"] == {"r1": ("positive", "label-studio ground truth")}
+    assert state["votes"] == {("r1", "1"): "positive"}
+    # The later one updated again as a plain annotation (no longer a ground truth): the other wins.
+    c.pull([(annotation(3, 11, 3, "Pos", 6), "r1"), (first, "r1")])
+    state = c.state()
+    assert state["gold"] == {"r1": ("negative", "label-studio ground truth")}
+    assert state["votes"] == {("r1", "1"): "positive", ("r1", "3"): "positive"}
+
+
+def test_a_quarantined_annotation_leaves_the_quarantine_when_a_webhook_brings_it_fixed(db_engine):
+    from auditor.connectors.labelstudio.sync import Quarantined, _store_quarantine
+    from auditor.db.models import LabelStudioQuarantine
+
+    c = Connector(db_engine)
+    _store_quarantine(c.factory, c.id, [Quarantined(5, 11, "task 11: annotations[0].result[0].value.choices",
+                                                    "'Maybe' is not one of the dataset's labels", "choose one"),
+                                        Quarantined(6, 12, "task 12: annotations[0].updated_at", "bad time", "save")])
+    with session_scope(c.factory) as s:
+        assert s.get(LabelStudioConnector, c.id).quarantined == 2
+    assert c.send(created(annotation(5, 11, 1, "Pos", 9), "r1", "ANNOTATION_UPDATED")).counts["inserted"] == 1
+    c.send({"action": "TASKS_DELETED", "tasks": [{"id": 12}], "project": {"id": 7}})
+    with session_scope(c.factory) as s:
+        assert s.get(LabelStudioConnector, c.id).quarantined == 0
+        assert s.scalars(select(LabelStudioQuarantine.ls_id).where(
+            LabelStudioQuarantine.connector_id == c.id)).all() == []

@@ -189,7 +189,8 @@ def test_versions_become_releases_and_tags_follow_the_verdict(tmp_path, pg_facto
                                                               start_worker, mlflow_server):  # noqa: F811
     t_start = time.monotonic()
     url, factory = pg_factory
-    env = worker_env(tmp_path, url, redis_url, redis_url, AUDITOR_BASE_URL=BASE_URL)
+    # (no sweep during this test: the new version below is imported by connect)
+    env = worker_env(tmp_path, url, redis_url, redis_url, AUDITOR_BASE_URL=BASE_URL, AUDITOR_MLFLOW_SYNC_SECONDS="3600")
     app = client_app(env)
     worker = start_worker(env)
     client = mlflow_client(mlflow_server.uri)
@@ -394,7 +395,9 @@ def test_bad_rows_missing_artifacts_and_repeated_connects(tmp_path, pg_factory, 
     shown = tags(client, name, v1)
     assert shown[P + "audit_run_url"] == f"/api/v1/audit-runs/{done.run_id}"
     assert shown[P + "certified"] in ("true", "false") and shown[P + "dataset"] == "small"
-    assert tags(client, name, v2) == {} and tags(client, name, v3) == {}
+    # The rejected version says why in its own tags; the skipped one (no artifact) has none.
+    assert set(tags(client, name, v2)) == {P + "rejected"} and tags(client, name, v3) == {}
+    assert "row 3, field 'label'" in tags(client, name, v2)[P + "rejected"]
     assert tags(client, other, w1)[P + "audit_run_id"] == str(done.run_id)
     from auditor.web import create_app
 
@@ -408,6 +411,51 @@ def test_bad_rows_missing_artifacts_and_repeated_connects(tmp_path, pg_factory, 
     result = connector.write_back(factory, ds)
     assert any("newer audit run" in n for n in result["notes"])
     assert tags(client, name, v1)[P + "L"] == "newer"
+
+
+def test_versions_registered_after_connect_are_swept_in_and_rejected_ones_tagged(
+        tmp_path, pg_factory, redis_url, start_worker, mlflow_server):  # noqa: F811
+    url, factory = pg_factory
+    env = worker_env(tmp_path, url, redis_url, redis_url, AUDITOR_BASE_URL=BASE_URL, AUDITOR_MLFLOW_SYNC_SECONDS="2")
+    client = mlflow_client(mlflow_server.uri)
+    name = f"swept-{uuid.uuid4().hex[:6]}"
+    _, ratings = synthetic(60, 3, accuracy=0.8, n_labels=3, seed=5)
+    ds = make_dataset(factory, "swept", LABELS)
+    ws = workspace_of(factory, ds)
+    import_annotations(factory, ds, [(f"i{n}", f"r{r}", int(ratings[n, r])) for n in range(60) for r in range(3)])
+    good = [[f"i{n}", LABELS[int(ratings[n, 0])]] for n in range(60)]
+    v1 = register(client, name, {"predictions.csv": csv_bytes(["item_id", "label"], good)})
+    out = connect(env, mlflow_server.uri, name, "swept", ws)
+    assert out.exit_code == 0 and f"version {v1}: imported" in out.output, out.output
+
+    # Registered after the connection: the worker's periodic sweep (beat, as embedded) finds them.
+    worker = start_worker(env)
+    v2 = register(client, name, {"predictions.csv": csv_bytes(["item_id", "label"], good[::-1])})
+    bad = [row[:] for row in good]
+    bad[4][1] = "great"
+    v3 = register(client, name, {"predictions.csv": csv_bytes(["item_id", "label"], bad)})
+
+    def releases() -> list[str]:
+        with session_scope(factory) as s:
+            return sorted(s.scalars(select(Release.version).join(Model).where(Model.name == name)), key=int)
+
+    wait_for(lambda: releases() == [v1, v2], 120, f"the sweep importing version {v2}", worker)
+    reason = wait_for(lambda: tags(client, name, v3).get(P + "rejected"), 60, "the rejected tag", worker)
+    assert "row 5, field 'label'" in reason and "'great' is not one of the dataset's labels" in reason
+    assert P + "rejected" not in tags(client, name, v2)
+    with session_scope(factory) as s:
+        by = s.scalar(select(ImportBatch.submitted_by).join(Prediction, Prediction.batch_id == ImportBatch.id)
+                      .join(Release, Release.id == Prediction.release_id).join(Model)
+                      .where(Model.name == name, Release.version == v2).limit(1))
+        assert by.startswith("mlflow connector")
+    # The swept version is audited and its verdict written back like any other.
+    run, shown = wait_for(lambda: written_for_current_audit(factory, ds, client, name, [v1, v2]), 180,
+                          f"the verdicts of versions {v1} and {v2} in MLflow", worker)
+    assert shown[v2][P + "audit_run_url"] == f"{BASE_URL}/api/v1/audit-runs/{run.id}"
+    # Later sweeps leave it all alone: no second import of a version, no new data version.
+    version = data_version(factory, ds)
+    time.sleep(5)
+    assert releases() == [v1, v2] and data_version(factory, ds) == version
 
 
 # --- the pieces without a server ------------------------------------------------------------

@@ -126,3 +126,61 @@ def test_a_dataset_without_feeds_says_how_to_connect_one(app):
     assert sorted(named) == sorted(main.commands["connect"].commands) == ["label-studio", "mlflow"]
     assert app.test_client().get(f"/api/v1/datasets/{ds_id}/feeds",
                                  headers=tenant.auth("admin")).get_json() == {"items": []}
+
+
+def test_quarantined_annotations_and_refused_webhooks_show_on_the_page_and_in_the_api(app, fed):
+    from sqlalchemy import func, update
+
+    from auditor.db.models import LabelStudioQuarantine
+
+    tenant, ds_id, ids = fed
+    client = _session(app, tenant)
+    assert "refused" not in _feed_rows(client.get(f"/datasets/{ds_id}").get_data(as_text=True))[
+        f"labelstudio-{ids['ok']}"]  # (the page is now cached)
+    factory = make_session_factory(app.extensions["auditor.engine"])
+    C = LabelStudioConnector
+    with factory() as db:  # as the webhook receiver counts a refusal: the settings' updated_at is kept
+        db.execute(update(C).where(C.id == ids["ok"]).values(
+            webhook_refused=4, last_refusal="HTTP 422: Event rejected, nothing was written: ...",
+            last_refused_at=datetime(2026, 11, 21, 8, 0, tzinfo=UTC), updated_at=C.updated_at))
+        db.commit()
+    row = _feed_rows(client.get(f"/datasets/{ds_id}").get_data(as_text=True))[f"labelstudio-{ids['ok']}"]
+    assert "4 webhook(s) refused" in row and "error" in row  # the cached page moved
+    api = app.test_client()
+    api.get(f"/api/v1/datasets/{ds_id}/feeds", headers=tenant.auth("viewer"))  # (now cached)
+    with factory() as db:
+        db.execute(update(C).where(C.id == ids["ok"]).values(
+            webhook_refused=5, last_refused_at=func.now(), updated_at=C.updated_at))
+        db.commit()
+    items = api.get(f"/api/v1/datasets/{ds_id}/feeds", headers=tenant.auth("viewer")).get_json()["items"]
+    assert next(f for f in items if f["id"] == ids["ok"] and f["kind"] == "labelstudio")["webhook_refused"] == 5
+    with factory() as db:
+        db.execute(update(C).where(C.id == ids["ok"]).values(webhook_refused=4, updated_at=C.updated_at))
+        db.commit()
+    with factory() as db:
+        ok = db.get(LabelStudioConnector, ids["ok"])
+        ok.quarantined = 2
+        db.add_all([LabelStudioQuarantine(connector_id=ok.id, ls_id=901, task_id=31,
+                                          field="task 31: annotations[0].result[0].value.choices",
+                                          reason="'Maybe' is not one of the dataset's labels ['a', 'b']",
+                                          hint="choose one of the dataset's labels"),
+                    LabelStudioQuarantine(connector_id=ok.id, ls_id=902, task_id=32,
+                                          field="task 32: annotations[1].result[0].value.choices",
+                                          reason="expected exactly one choice, got ['a', 'b']",
+                                          hint="keep exactly one choice")])
+        db.commit()
+    page = client.get(f"/datasets/{ds_id}").get_data(as_text=True)
+    row = _feed_rows(page)[f"labelstudio-{ids['ok']}"]
+    assert "error" in row and "4 webhook(s) refused" in row and "2 quarantined" in row
+    table = re.search(rf'<table class="data quarantine-table" data-connector="{ids["ok"]}">(.*?)</table>', page, re.S)
+    assert table, "no quarantine table"
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", table.group(1))).split())
+    assert "'Maybe' is not one of the dataset's labels" in text and "choose one of the dataset's labels" in text
+    assert 'data-annotation="901"' in table.group(1) and 'data-annotation="902"' in table.group(1)
+
+    r = app.test_client().get(f"/api/v1/datasets/{ds_id}/feeds", headers=tenant.auth("viewer"))
+    item = next(f for f in r.get_json()["items"] if f["kind"] == "labelstudio" and f["id"] == ids["ok"])
+    assert item["state"] == "error" and item["webhook_refused"] == 4 and item["quarantined"] == 2
+    assert "4 webhook deliveries refused, none accepted since" in item["error"]
+    assert [(q["task_id"], q["annotation_id"]) for q in item["quarantine"]] == [(31, 901), (32, 902)]
+    assert item["quarantine"][0]["first_seen_at"] and item["quarantine"][0]["hint"]

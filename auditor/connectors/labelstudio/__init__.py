@@ -18,7 +18,7 @@ Only the pull needs the optional ``labelstudio`` extra (``label-studio-sdk`` and
 
 from auditor.connectors.labelstudio.credentials import SECRET_HEADER
 from auditor.connectors.labelstudio.mapping import PayloadRejected, ReadSpec, VendorMap
-from auditor.connectors.labelstudio.store import Changes, Outcome, apply, configure, read_spec
+from auditor.connectors.labelstudio.store import Applied, Changes, apply, configure, read_spec
 
-__all__ = ["SECRET_HEADER", "Changes", "Outcome", "PayloadRejected", "ReadSpec", "VendorMap", "apply", "configure",
+__all__ = ["SECRET_HEADER", "Applied", "Changes", "PayloadRejected", "ReadSpec", "VendorMap", "apply", "configure",
            "read_spec"]

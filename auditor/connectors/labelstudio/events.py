@@ -89,6 +89,7 @@ def parse_event(body: Any, spec: ReadSpec) -> tuple[str, Changes | None]:
         errors.raise_if_any()
     changes = Changes()
     if action in ("ANNOTATION_CREATED", "ANNOTATION_UPDATED"):
+        changes.unique_ground_truth = True
         ann, task = body.get("annotation"), body.get("task")
         if ann is None:
             errors.add("annotation", "missing: turn on the webhook's 'Send payload'")

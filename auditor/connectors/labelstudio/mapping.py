@@ -15,10 +15,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from auditor.ingest.labelstudio import CANCELLED, EMPTY, GOLD, VOTE, read_annotation
 from auditor.timestamps import out_of_range
 
 __all__ = [
+    "CANCELLED",
+    "DELETED",
+    "EMPTY",
+    "GOLD",
     "MAX_ID_LENGTH",
+    "VOTE",
     "Errors",
     "FieldError",
     "LSAnnotation",
@@ -33,7 +39,7 @@ __all__ = [
 MAX_ID_LENGTH = 512
 MAX_REPORTED = 20
 
-VOTE, GOLD, CANCELLED, EMPTY, DELETED = "vote", "gold", "cancelled", "empty", "deleted"
+DELETED = "deleted"
 GOLD_SOURCE = "label-studio ground truth"
 """``item.gold_source`` of a gold label set from a ground-truth annotation."""
 
@@ -179,39 +185,6 @@ def _user(value: Any, where: str, errors: Errors) -> tuple[int | None, str | Non
     return uid, None
 
 
-def _choice(result: list, mapping: ReadSpec, where: str, errors: Errors) -> tuple[bool, int | None]:
-    """(found, label code) of the annotation's choice for the connector's control."""
-    found = None
-    for i, region in enumerate(result):
-        if not isinstance(region, dict):
-            errors.add(f"{where}.result[{i}]", "expected an object")
-            return True, None
-        value = region.get("value")
-        if region.get("type", "choices") != "choices" or not isinstance(value, dict) or "choices" not in value:
-            continue
-        if mapping.from_name is not None and region.get("from_name") != mapping.from_name:
-            continue
-        if found is not None:
-            errors.add(f"{where}.result[{i}]", f"a second choices result (the first is result[{found[0]}]); "
-                       "name the control with --from-name")
-            return True, None
-        found = (i, value["choices"])
-    if found is None:
-        return False, None
-    i, choices = found
-    path = f"{where}.result[{i}].value.choices"
-    if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], str):
-        errors.add(path, f"expected exactly one choice, got {str(choices)[:80]}")
-        return True, None
-    code = mapping.code(choices[0])
-    if code is None:
-        target = (mapping.label_map or {}).get(choices[0])
-        shown = f"{choices[0]!r} (mapped to {target!r})" if target is not None else repr(choices[0])
-        errors.add(path, f"{shown} is not one of the dataset's labels {list(mapping.labels)}")
-        return True, None
-    return True, code
-
-
 def parse_annotation(ann: Any, task: Mapping[str, Any] | None, mapping: ReadSpec, where: str,
                      errors: Errors, *, task_where: str = "task") -> LSAnnotation | None:
     """One Label Studio annotation (a webhook's or an export's) as an :class:`LSAnnotation`,
@@ -243,24 +216,17 @@ def parse_annotation(ann: Any, task: Mapping[str, Any] | None, mapping: ReadSpec
         item = task_item(task, mapping, task_where, errors)
     elif not errors.items[n_before:]:
         errors.add(task_where, f"missing: the payload holds no task {task_id} for this annotation")
-    cancelled = ann.get("was_cancelled")
-    if cancelled is not None and not isinstance(cancelled, bool):
-        errors.add(f"{where}.was_cancelled", "expected true or false")
-    ground_truth = ann.get("ground_truth")
-    if ground_truth is not None and not isinstance(ground_truth, bool):
-        errors.add(f"{where}.ground_truth", "expected true or false")
-    result = ann.get("result")
-    if result is None:
-        result = []
-    if not isinstance(result, list):
-        errors.add(f"{where}.result", "expected a list of results")
-        result = []
-    code = None
-    state = CANCELLED if cancelled else EMPTY
-    if not cancelled:
-        found, code = _choice(result, mapping, where, errors)
-        if found and code is not None:
-            state = GOLD if ground_truth else VOTE
+    content = read_annotation(ann, from_name=mapping.from_name)
+    for problem in content.problems:
+        errors.add(f"{where}.{problem.where}", problem.reason)
+    state, code = content.state, None
+    if content.choice is not None:
+        code = mapping.code(content.choice)
+        if code is None:
+            target = (mapping.label_map or {}).get(content.choice)
+            shown = f"{content.choice!r} (mapped to {target!r})" if target is not None else repr(content.choice)
+            errors.add(f"{where}.{content.choice_at}", f"{shown} is not one of the dataset's labels "
+                       f"{list(mapping.labels)}")
     far = out_of_range(updated) if updated is not None else None
     if far is not None:
         # A stamp far in the future would also make every later, real update look older.

@@ -11,7 +11,9 @@ annotation and task ids). Under the dataset's row lock it
    meeting what a webhook brought), or one already deleted (a tombstone is final);
 3. works out, for every (item, annotator) and item it touched, what the dataset should
    hold: the annotator's label from its latest ``vote`` annotation of the item, the item's
-   gold label from its latest ``gold`` (ground-truth) annotation; and
+   gold label from its latest ``gold`` (ground-truth) annotation (the rule for several
+   ground truths of one item: the one updated last wins; the others are neither gold
+   nor votes, and counted as ``gold_ignored``); and
 4. writes the difference as one import batch: new annotations, re-labels and deletions
    (the replaced row goes to ``annotation_history``, with ``change`` ``relabel`` or
    ``delete``), gold labels, annotators' vendors, ``item.label_counts``; a new
@@ -58,6 +60,7 @@ from auditor.db.models import (
     LabelStudioAnnotation,
     LabelStudioConnector,
     LabelStudioEvent,
+    LabelStudioQuarantine,
     LabelStudioUser,
     Tier,
     Workspace,
@@ -67,7 +70,7 @@ from auditor.db.session import WRITE_OPTIONS
 from auditor.ingest.errors import IngestError
 from auditor.timestamps import out_of_range
 
-__all__ = ["Changes", "Outcome", "apply", "begin_write", "configure", "read_spec", "resolve_token"]
+__all__ = ["Applied", "Changes", "apply", "begin_write", "configure", "read_spec", "resolve_token"]
 
 log = logging.getLogger(__name__)
 
@@ -89,10 +92,13 @@ class Changes:
     unchanged_since_event: int | None = None
     #: Also fill in the vendor of every known user's annotator still without one (the pull).
     refresh_vendors: bool = False
+    #: A ground truth here unmarks its task's others (Label Studio's annotation API does so:
+    #: the events of one annotation created or updated).
+    unique_ground_truth: bool = False
 
 
 @dataclass
-class Outcome:
+class Applied:
     status: str
     event_id: int
     counts: dict[str, int]
@@ -113,6 +119,9 @@ class Outcome:
                  f"{c['gold_set'] + c['gold_cleared']} gold change(s)"]
         if c["vendors_set"]:
             parts.append(f"{c['vendors_set']} vendor(s) assigned")
+        if c["gold_ignored"]:
+            parts.append(f"{c['gold_ignored']} ground truth(s) ignored (another ground truth of the same item "
+                         "was updated later)")
         if c["duplicates"]:
             parts.append(f"{c['duplicates']} already seen")
         if c["skipped_cancelled"] or c["skipped_empty"]:
@@ -125,7 +134,7 @@ class Outcome:
                 "data_version": self.data_version, **self.counts, "message": self.message}
 
 
-_COUNTS = ("annotations", "inserted", "relabeled", "deleted", "gold_set", "gold_cleared", "duplicates",
+_COUNTS = ("annotations", "inserted", "relabeled", "deleted", "gold_set", "gold_cleared", "gold_ignored", "duplicates",
            "skipped_cancelled", "skipped_empty", "unknown_deleted", "new_items", "new_annotators", "vendors_set",
            "vendor_conflicts")
 
@@ -262,7 +271,7 @@ def _lock_dataset(session: Session, dataset_id: int) -> None:
         conn.execute(text("UPDATE dataset SET data_version = data_version WHERE id = :d"), {"d": dataset_id})
 
 
-def apply(session: Session, conn: LabelStudioConnector, changes: Changes, *, source: str, action: str) -> Outcome:
+def apply(session: Session, conn: LabelStudioConnector, changes: Changes, *, source: str, action: str) -> Applied:
     """Apply ``changes`` to the connector's dataset (see the module docstring); the caller commits."""
     begin_write(session)  # before ``conn`` (perhaps expired) is read
     _lock_dataset(session, conn.dataset_id)
@@ -297,6 +306,7 @@ def apply(session: Session, conn: LabelStudioConnector, changes: Changes, *, sou
     pairs: set[tuple[str, str]] = set()
     items: set[str] = set()
     touched: list[LabelStudioAnnotation] = []
+    gold_tasks: dict[int, int] = {}
 
     def touch(row: LabelStudioAnnotation) -> None:
         if row.item_ext is not None:
@@ -306,7 +316,6 @@ def apply(session: Session, conn: LabelStudioConnector, changes: Changes, *, sou
         row.event_id = event.id
         touched.append(row)
 
-    gold_tasks: dict[int, int] = {}
     for a in latest.values():
         row = known.get(a.ls_id)
         if row is not None:
@@ -331,13 +340,19 @@ def apply(session: Session, conn: LabelStudioConnector, changes: Changes, *, sou
             gold_tasks[a.task_id] = a.ls_id
         touch(row)
     session.flush()
-    # Label Studio keeps one ground truth per task: marking one unmarks the others (without
-    # touching their updated_at, so no event says so).
-    for task_id, ls_id in gold_tasks.items():
-        for row in session.scalars(select(M).where(M.connector_id == conn.id, M.task_id == task_id,
-                                                   M.state == GOLD, M.ls_id != ls_id)):
-            row.state = VOTE
-            touch(row)
+    # Marking a ground truth through Label Studio's annotation API (one annotation created or
+    # updated: its ANNOTATION_CREATED / _UPDATED event) unmarks the task's other ground truths,
+    # without touching their updated_at, so no event says so: they are votes again.
+    if changes.unique_ground_truth:
+        for task_id, ls_id in gold_tasks.items():
+            for row in session.scalars(select(M).where(M.connector_id == conn.id, M.task_id == task_id,
+                                                       M.state == GOLD, M.ls_id != ls_id)):
+                row.state = VOTE
+                touch(row)
+    # Otherwise (the pull reads Label Studio's state; an import makes every annotation of a
+    # task a ground truth) several ground truths of one item follow one rule: the one updated
+    # last is its gold label (_Writer._plan_gold); the others are neither gold nor votes, and
+    # counted (``gold_ignored``), never silently a crowd vote.
 
     for ls_id in changes.deleted:
         row = known.get(ls_id)
@@ -361,10 +376,13 @@ def apply(session: Session, conn: LabelStudioConnector, changes: Changes, *, sou
             touch(row)
     session.flush()
 
+    # Annotations read well now (fixed in Label Studio) or gone leave the quarantine.
+    _release_quarantine(session, conn, sorted(latest) + sorted(set(changes.deleted)), changes.deleted_tasks)
+
     # 3.-4. What the dataset should hold, and the difference written as one batch.
     writer = _Writer(session, conn, ds, spec, VendorMap.from_json(conn.vendor_map), directory, counts)
     writer.plan(pairs, items, refresh_vendors=changes.refresh_vendors)
-    outcome = Outcome("unchanged", event.id, counts, dataset_id=ds.id, unknown_users=writer.unknown_users)
+    outcome = Applied("unchanged", event.id, counts, dataset_id=ds.id, unknown_users=writer.unknown_users)
     if writer.has_changes():
         batch_id, version = writer.write(source, action, len(changes.annotations) + len(changes.deleted))
         for row in touched:
@@ -380,6 +398,17 @@ def apply(session: Session, conn: LabelStudioConnector, changes: Changes, *, sou
         session.delete(event)
     session.flush()
     return outcome
+
+
+def _release_quarantine(session: Session, conn: LabelStudioConnector, ls_ids: Sequence[int],
+                        task_ids: Sequence[int]) -> None:
+    Q, released = LabelStudioQuarantine, 0
+    for chunk in _chunks(list(ls_ids)):
+        released += session.execute(delete(Q).where(Q.connector_id == conn.id, Q.ls_id.in_(chunk))).rowcount or 0
+    for chunk in _chunks(sorted(set(task_ids))):
+        released += session.execute(delete(Q).where(Q.connector_id == conn.id, Q.task_id.in_(chunk))).rowcount or 0
+    if released:
+        conn.quarantined = max(0, (conn.quarantined or 0) - released)
 
 
 def _fingerprint(row: LabelStudioAnnotation) -> tuple:
@@ -476,15 +505,20 @@ class _Writer:
         s, d, M = self.session, self.ds.id, LabelStudioAnnotation
         desired: dict[str, tuple[datetime, int, int]] = {}
         current: dict[str, tuple[int | None, str | None]] = {}
+        n_gold: dict[str, int] = {}
         for chunk in _chunks(items):
             for item, label, ts, ls_id in s.execute(select(M.item_ext, M.label, M.ls_updated_at, M.ls_id).where(
                     M.dataset_id == d, M.state == GOLD, M.item_ext.in_(chunk))):
+                # The rule for several ground truths: the one updated last wins (ties: the
+                # higher annotation id); the others are ignored and counted.
                 key = (_aware(ts), ls_id)
+                n_gold[item] = n_gold.get(item, 0) + 1
                 if item not in desired or key > desired[item][:2]:
                     desired[item] = (*key, label)
             for item, gold, source in s.execute(select(Item.external_id, Item.gold_label, Item.gold_source).where(
                     Item.dataset_id == d, Item.external_id.in_(chunk))):
                 current[item] = (gold, source)
+        self.counts["gold_ignored"] += sum(n - 1 for n in n_gold.values())
         for item in items:
             want = desired.get(item)
             gold, source = current.get(item, (None, None))

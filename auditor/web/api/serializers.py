@@ -150,7 +150,10 @@ def power_curve_points(curve: dict):
 
 def feed(f: dict) -> dict:
     """One live feed of a dataset (``auditor.web.readmodels.feeds``)."""
-    return {**f, **{k: _t(f[k]) for k in ("last_event_at", "last_sync_at", "last_written_at", "created_at")}}
+    return {**f, **{k: _t(f[k]) for k in ("last_event_at", "last_sync_at", "last_written_at", "created_at",
+                                          "last_refused_at")},
+            "quarantine": [{**q, "first_seen_at": _t(q["first_seen_at"]), "last_seen_at": _t(q["last_seen_at"])}
+                           for q in f.get("quarantine", [])]}
 
 
 def vendor_report(m) -> dict:
@@ -235,7 +238,19 @@ SCHEMAS: dict[str, dict] = {
                         "description": "error: the last sync or write-back failed (see error); waiting: nothing "
                                        "received or written yet; disabled: a Label Studio connector switched off."},
                  error=_n("string"), last_event_at=_n(TIME), last_sync_at=_n(TIME), last_written_at=_n(TIME),
-                 last_written_run_id=_n("integer"), created_at=_n(TIME)),
+                 last_written_run_id=_n("integer"), created_at=_n(TIME),
+                 webhook_refused={"type": "integer", "description": "Label Studio webhook deliveries this "
+                                  "connector refused (401, 409, 413, 422, 500...) since it was created."},
+                 last_refused_at=_n(TIME), last_refusal=_n("string", "The last refusal: HTTP status and message."),
+                 quarantined={"type": "integer", "description": "Annotations the last Label Studio pull kept "
+                              "aside (they could not be read); everything else synced."},
+                 quarantine={"type": "array", "description": "The quarantined annotations (at most 100), by task.",
+                             "items": {"$ref": "#/components/schemas/QuarantinedAnnotation"}}),
+    "QuarantinedAnnotation": _obj(["task_id", "annotation_id", "field", "reason", "hint"],
+                                  task_id=_n("integer"), annotation_id=_n("integer"),
+                                  field={"type": "string", "description": "Where in the annotation."},
+                                  reason=STR, hint={"type": "string", "description": "How to fix it."},
+                                  first_seen_at=_n(TIME), last_seen_at=_n(TIME)),
     "FeedList": _obj(["items"], items={"type": "array", "items": {"$ref": "#/components/schemas/Feed"}}),
     "Error": _obj(["error", "message"], error=STR, message=STR, field=_n("string"),
                   errors={"type": "array", "items": _obj(["message"], row=INT, field=_n("string"),

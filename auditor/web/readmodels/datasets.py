@@ -20,7 +20,7 @@ from auditor.db import (
     Release,
     VendorReport,
 )
-from auditor.db.models import LabelStudioConnector, MlflowConnector
+from auditor.db.models import LabelStudioConnector, LabelStudioQuarantine, MlflowConnector
 from auditor.web.readmodels.common import (
     CE_NOTE,
     _power_chart,
@@ -45,19 +45,43 @@ def _source(url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
 
 
+MAX_QUARANTINE_SHOWN = 100
+
+
+def _quarantine(db: Session, connector_id: int) -> list[dict]:
+    """The annotations a Label Studio connector's pull kept aside, oldest first."""
+    Q = LabelStudioQuarantine
+    return [{"annotation_id": q.ls_id, "task_id": q.task_id, "field": q.field, "reason": q.reason, "hint": q.hint,
+             "first_seen_at": q.first_seen_at, "last_seen_at": q.last_seen_at}
+            for q in db.scalars(select(Q).where(Q.connector_id == connector_id)
+                                .order_by(Q.task_id, Q.ls_id, Q.id).limit(MAX_QUARANTINE_SHOWN))]
+
+
 def feeds(db: Session, dataset_id: int) -> list[dict]:
     """The dataset's live feeds, Label Studio projects (annotations in) and MLflow registered
     models (predictions in, verdicts back), with each one's state: ``error`` with the last
-    error, ``disabled``, ``ok``, or ``waiting`` (nothing has happened yet)."""
+    error (a failed sync or write-back, or Label Studio webhooks refused since the last one
+    accepted), ``disabled``, ``ok``, or ``waiting`` (nothing has happened yet). A Label
+    Studio feed also lists the annotations its pull quarantined."""
     out = []
     for c in db.scalars(select(LabelStudioConnector).where(LabelStudioConnector.dataset_id == dataset_id)
                         .order_by(LabelStudioConnector.id).limit(MAX_FEEDS)):
-        state = ("disabled" if not c.enabled else "error" if c.last_sync_error
+        # Refusals newer than the last event accepted: Label Studio's webhooks are not getting in.
+        refusing = c.last_refused_at is not None and (c.last_event_at is None or c.last_refused_at > c.last_event_at)
+        error = c.last_sync_error
+        if refusing:
+            refused = (f"{c.webhook_refused} webhook deliveries refused, none accepted since; the last: "
+                       f"{c.last_refusal or 'refused'}")
+            error = f"{error}; {refused}" if error else refused
+        state = ("disabled" if not c.enabled else "error" if error
                  else "ok" if c.last_event_at or c.last_sync_at else "waiting")
         out.append({"kind": "labelstudio", "id": c.id, "source": _source(c.url), "subject": f"project {c.project_id}",
-                    "direction": "annotations in", "state": state, "error": c.last_sync_error,
+                    "direction": "annotations in", "state": state, "error": error,
                     "last_event_at": c.last_event_at, "last_sync_at": c.last_sync_at,
-                    "last_written_at": None, "last_written_run_id": None, "created_at": c.created_at})
+                    "last_written_at": None, "last_written_run_id": None, "created_at": c.created_at,
+                    "webhook_refused": c.webhook_refused or 0, "last_refused_at": c.last_refused_at,
+                    "last_refusal": c.last_refusal, "quarantined": c.quarantined or 0,
+                    "quarantine": _quarantine(db, c.id) if c.quarantined else []})
     for c in db.scalars(select(MlflowConnector).where(MlflowConnector.dataset_id == dataset_id)
                         .order_by(MlflowConnector.id).limit(MAX_FEEDS)):
         state = "error" if c.last_error else "ok" if c.last_written_at else "waiting"
@@ -65,7 +89,9 @@ def feeds(db: Session, dataset_id: int) -> list[dict]:
                     "subject": f"registered model {c.registered_model} → model {c.model_name}",
                     "direction": "predictions in, verdicts back", "state": state, "error": c.last_error,
                     "last_event_at": None, "last_sync_at": None, "last_written_at": c.last_written_at,
-                    "last_written_run_id": c.last_written_run_id, "created_at": c.created_at})
+                    "last_written_run_id": c.last_written_run_id, "created_at": c.created_at,
+                    "webhook_refused": 0, "last_refused_at": None, "last_refusal": None, "quarantined": 0,
+                    "quarantine": []})
     return out
 
 
