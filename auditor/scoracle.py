@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from auditor.stats._validation import StatsInputError
 from auditor.stats.best import BEST_METRICS, BestPerformanceWarning, best_performance
+from auditor.stats.validation import StatsInputError
 
 __all__ = ["ScoreRequestError", "ScoreWork", "parse_score_request", "scoracle_score", "score_work"]
 

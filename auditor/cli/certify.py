@@ -24,7 +24,6 @@ from auditor.stats import (
     grouped_bounds_summary,
     upper_bounds,
 )
-from auditor.stats._validation import check_probability
 from auditor.stats.certification import (
     BOUNDS,
     PAPER_METHODS,
@@ -35,6 +34,7 @@ from auditor.stats.certification import (
     confidence,
     lower_bound,
 )
+from auditor.stats.validation import check_probability
 
 
 def _certify_on_covered(counts, ub: UpperBounds, positions, hard, *, tau: float, threshold: float, bound: str,

@@ -18,7 +18,7 @@ from auditor.stats import (
     power_curve,
     survey_equivalence,
 )
-from auditor.stats.equivalence._inputs import COMBINERS, SCORERS
+from auditor.stats.equivalence import COMBINERS, SCORERS
 
 
 def _aligned_reference(path: Path, items: tuple, labels: tuple) -> np.ndarray:

@@ -8,8 +8,6 @@ the functions that use it (the purity test pins this).
 
 from types import ModuleType as _ModuleType
 
-from auditor.stats._validation import StatsInputError
-
 # --- certification bounds (Xu et al.) ---
 from auditor.stats.annotators import (
     AnnotatorBounds,
@@ -51,6 +49,7 @@ from auditor.stats.hoeffding import (
     hoeffding_lower,
     hoeffding_margin,
 )
+from auditor.stats.validation import StatsInputError
 
 # --- vendor and annotator quality over time ---
 # isort: split

@@ -16,10 +16,10 @@ import numpy as np
 
 from auditor.jsonable import finite
 from auditor.stats._summary import num, table
-from auditor.stats._validation import StatsInputError, check_probability
 from auditor.stats.certification import UpperBounds, tie_credit, upper_bounds
 from auditor.stats.counts import Annotations
 from auditor.stats.hoeffding import hoeffding_lower
+from auditor.stats.validation import StatsInputError, check_probability
 
 __all__ = ["AnnotatorBounds", "annotator_lower_bounds", "group_upper_bounds", "grouped_bounds_summary"]
 

@@ -18,11 +18,6 @@ import numpy as np
 from scipy import optimize
 from scipy.special import logsumexp
 
-from auditor.stats._validation import (
-    StatsInputError,
-    as_predictions,
-    check_probability,
-)
 from auditor.stats.certification_core import (
     AGGREGATIONS,
     ANYTIME_METHODS,
@@ -36,6 +31,11 @@ from auditor.stats.certification_core import (
 )
 from auditor.stats.confseq import BETS, MeanStream, _check_values, betting_log_wealth, log_evalue
 from auditor.stats.counts import Annotations
+from auditor.stats.validation import (
+    StatsInputError,
+    as_predictions,
+    check_probability,
+)
 
 __all__ = ["AnytimeState", "BettingStream", "ItemValues", "anytime_confidence", "item_values"]
 

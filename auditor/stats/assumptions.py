@@ -16,9 +16,9 @@ import numpy as np
 
 from auditor.jsonable import finite
 from auditor.stats._summary import num
-from auditor.stats._validation import StatsInputError, as_count_matrix
 from auditor.stats.certification import UpperBounds, lower_bound, tie_credit, upper_bounds
 from auditor.stats.counts import Annotations
+from auditor.stats.validation import StatsInputError, as_count_matrix
 
 __all__ = ["AssumptionReport", "Theorem1Check", "Theorem3Check", "check_assumptions"]
 

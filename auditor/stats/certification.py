@@ -36,11 +36,6 @@ from scipy import optimize
 
 from auditor.jsonable import finite
 from auditor.stats._summary import num, table
-from auditor.stats._validation import (
-    StatsInputError,
-    as_predictions,
-    check_probability,
-)
 from auditor.stats.certification_core import (
     AGGREGATIONS,
     ANYTIME_METHODS,
@@ -57,6 +52,11 @@ from auditor.stats.certification_core import (
 )
 from auditor.stats.counts import Annotations
 from auditor.stats.hoeffding import hoeffding_delta
+from auditor.stats.validation import (
+    StatsInputError,
+    as_predictions,
+    check_probability,
+)
 
 __all__ = [
     "CertificationResult",

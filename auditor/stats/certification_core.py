@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from auditor.stats._validation import StatsInputError, as_predictions, check_nonnegative
 from auditor.stats.counts import Annotations, as_counts
+from auditor.stats.validation import StatsInputError, as_predictions, check_nonnegative
 
 __all__ = ["AGGREGATIONS", "ANYTIME_METHODS", "BOUNDS", "METHODS", "PAPER_METHODS", "Confidence", "tie_credit"]
 
@@ -118,7 +118,7 @@ def _check_tau(tau) -> float:
     return check_nonnegative(tau, name="tau")
 
 
-#: The coercers live in ``stats._validation``; these names are what ``stats.planning``
+#: The coercers live in ``stats.validation``; these names are what ``stats.planning``
 #: imports (until its split into a package imports the coercers themselves).
 _counts_array = as_counts
 _as_labels = as_predictions

@@ -58,7 +58,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
-from auditor.stats._validation import StatsInputError, check_probability
+from auditor.stats.validation import StatsInputError, check_probability
 
 __all__ = ["BETS", "LAMBDAS", "ConfidenceSequence", "MeanStream", "betting_log_wealth", "confidence_sequence",
            "log_evalue"]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from auditor.stats._validation import StatsInputError
+from auditor.stats.validation import StatsInputError
 
 __all__ = ["ConfusionMatrix", "confusion_matrix"]
 

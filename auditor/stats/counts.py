@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from auditor.stats._validation import StatsInputError, as_count_matrix
+from auditor.stats.validation import StatsInputError, as_count_matrix
 
 if TYPE_CHECKING:  # pandas loads pyarrow: imported where a function uses it
     import pandas as pd

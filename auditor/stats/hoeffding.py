@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from auditor.stats._validation import check_probability
+from auditor.stats.validation import check_probability
 
 __all__ = ["hoeffding_delta", "hoeffding_interval", "hoeffding_lower", "hoeffding_margin"]
 

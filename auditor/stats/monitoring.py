@@ -48,7 +48,7 @@ from functools import lru_cache
 import numpy as np
 from scipy import special
 
-from auditor.stats._validation import StatsInputError
+from auditor.stats.validation import StatsInputError
 
 __all__ = [
     "DEFAULT_K",

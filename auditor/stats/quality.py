@@ -49,7 +49,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy import stats
 
-from auditor.stats._validation import StatsInputError, check_probability
 from auditor.stats.certification import tie_credit
 from auditor.stats.counts import _label_codes
 from auditor.stats.monitoring import (
@@ -60,6 +59,7 @@ from auditor.stats.monitoring import (
     minimum_detectable_shift,
     paired_sums,
 )
+from auditor.stats.validation import StatsInputError, check_probability
 
 if TYPE_CHECKING:  # pandas loads pyarrow: imported where a function uses it
     import pandas as pd

@@ -24,8 +24,8 @@ from auditor.stats import (
     power_curve,
     upper_bounds,
 )
-from auditor.stats._validation import MAX_COUNT
 from auditor.stats.counts import LabelCounts
+from auditor.stats.validation import MAX_COUNT
 
 ENTRY_POINTS = {
     "upper_bounds": upper_bounds,

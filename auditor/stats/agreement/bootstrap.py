@@ -8,12 +8,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from auditor.stats._validation import (
+from auditor.stats.agreement.results import AgreementCoefficient
+from auditor.stats.resampling import resampled_multiplicities
+from auditor.stats.validation import (
     StatsInputError,
     check_probability,
 )
-from auditor.stats.agreement.results import AgreementCoefficient
-from auditor.stats.resampling import resampled_multiplicities
 
 __all__ = []
 

@@ -8,7 +8,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from auditor.stats._validation import as_rng
 from auditor.stats.agreement.bootstrap import (
     _bootstrap_sums,
     _check_bootstrap_args,
@@ -17,6 +16,7 @@ from auditor.stats.agreement.bootstrap import (
 )
 from auditor.stats.agreement.results import AgreementCoefficient, UndefinedAgreementWarning
 from auditor.stats.counts import as_counts, row_histogram
+from auditor.stats.validation import as_rng
 
 __all__ = ["fleiss_kappa", "krippendorff_alpha"]
 

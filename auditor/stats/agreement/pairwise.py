@@ -7,13 +7,13 @@ import warnings
 
 import numpy as np
 
-from auditor.stats._validation import (
-    StatsInputError,
-    as_rng,
-)
 from auditor.stats.agreement.bootstrap import _BLOCK_CELLS, _check_bootstrap_args, _interval
 from auditor.stats.agreement.results import PairwiseKappa, UndefinedAgreementWarning
 from auditor.stats.counts import Annotations, LabelCounts
+from auditor.stats.validation import (
+    StatsInputError,
+    as_rng,
+)
 
 __all__ = ["pairwise_cohen_kappa"]
 # The pairwise-kappa bootstrap lists the label pairs (two annotations of one item)

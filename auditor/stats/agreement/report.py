@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from auditor.stats._validation import (
-    as_rng,
-)
 from auditor.stats.agreement.coefficients import fleiss_kappa, krippendorff_alpha
 from auditor.stats.agreement.pairwise import pairwise_cohen_kappa
 from auditor.stats.agreement.results import AgreementReport
 from auditor.stats.counts import Annotations, as_counts
+from auditor.stats.validation import (
+    as_rng,
+)
 
 __all__ = ["agreement_report"]
 

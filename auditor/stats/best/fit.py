@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special
 
-from auditor.stats._validation import StatsInputError, as_count_matrix
 from auditor.stats.counts import row_histogram
+from auditor.stats.validation import StatsInputError, as_count_matrix
 
 __all__ = ["BestPerformanceWarning", "DirichletMultinomialFit", "fit_dirichlet_multinomial"]
 # Concentration beyond which a fitted prior is indistinguishable from its α → ∞ limit.

@@ -11,10 +11,10 @@ import numpy as np
 from scipy import special
 
 from auditor.stats._summary import table
-from auditor.stats._validation import StatsInputError, as_count_matrix, as_rng
 from auditor.stats.best.f1 import _f1_macro
 from auditor.stats.best.fit import DirichletMultinomialFit, _fit, _histogram, _warn
 from auditor.stats.best.quadrature import _argmax_probabilities
+from auditor.stats.validation import StatsInputError, as_count_matrix, as_rng
 
 __all__ = ["BEST_METRICS", "BestPerformance", "best_performance"]
 

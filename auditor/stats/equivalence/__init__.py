@@ -5,6 +5,7 @@ of k combined raters against a held-out reference rater; :func:`survey_equivalen
 finds where a classifier's score crosses that curve.
 """
 
+from auditor.stats.equivalence._inputs import COMBINERS, SCORERS
 from auditor.stats.equivalence.calibration import calibrate_probabilities
 from auditor.stats.equivalence.curve import (
     ClassifierScore,
@@ -19,6 +20,8 @@ from auditor.stats.equivalence.curve import (
 from auditor.stats.equivalence.plot import plot_power_curve
 
 __all__ = [
+    "COMBINERS",
+    "SCORERS",
     "ClassifierScore",
     "ExpertEquivalence",
     "PowerCurve",

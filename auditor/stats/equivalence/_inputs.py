@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from auditor.stats._validation import StatsInputError, as_count_matrix, as_rng
 from auditor.stats.counts import Annotations, LabelCounts, tally_counts
+from auditor.stats.validation import StatsInputError, as_count_matrix, as_rng
 
 COMBINERS = ("majority", "plurality", "frequency", "abc")
 SCORERS = ("agreement", "cross_entropy", "f1", "auc", "pearson", "dmi")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import optimize
 
-from auditor.stats._validation import StatsInputError, as_probabilities
 from auditor.stats.equivalence._inputs import as_counts_input, counts_of, n_labels_of
+from auditor.stats.validation import StatsInputError, as_probabilities
 
 __all__ = ["calibrate_probabilities"]
 

@@ -12,7 +12,6 @@ import numpy as np
 
 from auditor.jsonable import finite
 from auditor.stats._summary import num, table
-from auditor.stats._validation import StatsInputError, as_predictions, as_rng, check_probability
 from auditor.stats.counts import row_histogram
 from auditor.stats.equivalence._inputs import (
     DECOMPOSABLE,
@@ -30,6 +29,7 @@ from auditor.stats.equivalence.exact import exact_tables, k_grid
 from auditor.stats.equivalence.sampling import sampling_classifier, sampling_curve
 from auditor.stats.equivalence.scorers import expected_item_scores, label_scores
 from auditor.stats.resampling import draw_by_index, multinomial_multiplicities
+from auditor.stats.validation import StatsInputError, as_predictions, as_rng, check_probability
 
 __all__ = [
     "ClassifierScore",

@@ -28,7 +28,6 @@ import numpy as np
 from scipy.special import gammaln
 
 from auditor.lru import LRU
-from auditor.stats._validation import StatsInputError
 from auditor.stats.counts import row_histogram
 from auditor.stats.equivalence.combiners import (
     ABCModel,
@@ -37,6 +36,7 @@ from auditor.stats.equivalence.combiners import (
     predict_columns,
 )
 from auditor.stats.equivalence.scorers import label_scores_columns
+from auditor.stats.validation import StatsInputError
 
 
 @dataclass(frozen=True)

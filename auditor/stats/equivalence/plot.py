@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from auditor.stats._validation import StatsInputError
 from auditor.stats.equivalence.curve import PowerCurve, SurveyEquivalence
+from auditor.stats.validation import StatsInputError
 
 __all__ = ["plot_power_curve"]
 

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from auditor.stats._validation import StatsInputError, as_rng, check_nonnegative, check_probability
 from auditor.stats.certification import (
     ANYTIME_METHODS,
     BOUNDS,
@@ -39,6 +38,7 @@ from auditor.stats.planning.simulation import (
     _probability_range,
     _verdict_scores,
 )
+from auditor.stats.validation import StatsInputError, as_rng, check_nonnegative, check_probability
 
 #: Bisection steps that refine the smallest number of new items reaching the probability.
 _REFINE_STEPS = 4

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from auditor.stats._validation import StatsInputError, as_rng
 from auditor.stats.equivalence.combiners import DEFAULT_CLIP
 from auditor.stats.equivalence.curve import (
     _bounds,
@@ -27,6 +26,7 @@ from auditor.stats.planning.certification_plan import (
     _nice_grid,
 )
 from auditor.stats.planning.results import EquivalencePlan
+from auditor.stats.validation import StatsInputError, as_rng
 
 
 def plan_equivalence(ratings, predictions, *, width: float, combiner: str = "plurality",

@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 
-from auditor.stats._validation import StatsInputError
 from auditor.stats.certification import (
     BOUNDS,
     _check_choice,
@@ -15,6 +14,7 @@ from auditor.stats.certification import (
 from auditor.stats.planning.label_model import _distinct, _Population, _population
 from auditor.stats.planning.results import RelabelPriority
 from auditor.stats.planning.simulation import _Current, _current_sums, _prepare
+from auditor.stats.validation import StatsInputError
 
 
 def _item_gains(counts: np.ndarray, pred: np.ndarray, predictive: np.ndarray, *, bound: str,
