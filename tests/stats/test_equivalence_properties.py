@@ -1014,7 +1014,12 @@ def test_the_equivalence_error_spans_the_curves_within_the_points_errors(seed, n
         bumped[j] += h
         derivative = (equivalence_values(bumped[None, :], np.array([score]), k)[0] - v) / h
         bound += abs(derivative) * tiny[j]
-    assert equivalence_mc_error(curve, score, tiny, k) == pytest.approx(bound, rel=1e-3, abs=1e-15)
+    if not np.any(np.abs(curve - score) <= 1e-9 * gap):
+        # v is not differentiable where the score meets a point of the curve (a kink: the
+        # error there adds both sides' slopes, an upper bound on either one-sided bound)
+        assert equivalence_mc_error(curve, score, tiny, k) == pytest.approx(bound, rel=1e-3, abs=1e-15)
+    else:
+        assert equivalence_mc_error(curve, score, tiny, k) >= bound * (1 - 1e-3)
     assert equivalence_mc_error(curve, score, np.zeros(n_k), k) == 0.0
     assert equivalence_mc_error(curve, curve[0] - 1.0, errors, k) == 0.0   # "< 0"
     assert equivalence_mc_error(curve, curve[-1] + 1.0, errors, k) == 0.0  # "> K"
