@@ -27,6 +27,7 @@ says so and stops.
 
 from __future__ import annotations
 
+import argparse
 import json
 import tempfile
 import time
@@ -155,7 +156,70 @@ def phase_snapshot(url: str, with_annotations: bool) -> dict:
     return {"items": snap.n_items, "annotations": n_ann, "seconds": seconds, "peak_mb": peak_mb()}
 
 
+# --- import order: the same labels into an empty dataset and onto predicted items -----
+
+
+def write_order_files(folder: Path, rows: int, items: int, annotators: int, seed: int) -> dict[str, str]:
+    """Labels (``rows`` over ``items`` items), one release's predictions and gold labels
+    for the same items: the files of the import-order phases."""
+    rng = np.random.default_rng(seed)
+    per_item = max(1, rows // items)
+    paths = {k: str(folder / f"{k}.csv") for k in ("labels", "predictions", "gold")}
+    write_csv(Path(paths["labels"]), items * per_item, per_item, annotators, seed)
+    with open(paths["predictions"], "w", encoding="utf-8") as fh:
+        fh.write("item_id,label\n")
+        fh.writelines(f"item-{i:09d},{LABELS[c]}\n" for i, c in enumerate(rng.integers(0, len(LABELS), items)))
+    with open(paths["gold"], "w", encoding="utf-8") as fh:
+        fh.write("item_id,label\n")
+        fh.writelines(f"item-{i:09d},{LABELS[c]}\n" for i, c in enumerate(rng.integers(0, len(LABELS), items)))
+    return paths
+
+
+def phase_order(url: str, folder: str, order: str) -> dict:
+    """One import order in a fresh database (statistics never gathered): the timed import
+    is the last one of the order; the ones before it only set the scene.
+
+    ``labels_empty``: labels into an empty dataset. ``labels_after_predictions``: the same
+    labels once the dataset's items exist (a release's predictions first). ``gold_empty``:
+    gold labels into an empty dataset. ``gold_after_labels``: the same gold right after
+    the labels' bulk load.
+    """
+    from auditor.db import make_engine, make_session_factory, migrate, session_scope
+    from auditor.ingest import create_dataset, import_annotations, import_gold, import_predictions
+
+    files = {k: str(Path(folder) / f"{k}.csv") for k in ("labels", "predictions", "gold")}
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    factory = make_session_factory(engine)
+    with session_scope(factory) as s:
+        create_dataset(s, "bench", list(LABELS))
+    before = {"labels_after_predictions": "predictions", "gold_after_labels": "labels"}.get(order)
+    timed = "gold" if order.startswith("gold") else "labels"
+    steps = {
+        "labels": lambda s: import_annotations(s, "bench", files["labels"]),
+        "predictions": lambda s: import_predictions(s, "bench", files["predictions"], model="m", release="1"),
+        "gold": lambda s: import_gold(s, "bench", files["gold"]),
+    }
+    setup = 0.0
+    if before:
+        start = time.perf_counter()
+        with session_scope(factory) as s:
+            steps[before](s)
+        setup = time.perf_counter() - start
+    _settle(url)
+    start = time.perf_counter()
+    with session_scope(factory) as s:
+        result = steps[timed](s)
+    seconds = time.perf_counter() - start
+    engine.dispose()
+    return {"rows": result.rows, "seconds": seconds, "setup_seconds": setup, "peak_mb": peak_mb(),
+            "message": result.message}
+
+
+ORDERS = ("labels_empty", "labels_after_predictions", "gold_empty", "gold_after_labels")
+
 PHASES = {
+    **{order: (lambda a, order=order: phase_order(a.url, a.order_dir, order)) for order in ORDERS},
     "bare_copy": lambda a: phase_bare_copy(a.url, a.csv),
     "import": lambda a: phase_import(a.url, a.csv),
     "stored_copy": lambda a: phase_stored_copy(a.url),
@@ -173,11 +237,20 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1,
                         help="bare COPY A and import this many times each (alternating); the best of each counts")
     parser.add_argument("--csv", help="(internal / reuse) path of the generated CSV")
+    parser.add_argument("--order-rows", type=int, default=300_000,
+                        help="labels of the import-order rows (predictions first, gold after)")
+    parser.add_argument("--order-items", type=int, default=10_000, help="items of the import-order rows")
+    parser.add_argument("--orders-only", action="store_true", help="only the import-order rows")
+    parser.add_argument("--order-dir", help=argparse.SUPPRESS)
     parser.add_argument("--smoke", action="store_true", help="20,000 rows, one repetition: seconds")
     args = parser.parse_args()
     if args.smoke:
         args.rows, args.annotators, args.repeat = 20_000, 50, 1
+        args.order_rows, args.order_items = 6_000, 500
     if child_or_no_url(args, PHASES):
+        return
+    orders(args)
+    if args.orders_only:
         return
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -223,6 +296,26 @@ def main() -> None:
         rows = r["items"] if key == "snapshot_counts" else r["annotations"]
         print(f"snapshot, {label:22s} {r['seconds']:8.2f} s  {rows / r['seconds']:12,.0f} rows/s  "
               f"peak {r['peak_mb']:.0f} MB  ({r['items']:,} items, {r['annotations']:,} annotations)")
+
+
+def orders(args) -> None:
+    """The import-order rows: each order in a fresh scratch database of its own."""
+    with tempfile.TemporaryDirectory() as tmp:
+        write_order_files(Path(tmp), args.order_rows, args.order_items, min(args.annotators, 2000), args.seed)
+        r = {}
+        for order in ORDERS:
+            with scratch_database(args.url) as url:
+                r[order] = run_phase(__file__, order, url, "--order-dir", tmp)
+            print(f"{order:26s} {json.dumps(r[order])}", flush=True)
+    print()
+    for what, empty, after, label in (("labels", "labels_empty", "labels_after_predictions", "predictions first"),
+                                      ("gold", "gold_empty", "gold_after_labels", "after the labels")):
+        e, a = r[empty], r[after]
+        limit = 1.5 * e["seconds"] + 3
+        print(f"{what:6s} into an empty dataset     {e['seconds']:8.2f} s  {e['rows'] / e['seconds']:12,.0f} rows/s")
+        print(f"{what:6s} {label:22s} {a['seconds']:8.2f} s  {a['rows'] / a['seconds']:12,.0f} rows/s  "
+              f"(target ≤ 1.5× + 3 s = {limit:.1f} s: {'met' if a['seconds'] <= limit else 'NOT met'})")
+    print()
 
 
 if __name__ == "__main__":
