@@ -159,9 +159,11 @@ def phase_snapshot(url: str, with_annotations: bool) -> dict:
 # --- import order: the same labels into an empty dataset and onto predicted items -----
 
 
-def write_order_files(folder: Path, rows: int, items: int, annotators: int, seed: int) -> dict[str, str]:
-    """Labels (``rows`` over ``items`` items), one release's predictions and gold labels
-    for the same items: the files of the import-order phases."""
+def write_order_files(folder: Path, rows: int, items: int, annotators: int, seed: int,
+                      gold_items: int | None = None) -> dict[str, str]:
+    """Labels (``rows`` over ``items`` items), one release's predictions for the same
+    items and gold labels for the first ``gold_items`` of them (all by default): the files
+    of the import-order phases."""
     rng = np.random.default_rng(seed)
     per_item = max(1, rows // items)
     paths = {k: str(folder / f"{k}.csv") for k in ("labels", "predictions", "gold")}
@@ -171,7 +173,8 @@ def write_order_files(folder: Path, rows: int, items: int, annotators: int, seed
         fh.writelines(f"item-{i:09d},{LABELS[c]}\n" for i, c in enumerate(rng.integers(0, len(LABELS), items)))
     with open(paths["gold"], "w", encoding="utf-8") as fh:
         fh.write("item_id,label\n")
-        fh.writelines(f"item-{i:09d},{LABELS[c]}\n" for i, c in enumerate(rng.integers(0, len(LABELS), items)))
+        fh.writelines(f"item-{i:09d},{LABELS[c]}\n"
+                      for i, c in enumerate(rng.integers(0, len(LABELS), items if gold_items is None else gold_items)))
     return paths
 
 
@@ -240,6 +243,7 @@ def main() -> None:
     parser.add_argument("--order-rows", type=int, default=300_000,
                         help="labels of the import-order rows (predictions first, gold after)")
     parser.add_argument("--order-items", type=int, default=10_000, help="items of the import-order rows")
+    parser.add_argument("--gold-items", type=int, help="items given gold in the gold rows (default: all)")
     parser.add_argument("--orders-only", action="store_true", help="only the import-order rows")
     parser.add_argument("--order-dir", help=argparse.SUPPRESS)
     parser.add_argument("--smoke", action="store_true", help="20,000 rows, one repetition: seconds")
@@ -301,7 +305,8 @@ def main() -> None:
 def orders(args) -> None:
     """The import-order rows: each order in a fresh scratch database of its own."""
     with tempfile.TemporaryDirectory() as tmp:
-        write_order_files(Path(tmp), args.order_rows, args.order_items, min(args.annotators, 2000), args.seed)
+        write_order_files(Path(tmp), args.order_rows, args.order_items, min(args.annotators, 2000), args.seed,
+                          args.gold_items)
         r = {}
         for order in ORDERS:
             with scratch_database(args.url) as url:

@@ -43,7 +43,10 @@ def request_audit(dataset_id: int) -> str | None:
         # dead broker (kombu's default retries took 2 s to give up on a refused connection).
         with audit_dataset.app.pool.acquire(block=True, timeout=1.0) as conn:
             conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=1.0)
-            result = audit_dataset.apply_async((int(dataset_id),), retry=False, ignore_result=True, connection=conn)
+            # The request's time goes with the message: the run it leads to counts its queued
+            # time from here (``queued_seconds``), not from when a worker took it.
+            result = audit_dataset.apply_async((int(dataset_id),), {"requested_at": time.time()}, retry=False,
+                                               ignore_result=True, connection=conn)
     except Exception as exc:  # any broker failure: the sweep catches up
         _broker_down_until[broker] = time.monotonic() + BROKER_DOWN_SECONDS
         log.warning("could not enqueue the audit of dataset %s (%s: %s); the sweep will",

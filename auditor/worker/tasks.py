@@ -155,10 +155,11 @@ def _retry_or_raise(task, exc: BaseException):
 
 
 @shared_task(bind=True, name="workers.tasks.audit_dataset")
-def audit_dataset(self, dataset_id: int) -> dict[str, Any]:
+def audit_dataset(self, dataset_id: int, requested_at: float | None = None) -> dict[str, Any]:
     """Audit one dataset if it needs it (:func:`auditor.audit.runner.run_audit`, with this
     process's snapshot cache and, for large datasets, the per-release fan-out); returns the
-    outcome (state, run id, versions)."""
+    outcome (state, run id, versions). ``requested_at`` (Unix time, set by
+    :func:`~auditor.worker.dispatch.request_audit`) becomes a new run's ``created_at``."""
     w = _worker_settings(self)
     options = AuditOptions.from_settings(w)
     factory = _session_factory(self)
@@ -172,7 +173,7 @@ def audit_dataset(self, dataset_id: int) -> dict[str, Any]:
     try:
         outcome = runner.run_audit(factory, dataset_id, task_id=task_id, options=options, lease=_lease(w),
                                    cache=_snapshot_cache(self.app.conf.get("auditor_database_url")),
-                                   fan_out=fan_out)
+                                   fan_out=fan_out, requested_at=requested_at)
     except SoftTimeLimitExceeded:  # recorded on the run by run_audit, not retried
         return {"state": "failed", "dataset_id": dataset_id, "error": "soft time limit exceeded"}
     except BaseException as exc:  # recorded on the run by run_audit (when it had claimed one)
