@@ -233,7 +233,7 @@ def write_cifar10h_files(folder: Path, limit: int | None) -> bool:
     for k, rel in enumerate(snap.releases):
         with open(folder / f"cifar-pred-{k}.csv", "w", encoding="utf-8") as fh:
             fh.write("item_id," + ",".join(names) + "\n")
-            fh.writelines(f"img-{i:05d}," + ",".join(f"{p:.6g}" for p in row / row.sum()) + "\n"
+            fh.writelines(f"img-{i:05d}," + ",".join(f"{p:.12g}" for p in row / row.sum()) + "\n"
                           for i, row in enumerate(rel.probabilities))
         (folder / f"cifar-pred-{k}.name").write_text(f"{rel.model}\n{rel.version}\n")
     item, annotator, label = _annotations_from_counts(snap.counts, np.random.default_rng(0), 2571)

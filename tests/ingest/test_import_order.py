@@ -71,6 +71,11 @@ def test_labels_onto_items_that_exist_store_the_files_rows(db_engine, factory, n
     assert result.new_items == len({i for i, _, _ in records} - {f"i{k}" for k in range(predicted)})
     d = _dataset_id(factory, ws, name)
     _check_counts(db_engine, d, records)
+    if gold_first:  # the labels leave the gold where it was
+        with session_scope(factory) as s:
+            gold = dict(s.execute(select(Item.external_id, Item.gold_label).where(Item.dataset_id == d,
+                                                                                   Item.gold_label.is_not(None))).all())
+        assert gold == {f"i{k}": k % 3 for k in range(predicted)}
     # A second batch onto the now labelled items: re-labels and new pairs, counts still exact.
     again = [(i, a, LABELS[(LABELS.index(lab) + 1) % 3]) for i, a, lab in records[: len(records) // 2]]
     late = dict.fromkeys(i for i, _, _ in records[:3])
