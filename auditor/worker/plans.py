@@ -99,6 +99,22 @@ def _plan(task, dataset_id: int, release_ids: list[int], deferred: int = 0) -> l
     from auditor.worker.tasks import _session_factory, _worker_settings
 
     factory = _session_factory(task)
+
+    def step_aside(rest: list[int]) -> list[dict[str, Any]] | None:
+        """The releases ``rest`` back to the queue when an audit of the dataset is due; None if not."""
+        if deferred >= MAX_DEFERRALS or not _audit_due(factory, dataset_id):
+            return None
+        try:
+            plan_releases.apply_async((int(dataset_id), rest), {"deferred": deferred + 1}, retry=False,
+                                      ignore_result=True)
+        except Exception as exc:  # any broker failure: plan now rather than drop them
+            log.warning("could not put back the plans of releases %s (%s)", rest, exc.__class__.__name__)
+            return None
+        return [{"release_id": r, "dataset_id": dataset_id, "status": "deferred", "error": None} for r in rest]
+
+    aside = step_aside(release_ids)  # before the snapshot is read, too
+    if aside is not None:
+        return aside
     with session_scope(factory) as session:  # (the snapshot reads in a transaction of its own)
         options = audit_options(session, dataset_id, AuditOptions.from_settings(_worker_settings(task)))
     with factory() as session:
@@ -106,17 +122,10 @@ def _plan(task, dataset_id: int, release_ids: list[int], deferred: int = 0) -> l
         session.rollback()
     out = []
     for k, release_id in enumerate(release_ids):
-        if deferred < MAX_DEFERRALS and _audit_due(factory, dataset_id):
-            rest = release_ids[k:]
-            try:
-                plan_releases.apply_async((int(dataset_id), rest), {"deferred": deferred + 1}, retry=False,
-                                          ignore_result=True)
-            except Exception as exc:  # any broker failure: plan now rather than drop them
-                log.warning("could not put back the plans of releases %s (%s)", rest, exc.__class__.__name__)
-            else:
-                out += [{"release_id": r, "dataset_id": dataset_id, "status": "deferred", "error": None}
-                        for r in rest]
-                break
+        aside = step_aside(release_ids[k:]) if k else None
+        if aside is not None:
+            out += aside
+            break
         with session_scope(factory) as session:
             row = plans.run(session, snap, release_id, options)
             out.append({"release_id": release_id, "dataset_id": dataset_id, "status": row.status,
