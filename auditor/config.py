@@ -218,7 +218,7 @@ def _base_url(env: Mapping[str, str]) -> str | None:
 
 
 def _smtp_from(env: Mapping[str, str]) -> str:
-    from auditor.alerting.addresses import valid_address
+    from auditor.addresses import valid_address
 
     raw = (env.get("AUDITOR_SMTP_FROM") or "").strip()
     if raw and not valid_address(raw):

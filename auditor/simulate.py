@@ -24,12 +24,14 @@ __all__ = [
     "Drift",
     "HistoryDraw",
     "HistoryScenario",
+    "PanelDraw",
     "PoolScenario",
     "PopulationValues",
     "Scenario",
     "SimulatedData",
     "StreamScenario",
     "draw_history",
+    "draw_panel",
     "draw_phases",
     "least_favourable_model_accuracy",
     "population_values",
@@ -577,3 +579,49 @@ class PoolScenario:
         wrong = (truth + rng.integers(1, self.n_classes, size=np.shape(truth))) % self.n_classes
         return np.where(right, truth, wrong).astype(np.int64)
 
+
+
+# --------------------------------------------------------------------------- monitoring panels
+
+
+@dataclass(frozen=True)
+class PanelDraw:
+    """Dense labelling panels: ``label`` and ``who`` have shape (streams, weeks, items, slots);
+    slot ``j`` of an item was labelled by group ``who[..., j]`` (a vendor or an annotator)."""
+
+    label: np.ndarray
+    who: np.ndarray
+    truth: np.ndarray
+    hard: np.ndarray
+
+
+def draw_panel(rng: np.random.Generator, n_streams: int, weeks: int, items_per_week: int, *,
+               n_groups: int = 3, slots: int | None = None, n_classes: int = 3, easy: float = 0.95,
+               hard: float = 0.5, hard_share=0.222, shift=None) -> PanelDraw:
+    """Weekly items of mixed difficulty labelled once by each of ``slots`` groups.
+
+    An item is hard with probability ``hard_share`` (a number, or an array broadcast to
+    (streams, weeks): redrawn or stepping per week); a label is right with probability
+    ``easy`` on easy items and ``hard`` on hard ones (0.95 and 0.5: an overall accuracy of
+    0.85 at the default hard share), plus ``shift[week, group]`` (e.g. -0.10 from the
+    week a vendor degrades), else a uniform wrong class. With ``slots`` equal to
+    ``n_groups`` (the default) every group labels every item (vendors); with fewer, the
+    slots of each item go to distinct groups drawn at random (annotators of a team).
+    """
+    slots = n_groups if slots is None else slots
+    shape = (n_streams, weeks, items_per_week)
+    truth = rng.integers(0, n_classes, size=shape)
+    share = np.broadcast_to(np.asarray(hard_share, dtype=float), (n_streams, weeks))
+    is_hard = rng.random(shape) < share[..., None]
+    if slots == n_groups:
+        who = np.broadcast_to(np.arange(n_groups), (*shape, slots))
+    else:
+        who = np.argsort(rng.random((*shape, n_groups)), axis=-1)[..., :slots]
+    acc = np.where(is_hard[..., None], hard, easy)
+    if shift is not None:
+        shift = np.asarray(shift, dtype=float).reshape(weeks, n_groups)
+        acc = acc + shift[np.arange(weeks)[None, :, None, None], who]
+    right = rng.random(who.shape) < np.clip(acc, 0.0, 1.0)
+    wrong = (truth[..., None] + rng.integers(1, n_classes, size=who.shape)) % n_classes
+    label = np.where(right, truth[..., None], wrong).astype(np.int8)
+    return PanelDraw(label, np.ascontiguousarray(who), truth, is_hard)

@@ -6,7 +6,7 @@ computing them) overflow. So every door (file and JSON imports, the command line
 Studio's webhooks and pull sync) refuses a stamp outside this range, naming the row and
 field; a day of slack covers clocks that run ahead and time zones east of UTC. Rows an
 older version stored outside the range are left out of the quality windows, counted, and
-the audit says so (:mod:`auditor.db.quality`).
+the audit says so (:mod:`auditor.audit.quality`).
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ from sqlalchemy import make_url, select, update
 
 from auditor.audit import runner
 from auditor.audit.pipeline import AuditOptions
+from auditor.audit.snapshot import SnapshotCache
 from auditor.db import WRITE_OPTIONS, make_engine, make_session_factory, session_scope
 from auditor.db.models import (
     Annotation,
@@ -51,7 +52,6 @@ from auditor.db.models import (
     Item,
 )
 from auditor.db.partitions import ensure_annotation_partition
-from auditor.db.snapshot import SnapshotCache
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout: the workers package sits beside auditor

@@ -141,7 +141,8 @@ def phase_stored_copy(url: str) -> dict:
 def phase_snapshot(url: str, with_annotations: bool) -> dict:
     from sqlalchemy import text
 
-    from auditor.db import load_snapshot, make_engine
+    from auditor.audit.snapshot import load_snapshot
+    from auditor.db import make_engine
 
     engine = make_engine(url)
     with engine.connect() as conn:

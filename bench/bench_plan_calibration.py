@@ -6,7 +6,7 @@ For each scenario, every repetition draws a release's current data from the true
 (a vendor pool and a model, ``auditor.simulate.PoolScenario``), asks
 ``plan_certification`` for the probability of certifying with each design, then draws
 each design's data from the *true* process and runs the verdict the audit pipeline runs
-(``auditor.plan_calibration``). Reported per design: the mean announced probability and
+(``bench/_plan_calibration.py``). Reported per design: the mean announced probability and
 the observed frequency of certification, and over all designs the frequency per bin of
 announced probability. Pass: within ±0.07 wherever the mean announced probability lies in
 [0.2, 0.95]; the "cannot be certified" answer never given for a model truly better than
@@ -37,13 +37,17 @@ from __future__ import annotations
 import argparse
 import time
 import warnings
+from dataclasses import replace
 
-from auditor.plan_calibration import (
+from _plan_calibration import (
     CalibrationScenario,
+    VendorConfusionScenario,
     check_scenario,
     fixed_truth_error_bound,
+    limit_margin,
     relabel_gain,
 )
+
 from auditor.simulate import PoolScenario
 
 TIGHT = (0.9, 0.85, 0.8, 0.75, 0.7)  # average 0.8; errors uniform: U_t within 0.013 of it as k → ∞
@@ -79,6 +83,89 @@ FIXED = CalibrationScenario("tight pool, 5 labels, anytime, one fixed truth",
                             n_items=2000, labels_per_item=5, new_items=(2000, 4000, 8000), labels_per_new_item=(5, 7))
 
 
+SHARED_HARD = PoolScenario(hard_fraction=0.25, hard_penalty=0.3, model_accuracy=0.95, model_hard_penalty=0.2)
+VENDORS = VendorConfusionScenario(model_accuracy=0.92)
+#: Plans with more labels per item than the data have: 7 from 5 (1.4×) with hard items shared
+#: by the annotators and the model, 10 from 3 (3.3×) with independent annotators of two
+#: vendors with their own confusion matrices (and hard items). Fixed truth: no spread.
+MORE_LABELS = [
+    CalibrationScenario("7 labels from 5, shared hard items, one fixed truth", SHARED_HARD,
+                        n_items=1000, labels_per_item=5, new_items=(500, 1000, 2000), labels_per_new_item=(7,)),
+    CalibrationScenario("10 labels from 3, per-vendor confusion, one fixed truth", VENDORS,
+                        n_items=1000, labels_per_item=3, new_items=(500, 1000, 2000), labels_per_new_item=(10,)),
+]
+#: The same, the model's accuracy drawn within ±0.03 per repetition: truths the data cannot
+#: tell apart, over which the point probability is calibrated.
+MORE_LABELS_SPREAD = [replace(sc, name=sc.name.replace("one fixed truth", "model ± 0.03"), model_spread=0.03)
+                      for sc in MORE_LABELS]
+
+
+def _at_limit_margin(pool, margin: float):
+    """``pool`` with the model's accuracy set so that the infinite-label margin is ``margin``."""
+    return replace(pool, model_accuracy=pool.model_accuracy + margin - limit_margin(pool))
+
+
+#: Models better than the annotators by an infinite-label margin of +0.01 to +0.03 (drawn per
+#: repetition) at N = 2,000: never "cannot be certified".
+NEVER_CANNOT = [
+    CalibrationScenario("pool, 3 labels, margin +0.01..+0.03",
+                        _at_limit_margin(PoolScenario(hard_fraction=0.0, annotator_accuracy=TIGHT), 0.02),
+                        n_items=2000, labels_per_item=3, new_items=(2000,), labels_per_new_item=(3,),
+                        model_spread=0.01),
+    CalibrationScenario("shared hard items, 5 labels, margin +0.01..+0.03", _at_limit_margin(SHARED_HARD, 0.02),
+                        n_items=2000, labels_per_item=5, new_items=(2000,), labels_per_new_item=(5,),
+                        model_spread=0.01),
+    CalibrationScenario("per-vendor confusion, 3 labels, margin +0.01..+0.03", _at_limit_margin(VENDORS, 0.02),
+                        n_items=2000, labels_per_item=3, new_items=(2000,), labels_per_new_item=(3,),
+                        model_spread=0.01),
+]
+
+
+def more_labels(args) -> None:
+    """Ranges for one fixed truth, and point probabilities over truths the data cannot tell apart."""
+    print("\n== plans with more labels per item than the data (issue 38): for one fixed truth, the share of "
+          "designs × repetitions whose range holds the probability of certifying given the current data "
+          "(nominal 0.8); then the point probability against the frequency, model accuracy ± 0.03")
+    for i, sc in enumerate(MORE_LABELS):
+        fixed = check_scenario(sc, args.fixed_repetitions, seed=args.seed + 200 + i, n_simulations=args.simulations,
+                               conditional=50 if args.smoke else 400, pool_size=20_000 if args.smoke else 400_000)
+        rr = fixed.ranges
+        n = max(len(rr), 1)
+        for tol in (0.0, 0.02):
+            both = sum(c.low - tol <= c.conditional <= c.high + tol for c in rr) / n
+            lo = sum(c.low - tol <= c.conditional for c in rr) / n
+            hi = sum(c.conditional <= c.high + tol for c in rr) / n
+            print(f"{sc.name}: {sc.n_items:,} items, limit margin {limit_margin(sc.pool):+.4f}; tolerance {tol:.2f} "
+                  f"(the conditional probability's Monte Carlo error): range holds it in {both:.3f} of {len(rr)} "
+                  f"({'ok' if both >= 0.8 else 'OUT'}; low end ≤ it {lo:.3f}, high end ≥ it {hi:.3f})")
+        for d in fixed.designs:
+            sel = [c for c in rr if (c.new_items, c.labels_per_item) == (d.new_items, d.labels_per_item)]
+            if sel:
+                print(f"   {d.new_items:>6,} × {d.labels_per_item}: announced {d.predicted:.3f}, observed "
+                      f"{d.observed:.3f}, mean conditional {sum(c.conditional for c in sel) / len(sel):.3f}, "
+                      f"range holds it in {sum(c.low <= c.conditional <= c.high for c in sel) / len(sel):.2f}")
+
+
+def more_labels_spread(args) -> None:
+    for i, sc in enumerate(MORE_LABELS_SPREAD):
+        check = check_scenario(sc, args.repetitions, seed=args.seed + 300 + i, n_simulations=args.simulations)
+        report(check, tol=0.05)
+
+
+def never_cannot(args) -> None:
+    print("\n== 'cannot be certified at any budget' for models better by an infinite-label margin ≥ +0.01 "
+          "(N = 2,000)")
+    total = bad = 0
+    for i, sc in enumerate(NEVER_CANNOT):
+        check = check_scenario(sc, args.never_repetitions, seed=args.seed + 400 + i, n_simulations=50)
+        sel = [c for c, m in zip(check.certifiable, check.limits, strict=True) if m >= 0.01]
+        n_bad = sum(1 for c in sel if not c)
+        total, bad = total + len(sel), bad + n_bad
+        print(f"{sc.name}: 'cannot' in {n_bad} of {len(sel)} datasets with margin ≥ +0.01 "
+              f"(margins {min(check.limits):+.4f} to {max(check.limits):+.4f})")
+    print(f"all: 'cannot' in {bad} of {total} ({'ok' if bad == 0 else 'OUT'})")
+
+
 def report(check, *, band=(0.2, 0.95), tol=0.07) -> bool:
     sc = check.scenario
     print(f"\n== {sc.name}: {sc.n_items:,} items × {sc.labels_per_item} labels, {sc.method} verdict, "
@@ -103,18 +190,40 @@ def report(check, *, band=(0.2, 0.95), tol=0.07) -> bool:
     return ok
 
 
+PARTS = ("calibration", "more-labels", "more-labels-spread", "never-cannot", "relabel")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repetitions", type=int, default=300)
+    ap.add_argument("--fixed-repetitions", type=int, default=100)
+    ap.add_argument("--never-repetitions", type=int, default=100)
     ap.add_argument("--relabel-repetitions", type=int, default=200)
     ap.add_argument("--simulations", type=int, default=400)
     ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--part", choices=PARTS, action="append", help="run only these parts (default: all)")
     ap.add_argument("--smoke", action="store_true", help="two repetitions of each scenario, a few seconds each")
     args = ap.parse_args()
     if args.smoke:
         args.repetitions, args.relabel_repetitions, args.simulations = 2, 3, 50
+        args.fixed_repetitions, args.never_repetitions = 2, 2
+    parts = set(args.part or PARTS)
     warnings.simplefilter("ignore")
     t0 = time.perf_counter()
+    if "more-labels" in parts:
+        more_labels(args)
+    if "more-labels-spread" in parts:
+        more_labels_spread(args)
+    if "never-cannot" in parts:
+        never_cannot(args)
+    if "calibration" in parts:
+        calibration(args)
+    if "relabel" in parts:
+        relabel(args)
+    print(f"\ntotal {time.perf_counter() - t0:.0f} s")
+
+
+def calibration(args) -> None:
     all_ok = True
     for i, sc in enumerate(SCENARIOS):
         check = check_scenario(sc, args.repetitions, seed=args.seed + i, n_simulations=args.simulations)
@@ -150,6 +259,9 @@ def main() -> None:
               f"{sum(c.conditional <= c.high + tol for c in rr) / len(rr):.3f}, both in "
               f"{sum(c.low - tol <= c.conditional <= c.high + tol for c in rr) / len(rr):.3f} of {len(rr)}")
 
+
+
+def relabel(args) -> None:
     print("\n== relabel list: one more true label on the top B items vs B random items "
           f"({args.relabel_repetitions} repetitions, 2,000 items × 3 labels, 25% hard items)")
     pool = PoolScenario(hard_fraction=0.25, hard_penalty=0.3, model_accuracy=0.95, model_hard_penalty=0.2)
@@ -158,7 +270,6 @@ def main() -> None:
         print(f"B = {budget}: margin lower bound +{g.gain_top:.4f} (top) vs +{g.gain_random:.4f} (random); "
               f"advantage {g.advantage:+.4f} ± {g.std_error_difference:.4f}; the bound stayed below the true "
               f"margin in {g.coverage_top:.1%} (top) and {g.coverage_random:.1%} (random) of repetitions")
-    print(f"\ntotal {time.perf_counter() - t0:.0f} s")
 
 
 if __name__ == "__main__":

@@ -12,11 +12,18 @@ does when one more batch of ``--batch`` annotations arrives: score the batch aga
 items' current counts, add it to the current window, and evaluate the detectors' look,
 for both groupings. Prints the median and maximum over ``--repeat`` batches, and the time
 the history took to feed. ``--smoke`` runs tiny sizes in seconds (the test suite runs it).
+
+``--offline 100000,1000000,10000000`` instead times :func:`auditor.stats.quality.detect_changes`
+(which computes the windowed series too) on that many records (five labels per item, three
+vendors, a year of weekly time stamps), each size in a fresh process: wall time and peak
+resident memory.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -44,6 +51,32 @@ def build(n_annotations: int, per_item: int, weeks: int, n_annotators: int, seed
     return counts, annotator, label, week, vendor_of, names
 
 
+def offline(n_records: int) -> None:
+    """Time detect_changes on ``n_records`` records (run in a fresh process)."""
+    import pandas as pd
+
+    from auditor.stats.quality import detect_changes
+
+    rng = np.random.default_rng(0)
+    per_item = 5
+    n_items = n_records // per_item
+    counts, annotator, label, week, vendor_of, _ = build(n_records, per_item, 52, 300)
+    stamp = (np.datetime64("2026-01-05T00:00:00", "s") + (week * 7 * 86400).astype("timedelta64[s]")
+             + rng.integers(0, 5 * 86400, n_items).astype("timedelta64[s]"))
+    frame = pd.DataFrame({"item_id": np.repeat(np.arange(n_items), per_item), "annotator_id": annotator.ravel(),
+                          "label": label.ravel(), "vendor": vendor_of[annotator.ravel()],
+                          "timestamp": np.repeat(stamp, per_item)})
+    del counts
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    report = detect_changes(frame, by="vendor", window="7D", labels=[0, 1, 2])
+    elapsed = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"detect_changes (series included) on {n_records:,} records: {elapsed:.2f} s, peak RSS {peak / 1024:.0f} MB "
+          f"({(peak - base) / 1024:.0f} MB above the records' frame), {len(report.series.frame)} windows, "
+          f"{len(report.changes)} changes")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--annotations", type=int, default=10_000_000)
@@ -53,7 +86,19 @@ def main(argv=None) -> None:
     p.add_argument("--batch", type=int, default=10_000)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--smoke", action="store_true", help="tiny sizes, a few seconds")
+    p.add_argument("--offline", default=None, help="comma-separated record counts: time detect_changes instead")
+    p.add_argument("--offline-one", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.offline_one:
+        offline(args.offline_one)
+        return
+    if args.smoke and args.offline is None:
+        args.offline = "20000"
+    if args.offline:
+        for n in (int(x) for x in args.offline.split(",")):
+            subprocess.run([sys.executable, __file__, "--offline-one", str(n)], check=True)
+        if not args.smoke:
+            return
     if args.smoke:
         args.annotations, args.weeks, args.annotators, args.batch, args.repeat = 50_000, 10, 50, 1000, 2
 

@@ -19,7 +19,7 @@ Prints seconds and rows per second for each batch; a linear plan keeps the rate
 roughly constant as the batch grows. Needs a superuser (to clear pg_statistic).
 
 After the first batch and after each new-items batch it also times the quality
-monitors' update as an audit runs it (``auditor.db.quality.update_quality``: read the
+monitors' update as an audit runs it (``auditor.audit.quality.update_quality``: read the
 annotations written since the last update, score them, store the touched windows):
 once over the whole first batch, then per batch, after an ANALYZE of the annotations
 (as autovacuum would have run; the import timings clear the statistics on purpose).
@@ -123,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
                     import psycopg
                     from sqlalchemy import select
 
+                    from auditor.audit.quality import update_quality
                     from auditor.db.models import Dataset
-                    from auditor.db.quality import update_quality
 
                     with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"),
                                          autocommit=True) as conn:

@@ -13,11 +13,11 @@ release with hard labels and class probabilities on every item, written with
 has its own benchmark). Then, each in a fresh child process (so peak memory is that
 phase's own, including the interpreter and the libraries), it measures:
 
-* ``counts``: :func:`auditor.db.load_snapshot`, counts only (one row per item);
+* ``counts``: :func:`auditor.audit.snapshot.load_snapshot`, counts only (one row per item);
 * ``annotations``: the same with every annotation row;
 * ``counts_no_predictions``, ``annotations_no_predictions``: the same without reading
   the release's predictions (``releases=[]``);
-* ``worker``: the audit worker's loader (:func:`auditor.db.snapshot.load_audit_snapshot`),
+* ``worker``: the audit worker's loader (:func:`auditor.audit.snapshot.load_audit_snapshot`),
   annotations and predictions, no cache;
 * ``worker_cached``: the same loader a second time with its cache, after a small batch
   of new annotations was written (the incremental path).
@@ -147,7 +147,8 @@ def _dataset_id(url: str) -> int:
 
 
 def phase_snapshot(url: str, with_annotations: bool, repeat: int, releases: bool = True) -> dict:
-    from auditor.db import load_snapshot, make_engine
+    from auditor.audit.snapshot import load_snapshot
+    from auditor.db import make_engine
 
     engine = make_engine(url)
     dataset_id = _dataset_id(url)
@@ -166,9 +167,9 @@ def phase_snapshot(url: str, with_annotations: bool, repeat: int, releases: bool
 
 
 def phase_worker(url: str, repeat: int, cached: bool) -> dict:
+    from auditor.audit.snapshot import SnapshotCache
+    from auditor.audit.snapshot import load_audit_snapshot as load_snapshot
     from auditor.db import make_engine, make_session_factory
-    from auditor.db.snapshot import SnapshotCache
-    from auditor.db.snapshot import load_audit_snapshot as load_snapshot
 
     engine = make_engine(url)
     factory = make_session_factory(engine)

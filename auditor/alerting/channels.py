@@ -14,20 +14,23 @@ with ``AUDITOR_BASE_URL`` when it is set:
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import smtplib
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 from typing import Any
 
-from auditor.alerting.addresses import valid_address
+from auditor.addresses import valid_address
+from auditor.webhooks.deliveries import ChannelTarget
 from auditor.webhooks.http import TIMEOUT, Answer, RefusedDestination, connect, post
 
-__all__ = ["MAX_RECIPIENTS", "Smtp", "Target", "render_text", "send", "valid_address"]
+__all__ = ["MAX_RECIPIENTS", "Smtp", "Target", "render_text", "send", "sender", "valid_address"]
 
 MAX_RECIPIENTS = 20
 _KEPT = 300
@@ -49,15 +52,13 @@ class Smtp:
         return cls(w.smtp_host, w.smtp_port, w.smtp_security, w.smtp_user, w.smtp_password, w.smtp_from)
 
 
-@dataclass(frozen=True)
-class Target:
-    """What a channel delivery needs to know of its channel (read with the delivery)."""
+#: What a channel delivery needs to know of its channel (defined with the outbox that reads it).
+Target = ChannelTarget
 
-    kind: str
-    name: str
-    url: str | None
-    recipients: tuple[str, ...]
-    active: bool
+
+def sender(smtp: Smtp, base_url: str | None = None) -> Callable[..., Answer]:
+    """:func:`send` with the deployment's relay and links bound: the outbox's channel sender."""
+    return functools.partial(send, smtp=smtp, base_url=base_url)
 
 
 def _clean(text: str, limit: int) -> str:

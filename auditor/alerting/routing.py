@@ -23,8 +23,10 @@ from auditor.webhooks.deliveries import MAX_BODY_BYTES, store_deliveries
 
 __all__ = ["ALERTS_PER_MESSAGE", "ALERT_KINDS", "EVENT", "matches", "message", "route_alerts", "test_delivery"]
 
-#: What raises alerts: the audits (a release's verdict) and the quality monitors (a vendor's or annotator's change).
-ALERT_KINDS = ("certification_changed", "vendor_quality_changed", "annotator_quality_changed")
+#: What raises alerts: the audits (a release's verdict) and the quality monitors (a vendor's or annotator's
+#: change, or one that all vendors share: the items got harder or easier).
+ALERT_KINDS = ("certification_changed", "vendor_quality_changed", "annotator_quality_changed",
+               "dataset_quality_changed")
 EVENT = "alert.routed"
 ALERTS_PER_MESSAGE = 50
 _MESSAGE_CHARS = 2000

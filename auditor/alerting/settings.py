@@ -52,10 +52,11 @@ SETTINGS: tuple[Setting, ...] = (
             "fixed-sample verdicts.", "certify_method", "method", choices=("anytime", "oms", "hms")),
     Setting("certify_bound", "Upper bound the verdict uses",
             "theoretical (U_t) or empirical (U_e).", "certify_bound", "bound", choices=("theoretical", "empirical")),
-    Setting("quality_alpha", "False-alarm level of vendor and annotator change alerts",
-            "Probability that a dataset's quality monitors ever raise a false change alert (over all groups "
-            "and audits); smaller waits for stronger evidence. Applies to datasets whose monitoring starts "
-            "after the change.", "quality_alpha", "quality_alpha", low=0.0001, high=0.5),
+    Setting("quality_alpha", "Yearly false-alarm rate of vendor and annotator change alerts",
+            "0.05: fewer than 1 in 20 year-long stationary streams alert (a dataset's vendors, or annotators, "
+            "and its all-vendor level together, checked weekly). Smaller waits for stronger evidence; the "
+            "vendor page says which drops the monitor can see at each volume.", "quality_alpha",
+            "quality_alpha", low=0.0001, high=0.5),
 )
 _BY_NAME = {s.name: s for s in SETTINGS}
 

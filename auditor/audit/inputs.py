@@ -3,7 +3,7 @@ releases' predictions (:class:`ReleaseSnapshot`) and what the previous audit sai
 (:class:`PreviousResults`).
 
 Plain data (numpy arrays and tuples), with no database behind them: the snapshot
-repository (:func:`auditor.db.snapshot.load_audit_snapshot`) fills them from the
+repository (:func:`auditor.audit.snapshot.load_audit_snapshot`) fills them from the
 database, and a notebook or a benchmark can build them from files
 (``bench/bench_real_audits.py`` does) and run :mod:`auditor.audit.pipeline` on them.
 """

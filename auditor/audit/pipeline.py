@@ -94,7 +94,7 @@ class AuditOptions:
     method: str = "anytime"
     tau: float = 0.0
     confidence: float = 0.95
-    # Family-wise probability that the quality monitors ever raise a false change alert.
+    # Yearly false-alarm rate of the quality monitors (all groups of a dataset together).
     quality_alpha: float = 0.05
 
     def to_dict(self) -> dict[str, Any]:
@@ -708,7 +708,7 @@ def alerts_for(previous: PreviousResults, results: Mapping[str, Any], options: A
     A release whose verdict changed (or that is certified on its first audit); the
     verdict is the badge's (``options.method``: the anytime one by default). Vendors'
     and annotators' quality changes are found by the quality monitors
-    (:mod:`auditor.db.quality`), which raise their own alerts as the run is written.
+    (:mod:`auditor.audit.quality`), which raise their own alerts as the run is written.
     """
     alerts = []
     for c in results["certifications"]:

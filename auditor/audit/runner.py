@@ -29,7 +29,8 @@ from auditor.audit.pipeline import (
     merge_parts,
     release_inline,
 )
-from auditor.db.queries_audit import (
+from auditor.audit.snapshot import SnapshotCache, load_audit_snapshot
+from auditor.audit.store import (
     Claim,
     Finished,
     claim_audit,
@@ -38,7 +39,6 @@ from auditor.db.queries_audit import (
     heartbeat_audit,
 )
 from auditor.db.session import refresh_statistics, session_scope
-from auditor.db.snapshot import SnapshotCache, load_audit_snapshot
 from auditor.jsonable import plain
 
 __all__ = ["FanOut", "Heartbeat", "Outcome", "claim", "compute_inline", "fail", "finish", "is_transient", "plain", "run_audit",
@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Outcome:
-    """What happened to one audit request (``state`` as in :class:`~auditor.db.queries_audit.Claim`,
+    """What happened to one audit request (``state`` as in :class:`~auditor.audit.store.Claim`,
     or ``"succeeded"`` / ``"lost"`` after a run)."""
 
     state: str

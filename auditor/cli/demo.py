@@ -59,6 +59,7 @@ def seed(session, *, items: int, seed_value: int, password: str) -> tuple[list[i
     """
     from sqlalchemy import select
 
+    from auditor.actions.accounts import set_password
     from auditor.db import Role, User
     from auditor.ingest import (
         create_dataset,
@@ -68,7 +69,6 @@ def seed(session, *, items: int, seed_value: int, password: str) -> tuple[list[i
         import_predictions,
     )
     from auditor.simulate import Drift, HistoryScenario, Scenario, simulate, simulate_history
-    from auditor.web.access import set_password
 
     ws = get_workspace(session, WORKSPACE, create=True)
     ws.name = "Demo workspace"
@@ -94,7 +94,7 @@ def seed(session, *, items: int, seed_value: int, password: str) -> tuple[list[i
         ))
     history = HistoryScenario(weeks=16, items_per_week=max(150, items // 13), seed=seed_value,
                               labels=("billing", "bug", "feature request"),
-                              drift=(Drift("bolt-annotations", 10, -0.2),))
+                              drift=(Drift("bolt-annotations", 10, -0.08),))
     weekly = create_dataset(session, WEEKLY_DATASET, list(history.labels), workspace=WORKSPACE,
                             description="Support tickets labelled weekly by three vendors since January; "
                                         "one vendor's quality drops in week 11 (simulated).")

@@ -111,10 +111,10 @@ def plan_command(dataset: str, model: str, release: str, probability: float, as_
 
     from auditor.audit import plans
     from auditor.audit.pipeline import AuditOptions
+    from auditor.audit.snapshot import load_audit_snapshot
     from auditor.config import load_worker_settings
     from auditor.db import Item
     from auditor.db.session import session_scope
-    from auditor.db.snapshot import load_audit_snapshot
 
     factory = _factory(url)
     with session_scope(factory) as session:
@@ -157,7 +157,7 @@ def vendors_price(vendor: str, price: float | None, currency: str, delete: bool,
     """Show, set (PRICE per label) or remove (--delete) a vendor's price."""
     from sqlalchemy import select
 
-    from auditor.audit.plans import clear_price, set_price
+    from auditor.actions.prices import clear_vendor_price, set_vendor_price
     from auditor.db import VendorPrice, Workspace
     from auditor.db.session import session_scope
 
@@ -171,7 +171,7 @@ def vendors_price(vendor: str, price: float | None, currency: str, delete: bool,
         if ws is None:
             raise click.ClickException(f"no workspace {slug!r}")
         if delete:
-            if not clear_price(session, ws.id, vendor):
+            if not clear_vendor_price(session, ws.id, vendor):
                 raise click.ClickException(f"no price is set for vendor {vendor!r} in workspace {slug!r}")
             click.echo(f"price of {vendor} removed in workspace {slug!r}")
             return
@@ -182,5 +182,5 @@ def vendors_price(vendor: str, price: float | None, currency: str, delete: bool,
                 raise click.ClickException(f"no price is set for vendor {vendor!r} in workspace {slug!r}")
             click.echo(f"{vendor}: {row.price_per_label:g} {row.currency} per label (workspace {slug!r})")
             return
-        set_price(session, ws.id, vendor, price, currency)
+        set_vendor_price(session, ws.id, vendor, price, currency)
         click.echo(f"{vendor}: {price:g} {currency.upper()} per label in workspace {slug!r}")

@@ -10,6 +10,9 @@ from auditor.cli import main
 from auditor.cli._workspace import WORKSPACE_HELP, resolve_workspace, workspace_option
 
 _ROLES = ["admin", "analyst", "vendor", "viewer"]
+#: The web app's factory and its gunicorn hooks, named as in the container's command.
+WEB_APP = "auditor.web:create_app()"
+WEB_HOOKS = "auditor.web.gunicorn_conf"
 
 
 def _session_scope():
@@ -29,32 +32,24 @@ def serve(host: str, port: int, workers: int, threads: int, dev: bool) -> None:
     """Run the web app (JSON API and dashboards) with gunicorn."""
     import os
     import secrets
-
-    from auditor.web import create_app
+    import sys
 
     # Every worker process must sign sessions and CSRF tokens with the same key: without a
     # configured one, pick one here, before the workers fork, for this server's lifetime.
     os.environ.setdefault("AUDITOR_SECRET_KEY", secrets.token_hex(32))
+    # The app and its server hooks by name, as the container runs them: the command line
+    # starts the web app without importing it (the app logs each request with its id; the
+    # hooks share the Prometheus counts of the workers).
     if dev:
-        create_app().run(host=host, port=port, debug=False, use_reloader=True)
+        from flask.cli import ScriptInfo
+
+        ScriptInfo(app_import_path=WEB_APP).load_app().run(host=host, port=port, debug=False, use_reloader=True)
         return
-    from gunicorn.app.base import BaseApplication
+    from gunicorn.app.wsgiapp import WSGIApplication
 
-    class _Server(BaseApplication):
-        def load_config(self):
-            from auditor.web import gunicorn_conf
-
-            # The app logs each request (with its id); the hooks share Prometheus counts.
-            for key, value in {"bind": f"{host}:{port}", "workers": workers, "threads": threads,
-                               "worker_class": "gthread", "on_starting": gunicorn_conf.on_starting,
-                               "child_exit": gunicorn_conf.child_exit, "on_exit": gunicorn_conf.on_exit,
-                               "post_fork": gunicorn_conf.post_fork}.items():
-                self.cfg.set(key, value)
-
-        def load(self):
-            return create_app()
-
-    _Server().run()
+    sys.argv = ["auditor serve", "-c", f"python:{WEB_HOOKS}", "--bind", f"{host}:{port}", "--workers", str(workers),
+                "--threads", str(threads), "--worker-class", "gthread", WEB_APP]
+    WSGIApplication("%(prog)s [OPTIONS] [APP_MODULE]", prog="auditor serve").run()
 
 
 @main.group()
@@ -73,29 +68,21 @@ def users() -> None:
 def users_create(workspace: str | None, email: str, role: str, vendor: str | None, display_name: str | None,
                  password: str) -> None:
     """Create a user (or reset its role, vendor and password)."""
-    from sqlalchemy import select
-
-    from auditor.db import Role, User
+    from auditor.actions.accounts import AccountError, save_user
+    from auditor.db import Role
     from auditor.ingest import get_workspace
-    from auditor.web.access import set_password
 
-    if role == "vendor" and not vendor:
-        raise click.UsageError("--vendor is required for the vendor role.")
-    if len(password) < 8:
-        raise click.BadParameter("use at least 8 characters.", param_hint="--password")
-    email = email.strip().lower()
     with _session_scope() as db:
         workspace = resolve_workspace(db, workspace)
         ws = get_workspace(db, workspace, create=True)
-        user = db.scalar(select(User).where(User.workspace_id == ws.id, User.email == email))
-        verb = "updated" if user is not None else "created"
-        if user is None:
-            user = User(workspace_id=ws.id, email=email)
-            db.add(user)
-        user.role, user.vendor, user.display_name = Role(role), vendor, display_name or user.display_name
-        set_password(user, password)
-        db.flush()
-        click.echo(f"user {email} ({role}) {verb} in workspace {workspace}")
+        try:
+            user, created = save_user(db, ws.id, email, role=Role(role), password=password, vendor=vendor,
+                                      display_name=display_name)
+        except AccountError as exc:
+            if exc.field == "vendor":
+                raise click.UsageError("--vendor is required for the vendor role.") from None
+            raise click.BadParameter(str(exc), param_hint=f"--{exc.field}") from None
+        click.echo(f"user {user.email} ({role}) {'created' if created else 'updated'} in workspace {workspace}")
 
 
 @main.group()
@@ -116,9 +103,9 @@ def tokens_create(workspace: str | None, email: str, role: str | None, datasets:
     """Create an API token and print it (the only time it is shown)."""
     from sqlalchemy import select
 
+    from auditor.actions.accounts import issue_token
     from auditor.db import DatasetGrant, Role, User, Workspace
     from auditor.ingest import IngestError, get_dataset
-    from auditor.web.security import issue_token
 
     with _session_scope() as db:
         workspace = resolve_workspace(db, workspace)
@@ -193,8 +180,8 @@ def tokens_revoke(workspace: str | None, email: str, token_ids: tuple[int, ...],
     """Revoke tokens at once (the next request with one is refused); recorded with who and when."""
     from sqlalchemy import select
 
+    from auditor.actions.accounts import revoke_token
     from auditor.db import ApiToken
-    from auditor.web.access import revoke_token
 
     if not (token_ids or prefixes or revoke_all):
         raise click.UsageError("name the tokens: --id, --prefix or --all.")
@@ -215,7 +202,7 @@ def tokens_revoke(workspace: str | None, email: str, token_ids: tuple[int, ...],
 
 
 def _set_active(workspace: str | None, email: str, active: bool) -> None:
-    from auditor.web.access import set_user_active
+    from auditor.actions.accounts import set_user_active
 
     with _session_scope() as db:
         workspace, user = _user(db, workspace, email)

@@ -71,8 +71,8 @@ def _factory():
 
 
 def _results(factory, run_id: int) -> dict:
+    from auditor.audit.store import run_results
     from auditor.db.models import AuditRun
-    from auditor.db.queries_audit import run_results
     from auditor.db.session import session_scope
 
     with session_scope(factory) as session:
@@ -129,9 +129,9 @@ def _print_table(res: dict) -> None:
 def audit_command(dataset_name: str, workspace: str | None, wait: bool, timeout: float, inline: bool,
                   as_json: bool) -> None:
     """Request an audit of a dataset and show the latest finished audit."""
+    from auditor.audit.store import find_datasets, latest_run
     from auditor.config import load_worker_settings
     from auditor.db.models import AuditStatus
-    from auditor.db.queries_audit import find_datasets, latest_run
     from auditor.db.session import session_scope
 
     factory = _factory()

@@ -16,6 +16,7 @@ from auditor.db.partitions import (
     create_annotation_partition_table,
     has_annotation_partition,
 )
+from auditor.db.quality import STALE
 from auditor.ingest import batch, formats
 from auditor.ingest.annotators import _merge_annotators, _stage_annotators
 from auditor.ingest.csv_load import _raw_csv_plan, _stage_raw_csv, _try_bulk_first_load
@@ -285,6 +286,8 @@ def _merge_annotations(b: batch.Batch, src: str, ann: str, n_rows: int, labels: 
     if fresh_partition:
         attach_annotation_partition(sql.conn, d)
 
+    if n_relabel:  # a relabel replaces a label already summed into the quality windows: rebuild them
+        sql.run(f"UPDATE quality_state SET data_version = {STALE} WHERE dataset_id = :d", params)
     if touches_old and (n_old_new or n_relabel):
         deltas = [f"sum(CASE WHEN new_label = {c} THEN 1 ELSE 0 END) - "
                   f"sum(CASE WHEN old_label = {c} THEN 1 ELSE 0 END) AS d{c}" for c in range(L)]

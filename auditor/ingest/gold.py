@@ -8,6 +8,7 @@ from typing import IO
 from sqlalchemy.orm import Session
 
 from auditor.db.models import Dataset, ImportKind
+from auditor.db.quality import STALE
 from auditor.ingest import batch, formats
 from auditor.ingest.datasets import DEFAULT_WORKSPACE
 from auditor.ingest.errors import MAX_REPORTED_ERRORS, ImportRejected, RowError
@@ -91,6 +92,8 @@ def _merge_gold(b: batch.Batch, table: str, n_rows: int) -> batch.ImportResult:
     if changed == 0:
         raise batch.NoChange(f"all {n_rows} gold labels are already present; nothing changed")
     batch.record_batch(b, n_rows)
+    # gold judges annotations already summed into the quality windows: the next audit rebuilds them
+    sql.run(f"UPDATE quality_state SET data_version = {STALE} WHERE dataset_id = :d", {"d": b.dataset.id})
     n_items = int(sql.scalar(f"SELECT count(DISTINCT item_ext) FROM {table}"))
     stats = {"rows": n_rows, "items": n_items, "updated": changed, "unchanged": n_items - changed,
              "new_items": new_items}

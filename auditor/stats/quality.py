@@ -47,11 +47,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import special, stats
+from scipy import stats
 
 from auditor.stats._validation import StatsInputError, check_probability
 from auditor.stats.certification import tie_credit
 from auditor.stats.counts import _label_codes
+from auditor.stats.monitoring import (
+    DEFAULT_K,
+    LOOKS_PER_YEAR,
+    accuracy_slope,
+    cusum_scan,
+    minimum_detectable_shift,
+    paired_sums,
+)
 
 if TYPE_CHECKING:  # pandas loads pyarrow: imported where a function uses it
     import pandas as pd
@@ -61,15 +69,12 @@ __all__ = [
     "QualityMonitor",
     "QualitySeries",
     "UnitStream",
-    "change_scan",
     "detect_changes",
-    "eb_confidence_sequence_radius",
     "quality_series",
     "quality_units",
 ]
 
 GROUPINGS = ("vendor", "annotator")
-_STITCH_ETA, _STITCH_S = 2.0, 1.4
 
 
 # --------------------------------------------------------------------------- records
@@ -149,7 +154,9 @@ def _window_codes(frame: pd.DataFrame, window: str, origin) -> tuple[np.ndarray,
         raise StatsInputError(f"row {int(np.flatnonzero(raw < 0)[0])}: field 'timestamp' is before `origin`.")
     uniq, codes = np.unique(raw, return_inverse=True)
     starts = (start + uniq * step)
-    return codes.astype(np.int64), np.asarray(starts), np.asarray(starts + step), ts.to_numpy()
+    # time stamps as int64 nanoseconds (UTC), not one Python object per row
+    stamps = ts.dt.tz_convert(None).to_numpy() if isinstance(ts.dtype, pd.DatetimeTZDtype) else ts.to_numpy()
+    return codes.astype(np.int64), np.asarray(starts), np.asarray(starts + step), stamps
 
 
 def _timestamps(frame: pd.DataFrame) -> pd.Series:
@@ -348,18 +355,21 @@ def _x_sums(coded: _Coded, keep: np.ndarray, n_windows: int, n_groups: int):
     """Per (group, window): per-item X^t and X^e sums over the group's labels in the window."""
     n_labels = len(coded.labels)
     cell = coded.group[keep] * n_windows + coded.window[keep]
-    key = np.stack([cell, coded.item[keep], coded.label[keep]])
-    ukey, cnt = np.unique(key, axis=1, return_counts=True)
-    cell_item = ukey[0] * (len(coded.items) + 1) + ukey[1]
-    ci, inv = np.unique(cell_item, return_inverse=True)
+    span = len(coded.items) + 1
+    # one packed integer per (cell, item, label): a 1-D sort, not a sort of rows
+    packed = (cell.astype(np.int64) * span + coded.item[keep]) * n_labels + coded.label[keep]
+    upacked, cnt = np.unique(packed, return_counts=True)
+    cell_item = upacked // n_labels
+    head = np.flatnonzero(np.r_[True, cell_item[1:] != cell_item[:-1]])  # sorted: runs of one (cell, item)
+    ci = cell_item[head]
+    inv = np.repeat(np.arange(head.size), np.diff(np.r_[head, cell_item.size]))
     k = np.bincount(inv, weights=cnt)
     sq = np.bincount(inv, weights=cnt.astype(float) ** 2)
     xt = sq / (k * k)
     with np.errstate(invalid="ignore", divide="ignore"):
         xe = np.where(k >= 2, (sq - k) / (k * (k - 1)), np.nan)
-    cells = ci // (len(coded.items) + 1)
+    cells = ci // span
     size = n_groups * n_windows
-    del n_labels
     out = {}
     for name, x in (("t", xt), ("e", xe)):
         ok = ~np.isnan(x)
@@ -439,8 +449,9 @@ def _series(coded: _Coded, streams: dict[str, UnitStream], by: str, window: str,
     cell = coded.group * n_windows + coded.window
     size = n_groups * n_windows
     n_labels = np.bincount(cell, minlength=size).reshape(n_groups, n_windows)
-    pairs = np.unique(np.stack([cell, coded.item]), axis=1)
-    n_items = np.bincount(pairs[0], minlength=size).reshape(n_groups, n_windows)
+    span = len(coded.items) + 1
+    pairs = np.unique(cell.astype(np.int64) * span + coded.item) // span
+    n_items = np.bincount(pairs, minlength=size).reshape(n_groups, n_windows)
     x = _x_sums(coded, all_rows, n_windows, n_groups)
     u = {}
     for name in ("t", "e"):
@@ -470,206 +481,151 @@ def _series(coded: _Coded, streams: dict[str, UnitStream], by: str, window: str,
 # --------------------------------------------------------------------------- detection
 
 
-def _stitch_radius(v: np.ndarray, alpha: np.ndarray, *, c: float = 1.0, m: float = 1.0) -> np.ndarray:
-    """Howard et al. (2021) polynomial stitched boundary for a sub-exponential process.
-
-    One-sided: P(∃t: S_t ≥ radius(max(V_t, m))) ≤ alpha, with eta = 2, s = 1.4.
-    """
-    eta, s = _STITCH_ETA, _STITCH_S
-    v = np.maximum(v, m)
-    ell = s * np.log(np.log(eta * v / m)) + np.log(special.zeta(s) / (alpha * np.log(eta) ** s))
-    k1 = (eta ** 0.25 + eta ** -0.25) / np.sqrt(2.0)
-    k2 = (np.sqrt(eta) + 1) / 2
-    return np.sqrt(k1 * k1 * v * ell + k2 * k2 * c * c * ell * ell) + c * k2 * ell
-
-
-def eb_confidence_sequence_radius(n, variance_process, alpha, *, m: float = 1.0) -> np.ndarray:
-    """Half-width on the mean of an empirical-Bernstein confidence sequence for [0, 1] data.
-
-    ``variance_process`` is ``Σ (X_i − X̂_i)²`` for predictable centres ``X̂_i ∈ [0, 1]``
-    (Howard et al. 2021, Theorem 4: the centred sum is then sub-exponential with scale
-    1). Two-sided at level ``alpha`` (``alpha / 2`` a side), valid at all ``n`` at once.
-    """
-    n = np.asarray(n, dtype=float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return _stitch_radius(np.asarray(variance_process, float), np.asarray(alpha, float) / 2, m=m) / n
-
-
-def _mp_radius(n: np.ndarray, var: np.ndarray, delta: np.ndarray) -> np.ndarray:
-    """Maurer & Pontil (2009) empirical-Bernstein half-width, two-sided at level ``delta``."""
-    log_term = np.log(4.0 / delta)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.sqrt(2 * var * log_term / n) + 7 * log_term / (3 * np.maximum(n - 1, 1))
-
-
-@dataclass(frozen=True)
-class ScanResult:
-    """Per stream: the first window at which a change was detected (-1: none), and more."""
-
-    detected: np.ndarray      # int (R,): window index of the look that flagged, -1 if none
-    start: np.ndarray         # int (R,): estimated first post-change window
-    before: np.ndarray        # float (R, 3): mean, low, high of the pre-change units
-    after: np.ndarray         # float (R, 3): mean, low, high of the post-change units
-    evidence: np.ndarray      # float (R,): smallest family-wise alpha at which it flags
-    direction: np.ndarray     # int (R,): -1 drop, +1 rise, 0 none
-
-
-def _rebased_cumsums(n, s1, s2, first):
-    """Cumulative sums over windows, minus everything before each stream's ``first`` window."""
-    out = []
-    for x in (n, s1, s2):
-        c = np.cumsum(x, axis=1)
-        base = np.take_along_axis(np.pad(c, ((0, 0), (1, 0))), first[:, None], axis=1)
-        out.append(c - base)
-    return out
-
-
-def _look(cn, c1, c2, alpha, first, J, m, live):
-    """Evaluate the look after window ``J`` for every live stream.
-
-    Candidates ``k`` (first post-change window) run over ``first + 1 .. J``: before is
-    windows ``[first, k)``, after is ``[k, J]``. Returns, per stream, whether it flags
-    and, at the most significant candidate, ``k`` and the (mean, low, high) of before
-    and after.
-    """
-    R = cn.shape[0]
-    ks = np.arange(1, J + 1)
-    bn, b1, b2 = cn[:, ks - 1], c1[:, ks - 1], c2[:, ks - 1]
-    an, a1, a2 = cn[:, [J]] - bn, c1[:, [J]] - b1, c2[:, [J]] - b2
-    rank = ks[None, :] - first[:, None]  # 1 for the first candidate of the stream
-    valid = live[:, None] & (rank >= 1) & (bn >= 2) & (an >= 1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        a_k = alpha[:, None] / (rank * (rank + 1.0))
-        bm = b1 / bn
-        bvar = np.maximum((b2 - bn * bm * bm) / np.maximum(bn - 1, 1), 0.0)
-        b_rad = _mp_radius(bn, bvar, a_k / 2)
-        am = a1 / an
-        vproc = np.maximum(a2 - 2 * bm * a1 + an * bm * bm, 0.0)  # Σ (x - bm)², bm is predictable
-        a_rad = eb_confidence_sequence_radius(an, vproc, a_k / 2, m=m)
-        flag = valid & ((am + a_rad < bm - b_rad) | (am - a_rad > bm + b_rad))
-        avar = np.maximum((a2 - an * am * am) / np.maximum(an - 1, 1), 0.0)
-        zstat = np.abs(am - bm) / np.sqrt(bvar / bn + avar / np.maximum(an, 1) + 1e-300)
-    hit = flag.any(axis=1)
-    best = np.argmax(np.where(valid, zstat, -np.inf), axis=1)
-    r = np.arange(R)
-    before = np.stack([bm[r, best], bm[r, best] - b_rad[r, best], bm[r, best] + b_rad[r, best]], axis=1)
-    after = np.stack([am[r, best], am[r, best] - a_rad[r, best], am[r, best] + a_rad[r, best]], axis=1)
-    return hit, ks[best], before, after
-
-
-def _scan_block(n, s1, s2, alpha, first, m, from_look=None):
-    """Scan streams (R, W) from window ``first`` (R,), looks after ``from_look`` (R,) only."""
-    R, W = n.shape
-    cn, c1, c2 = _rebased_cumsums(n, s1, s2, first)
-    from_look = first if from_look is None else from_look
-    detected = np.full(R, -1)
-    start = np.full(R, -1)
-    out_b = np.full((R, 3), np.nan)
-    out_a = np.full((R, 3), np.nan)
-    direction = np.zeros(R, dtype=int)
-    for J in range(1, W):
-        live = (detected < 0) & (from_look < J) & (first < J)
-        if not live.any():
-            continue
-        hit, k, before, after = _look(cn, c1, c2, alpha, first, J, m, live)
-        rows = np.flatnonzero(hit)
-        detected[rows] = J
-        start[rows] = k[rows]
-        out_b[rows] = before[rows]
-        out_a[rows] = after[rows]
-        direction[rows] = np.where(after[rows, 0] < before[rows, 0], -1, 1)
-    return detected, start, out_b, out_a, direction
-
-
-def change_scan(n, s1, s2, *, alpha, m: float = 50.0, max_changes: int = 10) -> list[list[dict]]:
-    """Sequential change detection on streams of per-window unit sums.
-
-    Parameters
-    ----------
-    n, s1, s2 : arrays (R, W)
-        Units, sum of unit values and sum of squares per stream and window (time order);
-        unit values lie in [0, 1].
-    alpha : float or array (R,)
-        Per-stream probability of ever raising a false alarm under stationarity.
-    m : float, default 50
-        Variance-process value from which the stitched boundary is tight (about one
-        window's worth of units times their variance); any positive value keeps the
-        guarantee, it only moves where the boundary is tightest.
-    max_changes : int
-        After a change the stream restarts at its estimated start (the pre-change units
-        are forgotten) and is checked again at the following looks; at most this many.
-
-    Returns
-    -------
-    list (one per stream) of changes, each a dict with ``detected`` (window index of the
-    look that flagged it), ``start`` (estimated first window after the change),
-    ``before``/``after`` ((mean, low, high) of the units before and after) and
-    ``direction`` (-1 drop, +1 rise).
-    """
-    n = np.asarray(n, dtype=float)
-    s1 = np.asarray(s1, dtype=float)
-    s2 = np.asarray(s2, dtype=float)
-    if n.ndim != 2 or n.shape != s1.shape or n.shape != s2.shape:
-        raise StatsInputError("`n`, `s1` and `s2` must be arrays of the same shape (streams, windows).")
-    R = n.shape[0]
-    alpha = np.broadcast_to(np.asarray(alpha, dtype=float), (R,)).copy()
-    if not ((alpha > 0) & (alpha < 1)).all():
-        raise StatsInputError("`alpha` must lie in (0, 1).")
-    first = np.zeros(R, dtype=int)
-    last_look = np.zeros(R, dtype=int)
-    found: list[list[dict]] = [[] for _ in range(R)]
-    active = np.arange(R)
-    for _ in range(max_changes):
-        if active.size == 0:
-            break
-        det, st, b, a, d = _scan_block(n[active], s1[active], s2[active], alpha[active], first[active], m,
-                                       from_look=last_look[active])
-        hit = det >= 0
-        for i in np.flatnonzero(hit):
-            r = int(active[i])
-            found[r].append({"detected": int(det[i]), "start": int(st[i]), "before": tuple(map(float, b[i])),
-                             "after": tuple(map(float, a[i])), "direction": int(d[i])})
-            # restart at the estimated start; alarms are raised only at later looks
-            first[r], last_look[r] = int(st[i]), int(det[i])
-        active = active[hit]
-    return found
-
-
 @dataclass(frozen=True)
 class ChangeReport:
-    """Changes found by :func:`detect_changes`; ``changes`` has one row per change."""
+    """Changes found by :func:`detect_changes`.
+
+    ``changes``: one row per vendor (or annotator) change; ``dataset_changes``: changes of
+    the level all groups share (the items got harder or easier), reported once;
+    ``sensitivity``: per group and metric, the smallest drop the monitor detects within 4
+    windows with 90% probability at the group's current volume.
+    """
 
     by: str
     window: str
     alpha: float
     changes: pd.DataFrame = field(repr=False)
     series: QualitySeries = field(repr=False)
+    dataset_changes: pd.DataFrame = field(default=None, repr=False)
+    sensitivity: pd.DataFrame = field(default=None, repr=False)
 
 
-def _evidence(n, s1, s2, first, detected, alpha_hi, m) -> float:
-    """Smallest per-stream alpha at which the look that flagged still flags (bisection on log alpha)."""
-    lo, hi = -300.0, float(np.log10(alpha_hi))
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        det, *_ = _scan_block(n[None, : detected + 1], s1[None, : detected + 1], s2[None, : detected + 1],
-                              np.array([10 ** mid]), np.array([first]), m, from_look=np.array([detected - 1]))
-        if det[0] >= 0:
-            hi = mid
-        else:
-            lo = mid
-    return float(10 ** hi)
+CHANGE_COLUMNS = ("group", "metric", "direction", "detected_at", "start", "before", "before_low", "before_high",
+                  "after", "after_low", "after_high", "evidence")
+DATASET_COLUMNS = ("metric", "direction", "detected_at", "start", "before", "after", "evidence")
+SENSITIVITY_COLUMNS = ("group", "metric", "units_per_window", "unit_sd", "min_drop", "min_drop_accuracy")
+
+
+def _label_scores(coded: _Coded, gold) -> dict[str, np.ndarray]:
+    credit = _loo_credit(coded)
+    g_item = _gold_codes(gold, coded.items, coded.labels)[coded.item]
+    return {"agreement": credit,
+            "gold_accuracy": np.where(g_item >= 0, (coded.label == g_item).astype(float), np.nan)}
+
+
+def _span(arr: np.ndarray, a: int, b: int):
+    """(n, s1, s2) of one row of (W, 3) sums over windows a..b inclusive."""
+    return arr[a:b + 1].sum(axis=0) if b >= a else np.zeros(3)
+
+
+def _budget(alpha: float, paired: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, int]:
+    """Per group and metric, and per metric for the dataset level: the yearly false-alarm
+    rate each stream may spend. The groups and the dataset level share ``alpha`` equally;
+    a stream with gold splits its share between agreement and gold accuracy."""
+    agree, gold = paired["agreement"][..., 0], paired["gold_accuracy"][..., 0]
+    active = (agree.sum(axis=1) > 0) | (gold.sum(axis=1) > 0)
+    share = alpha / (int(active.sum()) + 1)
+    has_gold = gold.sum(axis=1) > 0
+    per_group = np.where(has_gold, share / 2, share)
+    return per_group, share, int(active.sum())
+
+
+def _find_changes(groups, windows, paired: Mapping[str, np.ndarray], level: Mapping[str, np.ndarray],
+                  raw: Mapping[str, np.ndarray], alpha: float, *, k: float, looks: int, max_changes: int,
+                  confidence: float = 0.95):
+    """Changes of every group and of the dataset level from (G, W, 3) paired sums, (W, 3)
+    level sums and (G, W, 3) raw unit sums (the values reported before and after)."""
+
+    if sum(1 for g in range(len(groups)) if raw["agreement"][g, :, 0].sum() > 0) == 1:
+        # one group: no other group to pair with, and its level is the dataset's
+        paired = raw
+        level = {m: np.zeros((len(windows), 3)) for m in raw}
+    per_group, share, _ = _budget(alpha, paired)
+    rows, dataset_rows = [], []
+    has_gold_level = level["gold_accuracy"][:, 0].sum() > 0
+    for metric in QualityMonitor.METRICS:
+        arr = paired[metric]
+        use = np.flatnonzero(arr[..., 0].sum(axis=1) > 0)
+        if use.size:
+            found = cusum_scan(arr[use, :, 0], arr[use, :, 1], arr[use, :, 2], alpha=per_group[use], k=k,
+                               looks=looks, max_changes=max_changes)
+            for gi, changes in zip(use, found, strict=True):
+                first = 0
+                for ch in changes:
+                    rate = ch["rate"] * alpha / float(per_group[gi])
+                    b = _span(raw[metric][gi], first, ch["start"] - 1)
+                    a = _span(raw[metric][gi], ch["start"], ch["detected"])
+                    bm, blo, bhi = _unit_interval(b[0:1], b[1:2], b[2:3], confidence)
+                    am, alo, ahi = _unit_interval(a[0:1], a[1:2], a[2:3], confidence)
+                    rows.append(dict(zip(CHANGE_COLUMNS, (
+                        groups[gi], metric, "drop" if ch["direction"] < 0 else "rise", windows[ch["detected"]],
+                        windows[ch["start"]], float(bm[0]), float(blo[0]), float(bhi[0]), float(am[0]),
+                        float(alo[0]), float(ahi[0]), float(min(1.0, rate))), strict=True)))
+                    first = ch["start"]
+        lv = level[metric]
+        if lv[:, 0].sum() > 0:
+            a_lv = share / 2 if has_gold_level else share
+            for ch in cusum_scan(lv[None, :, 0], lv[None, :, 1], lv[None, :, 2], alpha=a_lv, k=k, looks=looks,
+                                 max_changes=max_changes, between=True)[0]:
+                rate = ch["rate"] * alpha / a_lv
+                dataset_rows.append(dict(zip(DATASET_COLUMNS, (
+                    metric, "drop" if ch["direction"] < 0 else "rise", windows[ch["detected"]], windows[ch["start"]],
+                    ch["before"], ch["after"], float(min(1.0, rate))), strict=True)))
+    return _explained_rises_removed(rows), dataset_rows
+
+
+def _explained_rises_removed(rows: list[dict], near: int = 2) -> list[dict]:
+    """Without the rises that another group's drop explains: measured against the others, the
+    groups that did not change look better when one of them degrades (by a half of its drop
+    with three groups, all of it with two). A rise is dropped when another group's drop on
+    the same metric starts within ``near`` windows of it and was found no later than
+    ``near`` windows after it."""
+    drops = [r for r in rows if r["direction"] == "drop"]
+    return [r for r in rows if r["direction"] == "drop" or not any(
+        d["group"] != r["group"] and d["metric"] == r["metric"] and abs(d["start"] - r["start"]) <= near
+        and d["detected_at"] <= r["detected_at"] + near for d in drops)]
+
+
+def _sensitivity(groups, paired: Mapping[str, np.ndarray], raw: Mapping[str, np.ndarray], alpha: float, *,
+                 n_classes: int, labels_per_item: float, k: float, looks: int, recent: int = 4) -> list[dict]:
+    """Per group and metric: units per window (mean of its last ``recent`` windows with
+    data), the units' spread, and the smallest drop detected within 4 windows with 90%
+    probability, on the paired scale and in accuracy (see
+    :func:`auditor.stats.monitoring.accuracy_slope`)."""
+
+    per_group, _, _ = _budget(alpha, paired)
+    out = []
+    for metric in QualityMonitor.METRICS:
+        arr = paired[metric]
+        for gi in np.flatnonzero(arr[..., 0].sum(axis=1) > 0):
+            n, s1, s2 = arr[gi].sum(axis=0)
+            sd = float(np.sqrt(max((s2 - s1 * s1 / n) / max(n - 1, 1), 0.0)))
+            with_data = arr[gi, :, 0][arr[gi, :, 0] > 0]
+            volume = float(with_data[-recent:].mean())
+            mdd = float(minimum_detectable_shift(volume, sd, float(per_group[gi]), k=k, looks=looks,
+                                                 baseline_units=n)[0])
+            if metric == "gold_accuracy":
+                slope = 1.0
+            else:
+                r = raw[metric][gi].sum(axis=0)
+                slope = accuracy_slope(n_classes, labels_per_item, r[1] / r[0]) if r[0] > 0 else float("nan")
+            acc = mdd / slope if slope and np.isfinite(slope) and slope > 0 else float("nan")
+            out.append(dict(zip(SENSITIVITY_COLUMNS, (groups[gi], metric, volume, sd, mdd, acc), strict=True)))
+    return out
 
 
 def detect_changes(records, *, by: str = "vendor", window: str = "7D", gold=None, labels=None,
-                   alpha: float = 0.05, origin=None, max_changes: int = 10, m: float = 50.0) -> ChangeReport:
+                   alpha: float = 0.05, origin=None, max_changes: int = 10, k: float | None = None,
+                   looks: int | None = None) -> ChangeReport:
     """Find when each vendor's (or annotator's) quality changed, with false alarms controlled.
 
-    Each group's stream of per-item agreement with the leave-one-out consensus (and, where
-    gold exists, of per-item gold accuracy) is checked after every window (see the module
-    docstring for the detector and its guarantee). ``alpha`` bounds the probability that
-    *any* group raises a false alarm on *any* of its streams at *any* look when nothing
-    changed: it is split equally over the groups, and within a group between agreement
-    and gold accuracy when the group has gold items.
+    Each group is measured against the other groups on the same items (paired differences
+    of leave-one-out agreement and, where gold exists, of gold accuracy; see
+    :mod:`auditor.stats.monitoring`), and a self-starting CUSUM checks every window.
+    ``alpha`` is the false-alarm rate per ``looks`` windows (52: a year of weeks): fewer
+    than ``alpha`` of stationary datasets ever raise an alert in a year, over all their
+    groups and the dataset level together. A shift all groups share is reported once in
+    ``dataset_changes``.
 
     Returns
     -------
@@ -677,99 +633,108 @@ def detect_changes(records, *, by: str = "vendor", window: str = "7D", gold=None
         ``changes`` columns: ``group``, ``metric`` ("agreement" or "gold_accuracy"),
         ``direction`` ("drop" or "rise"), ``detected_at`` (end of the window whose look
         flagged it), ``start`` (estimated start of the first window after the change),
-        ``before``/``before_low``/``before_high``, ``after``/``after_low``/``after_high``,
-        and ``evidence``: the smallest family-wise false-alarm level at which this look
-        would still flag the change (smaller is stronger).
+        ``before``/``before_low``/``before_high`` and ``after``/``after_low``/``after_high``
+        (the group's metric and its interval before and after the start), and
+        ``evidence``: the yearly false-alarm rate at which this alarm would still fire.
     """
     import pandas as pd
 
+
+    k = DEFAULT_K if k is None else float(k)
+    looks = LOOKS_PER_YEAR if looks is None else int(looks)
     alpha = check_probability(alpha, name="alpha", open_interval=True)
     coded = _code_records(records, by, window, labels, origin)
-    n_groups = len(coded.groups)
-    streams = _unit_streams(coded, gold)
+    n_groups, n_windows = len(coded.groups), len(coded.window_start)
+    scores = _label_scores(coded, gold)
+    streams = {m: quality_units(coded.item, s, coded.group, coded.window, n_groups, n_windows)
+               for m, s in scores.items()}
     series = _series(coded, streams, by, window, 0.95)
-    has_gold = streams["gold_accuracy"].n.sum(axis=1) > 0
-    per_group = alpha / n_groups
-    share = {"agreement": np.where(has_gold, per_group / 2, per_group),
-             "gold_accuracy": np.where(has_gold, per_group / 2, per_group)}
-    rows = []
-    for metric, st in streams.items():
-        use = np.flatnonzero(st.n.sum(axis=1) > 0)
-        if use.size == 0:
-            continue
-        found = change_scan(st.n[use], st.s1[use], st.s2[use], alpha=share[metric][use], m=m,
-                            max_changes=max_changes)
-        for gi, changes in zip(use, found, strict=True):
-            first = 0
-            for ch in changes:
-                ev = _evidence(st.n[gi], st.s1[gi], st.s2[gi], first, ch["detected"], share[metric][gi], m)
-                rows.append({
-                    "group": coded.groups[gi], "metric": metric,
-                    "direction": "drop" if ch["direction"] < 0 else "rise",
-                    "detected_at": coded.window_end[ch["detected"]],
-                    "start": coded.window_start[ch["start"]],
-                    "before": ch["before"][0], "before_low": ch["before"][1], "before_high": ch["before"][2],
-                    "after": ch["after"][0], "after_low": ch["after"][1], "after_high": ch["after"][2],
-                    "evidence": min(1.0, ev * n_groups * (2 if has_gold[gi] else 1)),
-                })
-                first = ch["start"]
-    columns = ["group", "metric", "direction", "detected_at", "start", "before", "before_low", "before_high",
-               "after", "after_low", "after_high", "evidence"]
-    return ChangeReport(by, window, alpha, pd.DataFrame(rows, columns=columns), series)
+    paired, level, raw = _paired_state(coded.item, coded.group, coded.window, scores, streams, n_groups, n_windows)
+    rows, dataset_rows = _find_changes(coded.groups, list(range(n_windows)), paired, level, raw, alpha, k=k,
+                                       looks=looks, max_changes=max_changes)
+    for r in rows + dataset_rows:
+        r["detected_at"] = coded.window_end[r["detected_at"]]
+        r["start"] = coded.window_start[r["start"]]
+    per_item = coded.item.size / max(len(coded.items), 1)
+    sens = _sensitivity(coded.groups, paired, raw, alpha, n_classes=len(coded.labels), labels_per_item=per_item,
+                        k=k, looks=looks)
+    return ChangeReport(by, window, alpha, pd.DataFrame(rows, columns=list(CHANGE_COLUMNS)), series,
+                        pd.DataFrame(dataset_rows, columns=list(DATASET_COLUMNS)),
+                        pd.DataFrame(sens, columns=list(SENSITIVITY_COLUMNS)))
+
+
+def _paired_state(item, group, window, scores, streams, n_groups, n_windows):
+
+    paired, level, raw = {}, {}, {}
+    for metric, score in scores.items():
+        ps = paired_sums(item, group, window, score, n_groups, n_windows)
+        paired[metric] = np.stack([ps.n, ps.s1, ps.s2], axis=-1)
+        level[metric] = np.stack([ps.level_n, ps.level_s1, ps.level_s2], axis=-1)
+        st = streams[metric]
+        raw[metric] = np.stack([st.n, st.s1, st.s2], axis=-1).astype(float)
+    return paired, level, raw
 
 
 # --------------------------------------------------------------------------- incremental
 
 
 class QualityMonitor:
-    """Running (group, window) unit sums and their change detector, fed one batch at a time.
+    """Running (group, window) sums and their change detector, fed one batch at a time.
 
     A service keeps one monitor per dataset and grouping: each new batch of annotations
     is scored (its items' leave-one-out consensus from the current counts, gold where
-    known), added to the window it falls in, and the detector evaluates the current
-    look only. History is never recomputed: a batch costs time in proportion to its own
-    size plus ``O(groups × windows)`` array work, whatever the number of annotations
-    before it. Every batch is a look; the guarantee of :func:`change_scan` holds across
-    all of them.
+    known), and added to the window it falls in: the group's raw units (for the windowed
+    series) and its paired differences against the other groups on the batch's items
+    (for the detector). The detector is the one of :func:`detect_changes`, run on these
+    sums (``O(groups × windows)`` at each look, whatever the number of annotations
+    before), so the same records in the same windows give the same changes offline and
+    here. Every batch is a look; a change is reported once, at the first look that finds
+    it.
 
     Parameters
     ----------
     alpha : float
-        Family-wise false-alarm probability over all groups (see :func:`detect_changes`).
-    m : float
-        Where the stitched boundary is tightest (see :func:`change_scan`).
+        Yearly false-alarm rate over all groups and the dataset level (see :func:`detect_changes`).
     """
 
     METRICS = ("agreement", "gold_accuracy")
-    COLUMNS = ("group", "metric", "direction", "detected_at", "start", "before", "before_low", "before_high",
-               "after", "after_low", "after_high", "evidence")
+    COLUMNS = CHANGE_COLUMNS
 
-    def __init__(self, *, alpha: float = 0.05, m: float = 50.0):
+    def __init__(self, *, alpha: float = 0.05, k: float | None = None, looks: int | None = None,
+                 n_classes: int | None = None):
+        from auditor.stats.monitoring import DEFAULT_K, LOOKS_PER_YEAR
+
         self.alpha = check_probability(alpha, name="alpha", open_interval=True)
-        self.m = float(m)
+        self.k = DEFAULT_K if k is None else float(k)
+        self.looks = LOOKS_PER_YEAR if looks is None else int(looks)
+        self.n_classes = n_classes
         self.groups: list = []
         self.windows: list = []
-        self._sums = {k: np.zeros((0, 0, 3)) for k in self.METRICS}
-        self._first = {k: np.zeros(0, dtype=np.int64) for k in self.METRICS}
-        self._last = {k: np.zeros(0, dtype=np.int64) for k in self.METRICS}
+        self._sums = {m: np.zeros((0, 0, 3)) for m in self.METRICS}
+        self._paired = {m: np.zeros((0, 0, 3)) for m in self.METRICS}
+        self._level = {m: np.zeros((0, 3)) for m in self.METRICS}
         self._labels = np.zeros((0, 0), dtype=np.int64)
+        self._items_labels = np.zeros(2)  # labels and units seen (labels per item, for the sensitivity)
+        self._reported: set = set()
         self._found: list[dict] = []
+        self._dataset_found: list[dict] = []
 
     def _grow(self, n_groups: int, n_windows: int) -> None:
-        g, w = self._labels.shape
-        if g < n_groups or w < n_windows:
-            out = np.zeros((max(g, n_groups), max(w, n_windows)), dtype=np.int64)
-            out[:g, :w] = self._labels
-            self._labels = out
-        for k, arr in self._sums.items():
-            g, w, _ = arr.shape
-            if g < n_groups or w < n_windows:
-                out = np.zeros((max(g, n_groups), max(w, n_windows), 3))
-                out[:g, :w] = arr
-                self._sums[k] = out
-            for state in (self._first, self._last):
-                if state[k].size < n_groups:
-                    state[k] = np.concatenate([state[k], np.zeros(n_groups - state[k].size, dtype=np.int64)])
+        def grown(arr):
+            g, w = arr.shape[:2]
+            if g >= n_groups and w >= n_windows:
+                return arr
+            out = np.zeros((max(g, n_groups), max(w, n_windows), *arr.shape[2:]), dtype=arr.dtype)
+            out[:g, :w] = arr
+            return out
+
+        self._labels = grown(self._labels)
+        for m in self.METRICS:
+            self._sums[m] = grown(self._sums[m])
+            self._paired[m] = grown(self._paired[m])
+            lv = self._level[m]
+            if lv.shape[0] < n_windows:
+                self._level[m] = np.concatenate([lv, np.zeros((n_windows - lv.shape[0], 3))])
 
     def add_batch(self, window, *, item: np.ndarray, group, label: np.ndarray, counts: np.ndarray,
                   gold: np.ndarray | None = None) -> list[dict]:
@@ -794,9 +759,12 @@ class QualityMonitor:
         Returns
         -------
         list of dict
-            The changes this look found (also kept in :meth:`changes`).
+            The group changes this look found (also kept in :meth:`changes`; changes of
+            the dataset level in :meth:`dataset_changes`).
         """
         import pandas as pd
+
+        from auditor.stats.monitoring import paired_sums
 
         if self.windows and window < self.windows[-1]:
             raise StatsInputError(f"window {window!r} comes before the last window {self.windows[-1]!r}.")
@@ -810,47 +778,48 @@ class QualityMonitor:
                 index[g] = len(self.groups)
                 self.groups.append(g)
         gcode = np.asarray([index[g] for g in names], dtype=np.int64)[gcode]
-        self._grow(len(self.groups), len(self.windows))
+        G = len(self.groups)
+        self._grow(G, len(self.windows))
         item = np.asarray(item, dtype=np.int64)
         label = np.asarray(label, dtype=np.int64)
-        self._labels[:, w] += np.bincount(gcode, minlength=len(self.groups))
-        others = np.asarray(counts)[item].astype(np.int64)
+        counts = np.asarray(counts)
+        if self.n_classes is None:
+            self.n_classes = int(counts.shape[1])
+        self._labels[:, w] += np.bincount(gcode, minlength=G)
+        others = counts[item].astype(np.int64)
         others[np.arange(item.size), label] -= 1
         scores = {"agreement": tie_credit(others, label)}
         if gold is not None:
             g_item = np.asarray(gold)[item]
             scores["gold_accuracy"] = np.where(g_item >= 0, (label == g_item).astype(float), np.nan)
+        zero = np.zeros(item.size, dtype=np.int64)
         for metric, score in scores.items():
-            units = quality_units(item, score, gcode, np.zeros(item.size, dtype=np.int64), len(self.groups), 1)
-            self._sums[metric][:, w, 0] += units.n[:, 0]
-            self._sums[metric][:, w, 1] += units.s1[:, 0]
-            self._sums[metric][:, w, 2] += units.s2[:, 0]
-        return self._look(w)
+            units = quality_units(item, score, gcode, zero, G, 1)
+            self._sums[metric][:, w] += np.stack([units.n[:, 0], units.s1[:, 0], units.s2[:, 0]], axis=-1)
+            ps = paired_sums(item, gcode, zero, score, G, 1)
+            self._paired[metric][:, w] += np.stack([ps.n[:, 0], ps.s1[:, 0], ps.s2[:, 0]], axis=-1)
+            self._level[metric][w] += np.array([ps.level_n[0], ps.level_s1[0], ps.level_s2[0]])
+        self._items_labels += [item.size, np.unique(item).size]
+        return self._look()
 
-    def _look(self, J: int) -> list[dict]:
+    def _look(self) -> list[dict]:
+        W = len(self.windows)
+        rows, dataset_rows = _find_changes(self.groups, list(range(W)), {m: a[:, :W] for m, a in self._paired.items()},
+                                           {m: a[:W] for m, a in self._level.items()},
+                                           {m: a[:, :W] for m, a in self._sums.items()}, self.alpha, k=self.k,
+                                           looks=self.looks, max_changes=10)
         new = []
-        if J < 1:
-            return new
-        n_groups = len(self.groups)
-        gold_groups = self._sums["gold_accuracy"][..., 0].sum(axis=1) > 0
-        for metric in self.METRICS:
-            arr = self._sums[metric][:, : J + 1]
-            first, last = self._first[metric], self._last[metric]
-            live = (arr[..., 0].sum(axis=1) > 0) & (last < J) & (first < J)
-            if not live.any():
-                continue
-            alpha = np.where(gold_groups, self.alpha / n_groups / 2, self.alpha / n_groups)
-            cn, c1, c2 = _rebased_cumsums(arr[..., 0], arr[..., 1], arr[..., 2], first)
-            hit, k, before, after = _look(cn, c1, c2, alpha, first, J, self.m, live)
-            for g in np.flatnonzero(hit):
-                scale = n_groups * (2 if gold_groups[g] else 1)
-                ev = _evidence(arr[g, :, 0], arr[g, :, 1], arr[g, :, 2], int(first[g]), J, float(alpha[g]), self.m)
-                row = dict(zip(self.COLUMNS, (
-                    self.groups[g], metric, "drop" if after[g, 0] < before[g, 0] else "rise", self.windows[J],
-                    self.windows[int(k[g])], *map(float, before[g]), *map(float, after[g]), min(1.0, ev * scale)),
-                    strict=True))
-                new.append(row)
-                first[g], last[g] = int(k[g]), J
+        for r in rows:
+            key = (r["group"], r["metric"], r["direction"], r["start"], r["detected_at"])
+            if key not in self._reported:
+                self._reported.add(key)
+                new.append({**r, "detected_at": self.windows[r["detected_at"]], "start": self.windows[r["start"]]})
+        for r in dataset_rows:
+            key = (None, r["metric"], r["direction"], r["start"], r["detected_at"])
+            if key not in self._reported:
+                self._reported.add(key)
+                self._dataset_found.append({**r, "detected_at": self.windows[r["detected_at"]],
+                                            "start": self.windows[r["start"]]})
         self._found += new
         return new
 
@@ -870,25 +839,50 @@ class QualityMonitor:
                             "value": float(mean[g, j]), "low": float(lo[g, j]), "high": float(hi[g, j])})
         return out
 
+    def carry_reported(self, other: QualityMonitor) -> None:
+        """Treat the changes ``other`` reported as reported here too (a monitor rebuilt from
+        every annotation, e.g. after gold arrived, does not raise them again)."""
+        self._reported |= other._reported
+
+    def sensitivity(self) -> list[dict]:
+        """Per group and metric, the smallest drop detected within 4 windows with 90% probability
+        at the group's current volume (columns of :attr:`ChangeReport.sensitivity`)."""
+        W = len(self.windows)
+        if not W:
+            return []
+        per_item = self._items_labels[0] / max(self._items_labels[1], 1)
+        return _sensitivity(self.groups, {m: a[:, :W] for m, a in self._paired.items()},
+                            {m: a[:, :W] for m, a in self._sums.items()}, self.alpha,
+                            n_classes=int(self.n_classes or 2), labels_per_item=per_item, k=self.k, looks=self.looks)
+
     def to_state(self) -> dict:
         """Everything the monitor holds, as JSON-ready lists (see :meth:`from_state`)."""
-        return {"alpha": self.alpha, "m": self.m, "groups": list(self.groups), "windows": list(self.windows),
-                "labels": self._labels.tolist(),
-                "sums": {k: v.tolist() for k, v in self._sums.items()},
-                "first": {k: v.tolist() for k, v in self._first.items()},
-                "last": {k: v.tolist() for k, v in self._last.items()}}
+        return {"version": 2, "alpha": self.alpha, "k": self.k, "looks": self.looks, "n_classes": self.n_classes,
+                "groups": list(self.groups), "windows": list(self.windows), "labels": self._labels.tolist(),
+                "sums": {m: v.tolist() for m, v in self._sums.items()},
+                "paired": {m: v.tolist() for m, v in self._paired.items()},
+                "level": {m: v.tolist() for m, v in self._level.items()},
+                "items_labels": self._items_labels.tolist(),
+                "reported": [list(r) for r in sorted(self._reported, key=repr)]}
 
     @classmethod
     def from_state(cls, state: Mapping) -> QualityMonitor:
-        """A monitor continuing from :meth:`to_state` (changes found before are not kept)."""
-        mon = cls(alpha=state["alpha"], m=state["m"])
+        """A monitor continuing from :meth:`to_state` (the changes found before are not listed
+        again; a state of the earlier detector starts its paired sums from empty)."""
+        mon = cls(alpha=state["alpha"], k=state.get("k"), looks=state.get("looks"), n_classes=state.get("n_classes"))
         mon.groups, mon.windows = list(state["groups"]), list(state["windows"])
         g, w = len(mon.groups), len(mon.windows)
         mon._labels = np.asarray(state["labels"], dtype=np.int64).reshape(g, w)
-        for k in cls.METRICS:
-            mon._sums[k] = np.asarray(state["sums"][k], dtype=float).reshape(g, w, 3)
-            mon._first[k] = np.asarray(state["first"][k], dtype=np.int64).reshape(g)
-            mon._last[k] = np.asarray(state["last"][k], dtype=np.int64).reshape(g)
+        for m in cls.METRICS:
+            mon._sums[m] = np.asarray(state["sums"][m], dtype=float).reshape(g, w, 3)
+            if "paired" in state:
+                mon._paired[m] = np.asarray(state["paired"][m], dtype=float).reshape(g, w, 3)
+                mon._level[m] = np.asarray(state["level"][m], dtype=float).reshape(w, 3)
+            else:
+                mon._paired[m] = np.zeros((g, w, 3))
+                mon._level[m] = np.zeros((w, 3))
+        mon._items_labels = np.asarray(state.get("items_labels", [0, 0]), dtype=float)
+        mon._reported = {tuple(r) for r in state.get("reported", [])}
         return mon
 
     def sums(self, metric: str = "agreement") -> UnitStream:
@@ -897,7 +891,13 @@ class QualityMonitor:
         return UnitStream(arr[..., 0], arr[..., 1], arr[..., 2], arr[..., 0])
 
     def changes(self) -> pd.DataFrame:
-        """Every change found so far, in the order found (columns as :func:`detect_changes`)."""
+        """Every group change found so far, in the order found (columns as :func:`detect_changes`)."""
         import pandas as pd
 
         return pd.DataFrame(self._found, columns=list(self.COLUMNS))
+
+    def dataset_changes(self) -> pd.DataFrame:
+        """Every change of the dataset level found so far (columns as ``ChangeReport.dataset_changes``)."""
+        import pandas as pd
+
+        return pd.DataFrame(self._dataset_found, columns=list(DATASET_COLUMNS))

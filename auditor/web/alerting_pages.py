@@ -16,6 +16,8 @@ from flask import abort, flash, g, redirect, render_template, request, url_for
 from jsonschema import Draft202012Validator
 from sqlalchemy import select
 
+from auditor.actions import alerts as alert_actions
+from auditor.actions.alerts import STEPPERS
 from auditor.alerting import lifecycle
 from auditor.alerting import settings as ws_settings
 from auditor.alerting.routing import ALERT_KINDS
@@ -37,12 +39,11 @@ from auditor.web.api.serializers import BODIES
 from auditor.web.db import get_session, in_workspace
 from auditor.web.errors import ApiError
 from auditor.web.tables import Column, like_pattern, table_state
-from auditor.web.ui import _MAX_ID, _dataset, bp, local_path, login_required
+from auditor.web.ui import MAX_ID, bp, dataset_or_404, local_path, login_required
 
 __all__: list[str] = []
 
 #: Who takes the lifecycle steps (as in the API).
-STEPPERS = frozenset({Role.ADMIN, Role.ANALYST})
 DELIVERIES_SHOWN = 20
 
 
@@ -72,7 +73,7 @@ def _admin() -> None:
 
 def _owned(model, object_id: int):
     """The workspace's ``model`` object, or a 404."""
-    obj = in_workspace(get_session(), model, object_id, g.principal.workspace_id) if object_id <= _MAX_ID else None
+    obj = in_workspace(get_session(), model, object_id, g.principal.workspace_id) if object_id <= MAX_ID else None
     if obj is None:
         abort(404)
     return obj
@@ -87,7 +88,7 @@ def _back(default: str):
 
 def _alert(alert_id: int, *, lock: bool = False) -> Alert:
     stmt = select(Alert).where(Alert.id == alert_id, Alert.workspace_id == g.principal.workspace_id)
-    a = get_session().scalar(stmt.with_for_update() if lock else stmt) if alert_id <= _MAX_ID else None
+    a = get_session().scalar(stmt.with_for_update() if lock else stmt) if alert_id <= MAX_ID else None
     if a is None:
         abort(404)
     return a
@@ -111,11 +112,9 @@ def _step(alert_id: int, fn, *args, done: str):
     db = get_session()
     a = _alert(alert_id, lock=True)
     try:
-        changed = fn(db, a, *args, api.actor(g.principal))
+        changed = fn(db, a, *args, actor=api.actor(g.principal))
     except lifecycle.LifecycleError as exc:
-        db.rollback()
         abort(exc.status, description=f"{exc.field}: {exc}")
-    db.commit()
     if changed:
         flash(f"Alert {a.id} {done}.")
     return _back(url_for("ui.alerts"))
@@ -125,13 +124,13 @@ def _step(alert_id: int, fn, *args, done: str):
 @login_required()
 def acknowledge_alert(alert_id: int):
     """Mark an alert as seen (the CSRF token is checked before this runs); again changes nothing."""
-    return _step(alert_id, lifecycle.acknowledge, done="acknowledged")
+    return _step(alert_id, alert_actions.acknowledge, done="acknowledged")
 
 
 @bp.post("/alerts/<int:alert_id>/reopen")
 @login_required()
 def reopen_alert(alert_id: int):
-    return _step(alert_id, lifecycle.reopen, done="reopened")
+    return _step(alert_id, alert_actions.reopen, done="reopened")
 
 
 @bp.post("/alerts/<int:alert_id>/assign")
@@ -141,9 +140,9 @@ def assign_alert(alert_id: int):
     if raw and not raw.isdigit():
         abort(400, description=f"user_id: choose a user of the workspace; got {raw[:40]!r}.")
     user_id = int(raw) if raw else None
-    if user_id is not None and user_id > _MAX_ID:
+    if user_id is not None and user_id > MAX_ID:
         abort(400, description="user_id: no such user.")
-    return _step(alert_id, lifecycle.assign, user_id, done="assigned" if user_id else "unassigned")
+    return _step(alert_id, alert_actions.assign, user_id, done="assigned" if user_id else "unassigned")
 
 
 @bp.post("/alerts/<int:alert_id>/snooze")
@@ -153,13 +152,13 @@ def snooze_alert(alert_id: int):
     raw = "" if "wake" in request.form else request.form.get("until", "").strip()
     with _as_page_error():
         until = api.parse_time(raw[:40], "until") if raw else None
-    return _step(alert_id, lifecycle.snooze, until, done="snoozed" if until else "woken")
+    return _step(alert_id, alert_actions.snooze, until, done="snoozed" if until else "woken")
 
 
 @bp.post("/alerts/<int:alert_id>/comments")
 @login_required()
 def comment_alert(alert_id: int):
-    return _step(alert_id, lifecycle.comment, request.form.get("body", ""), done="commented on")
+    return _step(alert_id, alert_actions.comment, request.form.get("body", ""), done="commented on")
 
 
 # --- the admins' alert routing ----------------------------------------------------------------------
@@ -234,7 +233,7 @@ def channel_action(channel_id: int, action: str):
 def _ints(name: str) -> list[int]:
     out = []
     for raw in request.form.getlist(name)[:200]:
-        if not raw.isdigit() or int(raw) > _MAX_ID:
+        if not raw.isdigit() or int(raw) > MAX_ID:
             abort(400, description=f"{name}: not an id; got {raw[:40]!r}.")
         out.append(int(raw))
     return out
@@ -348,4 +347,4 @@ def imports_page(db, ds: Dataset, args) -> dict:
 def imports(dataset_id: int):
     """Every batch of the dataset (who, when, rows, outcome) and its rejected attempts (never cached:
     a rejected attempt changes nothing else a cached page would notice)."""
-    return render_template("imports.html", **imports_page(get_session(), _dataset(dataset_id), request.args))
+    return render_template("imports.html", **imports_page(get_session(), dataset_or_404(dataset_id), request.args))

@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session, aliased, defer
 from auditor.alerting.lifecycle import is_snoozed
 from auditor.alerting.routing import ALERT_KINDS
 from auditor.audit import plans
+from auditor.audit.store import latest_runs
 from auditor.db import (
     Agreement,
     Alert,
@@ -51,7 +52,6 @@ from auditor.db import (
     VendorReport,
 )
 from auditor.db.models import LabelStudioConnector, MlflowConnector
-from auditor.db.queries_audit import latest_runs
 from auditor.stats.annotators import hoeffding_lower
 from auditor.stats.confusion import confusion_matrix
 from auditor.web.tables import COUNT_CAP, Column, like_pattern, table_state
@@ -956,6 +956,15 @@ def _pooled(windows: list[QualityWindow], metric: str) -> tuple[float | None, fl
     return (sum(w.value * w.n_items for w in rows) / n if n else None), n
 
 
+def _sees(db: Session, dataset_id: int, vendor: str) -> dict[str, dict]:
+    """What the change detector can see of this vendor on the dataset, per metric: its weekly
+    volume and the smallest drop it finds within 4 weeks with 90% probability."""
+    from auditor.audit.quality import sensitivity
+
+    return {r["metric"]: r for r in sensitivity(db, dataset_id)["vendor"] if str(r["group"]) == vendor
+            and r["min_drop"] == r["min_drop"]}
+
+
 def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None, args=None,
                 with_price: bool = True, period: TimeRange | None = None) -> dict:
     """``dataset_ids``: only these datasets (a vendor user sees the datasets it is granted).
@@ -1048,6 +1057,7 @@ def vendor_page(db: Session, workspace_id: int, vendor: str, *, dataset_ids=None
             continue
         entry["quality_chart"] = _quality_chart(windows, changes.get(ds_id, []),
                                                 batch=entry["dataset"].quality_window == "batch")
+        entry["sees"] = _sees(db, ds_id, vendor)
         audit = {a.get("annotator"): a for a in bounds}
         people = sorted({name for (d, name, _m) in latest_windows if d == ds_id} | set(audit))
         entry["annotators"] = [

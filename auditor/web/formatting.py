@@ -129,7 +129,7 @@ def change_badge(change) -> Markup:
              f"[{change.after_low:.3f}, {change.after_high:.3f}]; found with the data up to "
              f"{change.detected_at:%Y-%m-%d}")
     if change.evidence is not None:
-        title += f"; evidence (family-wise false-alarm level) {change.evidence:.2g}"
+        title += f"; evidence (yearly false-alarm rate at which it still fires) {change.evidence:.2g}"
     label = f"{'drop' if change.direction == 'drop' else 'rise'} since {change.start:%Y-%m-%d}"
     if change.metric == "gold_accuracy":
         label += " (gold)"

@@ -10,29 +10,27 @@ import math
 from flask import abort, flash, g, redirect, render_template, request, url_for
 from jsonschema import Draft202012Validator
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 
-from auditor.audit import plans
+from auditor.actions import prices
+from auditor.actions.plans import request_plan
+from auditor.actions.prices import PRICE_SETTERS
 from auditor.db import AuditRun, Dataset, Item, Model, Release, Role
 from auditor.web import dashboards, item_pages, timerange
-from auditor.web.api.common import WRITERS
 from auditor.web.api.serializers import BODIES
 from auditor.web.cache import cached
 from auditor.web.db import get_session
 from auditor.web.security import load_principal
-from auditor.web.ui import _MAX_ID, _dataset, bp, dataset_arg, local_path, login_required
+from auditor.web.ui import MAX_ID, bp, dataset_arg, dataset_or_404, local_path, login_required
 
 __all__: list[str] = []
 
 #: Who may acknowledge an alert (as in the API).
 _ACKNOWLEDGERS = frozenset({Role.ADMIN, Role.ANALYST})
-#: Who may set or clear a vendor's price (as ``POST /api/v1/vendor-prices``).
-PRICE_SETTERS = WRITERS
 
 
 def _int_arg(name: str) -> int | None:
     value = request.args.get(name, type=int)
-    return value if value is not None and 0 <= value <= _MAX_ID else None
+    return value if value is not None and 0 <= value <= MAX_ID else None
 
 
 @bp.get("/alerts")
@@ -49,7 +47,7 @@ def alerts():
 @cached
 def audit_run(run_id: int):
     db = get_session()
-    run = db.get(AuditRun, run_id) if run_id <= _MAX_ID else None
+    run = db.get(AuditRun, run_id) if run_id <= MAX_ID else None
     ds = db.get(Dataset, run.dataset_id) if run is not None else None
     if ds is None or ds.workspace_id != g.principal.workspace_id:
         abort(404)
@@ -60,7 +58,7 @@ def _release(release_id: int | None) -> tuple[Release, Model]:
     db = get_session()
     row = db.execute(select(Release, Model).join(Model, Release.model_id == Model.id)
                      .where(Release.id == release_id, Model.workspace_id == g.principal.workspace_id)
-                     ).first() if release_id is not None and 0 <= release_id <= _MAX_ID else None
+                     ).first() if release_id is not None and 0 <= release_id <= MAX_ID else None
     if row is None:
         abort(404)
     return row[0], row[1]
@@ -87,7 +85,7 @@ def _compared_ids() -> list[int | None] | None:
     ids = []
     for value in raw[: dashboards.COMPARE_MAX]:
         n = int(value) if value.isdigit() and len(value) <= 10 else None
-        ids.append(n if n is not None and n <= _MAX_ID else None)
+        ids.append(n if n is not None and n <= MAX_ID else None)
     return list(dict.fromkeys(ids))
 
 
@@ -95,14 +93,12 @@ def _compared_ids() -> list[int | None] | None:
 @login_required()
 def ask_release_plan(release_id: int):
     """The plan panel's form: ask a worker for the release's plan (the CSRF token is checked first)."""
-    from auditor.web.api.plans import ask_plan
-
     rel, _ = _release(release_id)
     dataset_id = request.form.get("dataset_id", type=int)
-    if dataset_id is None or not 0 <= dataset_id <= _MAX_ID:
+    if dataset_id is None or not 0 <= dataset_id <= MAX_ID:
         abort(400, description="dataset_id: name the dataset whose plan to compute.")
-    ds = _dataset(dataset_id)
-    ask_plan(get_session(), rel.id, ds.id)
+    ds = dataset_or_404(dataset_id)
+    request_plan(get_session(), rel.id, ds.id)
     flash("A worker is computing the plan; reload in a minute.")
     return redirect(url_for("ui.release", release_id=rel.id, dataset_id=ds.id, _anchor="plan"))
 
@@ -188,18 +184,11 @@ def set_vendor_price():
     action, vendor, price, currency = _price_form()
     db = get_session()
     if action == "clear":
-        if not plans.clear_price(db, g.principal.workspace_id, vendor):
+        if not prices.clear_vendor_price(db, g.principal.workspace_id, vendor):
             abort(404, description=f"No price is set for the vendor {vendor!r}.")
-        db.commit()
         flash(f"The price of {vendor} was cleared.")
     else:
-        try:
-            row = plans.set_price(db, g.principal.workspace_id, vendor, price, currency)
-            db.commit()
-        except IntegrityError:  # a first price for this vendor set at the same moment: replace it
-            db.rollback()
-            row = plans.set_price(db, g.principal.workspace_id, vendor, price, currency)
-            db.commit()
+        row = prices.set_vendor_price(db, g.principal.workspace_id, vendor, price, currency)
         flash(f"{vendor} charges {row.price_per_label:.10g} {row.currency} per label.")
     return redirect(local_path(request.form.get("next", "")) or url_for("ui.vendors"))
 
@@ -230,7 +219,7 @@ def set_workspace_currency():
 @login_required()
 @cached
 def items(dataset_id: int):
-    return render_template("items.html", **item_pages.items_page(get_session(), _dataset(dataset_id), request.args))
+    return render_template("items.html", **item_pages.items_page(get_session(), dataset_or_404(dataset_id), request.args))
 
 
 #: An item id in a URL longer than this names no item (ids are stored up to this length).
@@ -243,7 +232,7 @@ _MAX_ITEM_ID = 512
 def item(dataset_id: int, external_id: str):
     """One item: its labels by annotator and vendor, gold, the plurality, each release's prediction."""
     db = get_session()
-    ds = _dataset(dataset_id)
+    ds = dataset_or_404(dataset_id)
     found = db.scalar(select(Item).where(Item.dataset_id == ds.id, Item.external_id == external_id)
                       ) if len(external_id) <= _MAX_ITEM_ID else None
     if found is None:
@@ -256,7 +245,7 @@ def item(dataset_id: int, external_id: str):
 @cached
 def leaderboard(dataset_id: int):
     """Every annotator of every vendor on a dataset, ranked by the lower bound on its accuracy."""
-    return render_template("leaderboard.html", **dashboards.leaderboard_page(get_session(), _dataset(dataset_id),
+    return render_template("leaderboard.html", **dashboards.leaderboard_page(get_session(), dataset_or_404(dataset_id),
                                                                               request.args))
 
 

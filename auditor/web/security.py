@@ -1,28 +1,29 @@
-"""Who is asking, and what they may do: passwords, API tokens, roles, limits, headers.
+"""Who is asking, and what they may do: sessions, API tokens, roles, limits, headers.
 
 UI users log in with a password (argon2id hash) and get a signed session cookie; API
-clients send ``Authorization: Bearer <token>``. Tokens are 256-bit random strings, so
-a fast SHA-256 digest is enough to store them (a slow hash protects guessable secrets
-like passwords, not random ones) and lets a request find its token by index.
+clients send ``Authorization: Bearer <token>``. Passwords and tokens are made and checked
+by :mod:`auditor.actions.accounts` (the names are re-exported here for the web layer).
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from argon2 import PasswordHasher
-from argon2.exceptions import InvalidHashError, VerificationError
 from flask import Flask, Response, current_app, g, request, session
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
 from flask_wtf.csrf import CSRFProtect
 from sqlalchemy import Connection, Integer, String, bindparam, cast, func, select
-from sqlalchemy.orm import Session
 
+from auditor.actions.accounts import (
+    dummy_password_hash,
+    hash_password,
+    hash_token,
+    issue_token,
+    verify_password,
+)
 from auditor.db import ApiToken, DatasetGrant, Role, User, Workspace
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "READERS",
     "Principal",
     "csrf",
+    "dummy_password_hash",
     "hash_password",
     "hash_token",
     "issue_token",
@@ -42,8 +44,6 @@ READERS = frozenset({Role.ADMIN, Role.ANALYST, Role.VIEWER})
 """Roles that may read everything in their workspace."""
 ALL_ROLES = frozenset(Role)
 
-_hasher = PasswordHasher()
-_TOKEN_PREFIX = "aud_"
 
 limiter = Limiter(key_func=get_remote_address)
 csrf = CSRFProtect()
@@ -64,40 +64,6 @@ SECURITY_HEADERS = {
     "Cross-Origin-Resource-Policy": "same-origin",
     "Permissions-Policy": "camera=(), microphone=(), geolocation=(), payment=()",
 }
-
-
-def hash_password(password: str) -> str:
-    return _hasher.hash(password)
-
-
-@functools.cache
-def dummy_password_hash() -> str:
-    """A hash of a random password, verified against when no account matches (same cost)."""
-    return _hasher.hash(secrets.token_urlsafe(16))
-
-
-def verify_password(password_hash: str | None, password: str) -> bool:
-    if not password_hash:
-        return False
-    try:
-        return _hasher.verify(password_hash, password)
-    except (VerificationError, InvalidHashError):
-        return False
-
-
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
-
-
-def issue_token(db: Session, user: User, *, name: str, role: Role | None = None,
-                expires_at: datetime | None = None) -> tuple[ApiToken, str]:
-    """Store a new token for ``user`` (hash only) and return it with its plaintext, shown once."""
-    plaintext = _TOKEN_PREFIX + secrets.token_urlsafe(32)
-    token = ApiToken(user_id=user.id, name=name, token_hash=hash_token(plaintext),
-                     prefix=plaintext[:12], role=role, expires_at=expires_at)
-    db.add(token)
-    db.flush()
-    return token, plaintext
 
 
 @dataclass

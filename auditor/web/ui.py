@@ -130,7 +130,7 @@ def logout():
     """End the session here and on the server: a copy of its cookie is refused afterwards."""
     principal = load_principal(allow_session=True)
     if principal is not None and principal.via == "session":
-        from auditor.web.access import end_sessions
+        from auditor.actions.accounts import end_sessions
 
         db = get_session()
         user = db.get(User, principal.user_id)
@@ -152,11 +152,12 @@ def overview():
 
 # Ids are 32-bit integers in the database: a larger one in a URL names nothing (a 404, not a
 # database error).
-_MAX_ID = 2**31 - 1
+MAX_ID = 2**31 - 1
 
 
-def _dataset(dataset_id: int) -> Dataset:
-    ds = in_workspace(get_session(), Dataset, dataset_id, g.principal.workspace_id) if dataset_id <= _MAX_ID else None
+def dataset_or_404(dataset_id: int) -> Dataset:
+    """The dataset of the caller's workspace with this id, or a 404."""
+    ds = in_workspace(get_session(), Dataset, dataset_id, g.principal.workspace_id) if dataset_id <= MAX_ID else None
     if ds is None:
         abort(404)
     return ds
@@ -174,21 +175,21 @@ def dataset_arg() -> int | None:
     principal = g.principal
     if value < 0 or (not principal.reads_all and value not in principal.grants):
         abort(404)
-    return _dataset(value).id
+    return dataset_or_404(value).id
 
 
 @bp.get("/datasets/<int:dataset_id>")
 @login_required()
 @cached
 def dataset(dataset_id: int):
-    return render_template("dataset.html", **dashboards.dataset_page(get_session(), _dataset(dataset_id)))
+    return render_template("dataset.html", **dashboards.dataset_page(get_session(), dataset_or_404(dataset_id)))
 
 
 @bp.get("/models/<int:model_id>")
 @login_required()
 @cached
 def model(model_id: int):
-    m = in_workspace(get_session(), Model, model_id, g.principal.workspace_id) if model_id <= _MAX_ID else None
+    m = in_workspace(get_session(), Model, model_id, g.principal.workspace_id) if model_id <= MAX_ID else None
     if m is None:
         abort(404)
     return render_template("model.html", **dashboards.model_page(get_session(), m, dataset_arg(),
@@ -207,7 +208,7 @@ def vendor(name: str):
     dataset_arg()  # another workspace's dataset is not found
     data = dashboards.vendor_page(db, principal.workspace_id, name, dataset_ids=granted, args=request.args,
                                   with_price=principal.reads_all, period=timerange.page_range("all"))
-    from auditor.web.pages import PRICE_SETTERS
+    from auditor.actions.prices import PRICE_SETTERS
 
     return render_template("vendor.html", can_price=principal.role in PRICE_SETTERS, **data)
 
@@ -223,7 +224,7 @@ def annotator(dataset_id: int, external_id: str):
                                     or dataset_id not in principal.grants):
         abort(404)
     db = get_session()
-    ds = _dataset(dataset_id)
+    ds = dataset_or_404(dataset_id)
     person = db.scalars(select(Annotator).where(Annotator.workspace_id == principal.workspace_id,
                                                 Annotator.external_id == external_id)).first()
     if person is None or (not principal.reads_all and person.vendor != principal.vendor):
@@ -271,7 +272,7 @@ def access():
 @login_required()
 def access_user(user_id: int, action: str):
     """The CSRF token is checked before this runs."""
-    from auditor.web.access import set_user_active
+    from auditor.actions.accounts import set_user_active
 
     _admin()
     db = get_session()
@@ -291,8 +292,8 @@ def access_user(user_id: int, action: str):
 @login_required()
 def access_token(token_id: int):
     """The CSRF token is checked before this runs."""
+    from auditor.actions.accounts import revoke_token
     from auditor.db import ApiToken
-    from auditor.web.access import revoke_token
 
     _admin()
     db = get_session()

@@ -18,10 +18,10 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
@@ -43,13 +43,28 @@ from auditor.db.session import session_scope
 from auditor.webhooks.http import TIMEOUT, Answer, post
 from auditor.webhooks.signing import SIGNATURE_HEADER, signature_header
 
-if TYPE_CHECKING:  # (auditor.alerting.channels sends through this package's HTTP client)
-    from auditor.alerting.channels import Smtp, Target
+
+@dataclass(frozen=True)
+class ChannelTarget:
+    """What a channel delivery needs to know of its alert channel (read with the delivery)."""
+
+    kind: str
+    name: str
+    url: str | None
+    recipients: tuple[str, ...]
+    active: bool
+
+
+#: Sends one stored message to an alert channel (:func:`auditor.alerting.channels.send`, with the
+#: deployment's relay bound): ``(target, body, allow_private=..., timeout=...) -> Answer``; never raises.
+ChannelSender = Callable[..., Answer]
 
 __all__ = [
     "EVENTS",
     "MAX_BODY_BYTES",
     "Attempt",
+    "ChannelSender",
+    "ChannelTarget",
     "alerts_raised",
     "attempt",
     "audit_completed",
@@ -235,25 +250,22 @@ class _Hook:
     active: bool
 
 
-def _target(hook: Webhook | None, channel: AlertChannel | None) -> _Hook | Target | None:
-    from auditor.alerting.channels import Target
-
+def _target(hook: Webhook | None, channel: AlertChannel | None) -> _Hook | ChannelTarget | None:
     if hook is not None:
         return _Hook(hook.url, hook.secret, bool(hook.active))
     if channel is not None:
-        return Target(str(channel.kind), channel.name, channel.url, tuple(channel.recipients or ()),
+        return ChannelTarget(str(channel.kind), channel.name, channel.url, tuple(channel.recipients or ()),
                       bool(channel.active))
     return None
 
 
-def _send(target: _Hook | Target, delivery_id: int, event: str, body: str, *, allow_private: bool,
-          timeout: float, smtp: Smtp, base_url: str | None) -> Answer:
+def _send(target: _Hook | ChannelTarget, delivery_id: int, event: str, body: str, *, allow_private: bool,
+          timeout: float, send_channel: ChannelSender | None) -> Answer:
     """One attempt at the delivery: a signed POST to a webhook, or a message to an alert channel."""
     if not isinstance(target, _Hook):
-        from auditor.alerting.channels import send as send_to_channel
-
-        return send_to_channel(target, body, smtp=smtp, allow_private=allow_private, base_url=base_url,
-                               timeout=timeout)
+        if send_channel is None:
+            return Answer(None, "this process sends no alert channel messages (no channel sender)", 0.0, False)
+        return send_channel(target, body, allow_private=allow_private, timeout=timeout)
     payload = body.encode("utf-8")
     headers = {"Content-Type": "application/json", "User-Agent": "Auditor-Webhooks/1",
                "X-Auditor-Event": event, "X-Auditor-Delivery": str(delivery_id),
@@ -288,8 +300,7 @@ def _take(session: Session, delivery_id: int, now: datetime, timeout: float):
 
 
 def attempt(factory: sessionmaker[Session], delivery_id: int, *, max_attempts: int, backoff: float,
-            allow_private: bool, timeout: float = TIMEOUT, smtp: Smtp | None = None,
-            base_url: str | None = None) -> Attempt:
+            allow_private: bool, timeout: float = TIMEOUT, send_channel: ChannelSender | None = None) -> Attempt:
     """Send delivery ``delivery_id`` once, if it is still pending and nobody else is sending it,
     and record the outcome. ``smtp`` is the relay of email channels; ``base_url`` starts the
     links of channel messages."""
@@ -304,10 +315,8 @@ def attempt(factory: sessionmaker[Session], delivery_id: int, *, max_attempts: i
         answer = None
         error, code, retry = "the webhook or channel was deactivated before this delivery was sent", None, False
     else:
-        from auditor.alerting.channels import Smtp
-
         answer = _send(target, delivery_id, event, body, allow_private=allow_private, timeout=timeout,
-                       smtp=smtp or Smtp(), base_url=base_url)
+                       send_channel=send_channel)
         error, code, retry = answer.error, answer.status, answer.retry
     attempts += 1
     finished = _now()

@@ -23,8 +23,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from auditor.alerting.settings import audit_options
 from auditor.audit import plans
 from auditor.audit.pipeline import AuditOptions
+from auditor.audit.snapshot import load_audit_snapshot
 from auditor.db.session import session_scope
-from auditor.db.snapshot import load_audit_snapshot
+from auditor.worker.context import session_factory, worker_settings
 
 __all__ = ["plan_release", "plan_releases", "request_after_audit", "request_plan"]
 
@@ -91,14 +92,12 @@ def _audit_due(factory: sessionmaker[Session], dataset_id: int) -> bool:
 def _plan(task, dataset_id: int, release_ids: list[int], deferred: int = 0) -> list[dict[str, Any]]:
     """Plan the releases on the dataset from one snapshot; each plan is stored in its own transaction.
 
-    Audits first, also against the plan in hand: before each release, if new data made an
-    audit of the dataset due, the releases not yet planned go back to the queue (behind
-    the audit, which the worker serves first) and this task ends, at most
-    :data:`MAX_DEFERRALS` times per plan. One worker process then makes an audit wait for
-    one release's plan at most, not for a whole ``plan_releases``."""
-    from auditor.worker.tasks import _session_factory, _worker_settings
-
-    factory = _session_factory(task)
+    Audits first, also against the plan in hand: before the snapshot is read and before
+    each release, if new data made an audit of the dataset due, the releases not yet
+    planned go back to the queue (behind the audit, which the worker serves first) and
+    this task ends, at most :data:`MAX_DEFERRALS` times per plan. One worker process then
+    makes an audit wait for one release's plan at most, not for a whole ``plan_releases``."""
+    factory = session_factory(task)
 
     def step_aside(rest: list[int]) -> list[dict[str, Any]] | None:
         """The releases ``rest`` back to the queue when an audit of the dataset is due; None if not."""
@@ -116,7 +115,7 @@ def _plan(task, dataset_id: int, release_ids: list[int], deferred: int = 0) -> l
     if aside is not None:
         return aside
     with session_scope(factory) as session:  # (the snapshot reads in a transaction of its own)
-        options = audit_options(session, dataset_id, AuditOptions.from_settings(_worker_settings(task)))
+        options = audit_options(session, dataset_id, AuditOptions.from_settings(worker_settings(task)))
     with factory() as session:
         snap = load_audit_snapshot(session, dataset_id)
         session.rollback()

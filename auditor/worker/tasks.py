@@ -18,7 +18,6 @@ import math
 import time
 import uuid
 from datetime import timedelta
-from functools import lru_cache
 from typing import Any
 
 from billiard.exceptions import WorkerLostError
@@ -26,10 +25,9 @@ from celery import group, shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.result import GroupResult
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.orm import Session, sessionmaker
 
 from auditor import webhooks
-from auditor.alerting.channels import Smtp
+from auditor.alerting import channels
 from auditor.alerting.routing import route_alerts
 from auditor.audit import runner
 from auditor.audit.pipeline import (
@@ -40,45 +38,18 @@ from auditor.audit.pipeline import (
     release_payload,
     upper_summary,
 )
-from auditor.config import WorkerSettings, load_worker_settings
-from auditor.db import make_engine, make_session_factory
-from auditor.db.queries_audit import heartbeat_audit, stale_datasets
+from auditor.audit.store import heartbeat_audit, stale_datasets
+from auditor.config import WorkerSettings
 from auditor.db.session import session_scope
-from auditor.db.snapshot import SnapshotCache
-from auditor.worker.dispatch import request_audit
+from auditor.worker.context import session_factory, snapshot_cache, worker_settings
 
-__all__ = ["audit_dataset", "audit_release", "deliver_alerts", "deliver_webhook", "finish_audit", "mlflow_write_back", "sweep"]
+__all__ = ["audit_dataset", "audit_release", "deliver_alerts", "deliver_webhook", "enqueue_audit", "finish_audit", "mlflow_write_back", "sweep"]
 
 log = logging.getLogger(__name__)
 
 # Errors after which the same audit may well succeed: the database went away, a lock
 # timed out, a serialization conflict. Anything else is recorded and left to the sweep.
 TRANSIENT = (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError)
-
-
-def _worker_settings(task) -> WorkerSettings:
-    return task.app.conf.get("auditor_worker") or load_worker_settings()
-
-
-@lru_cache(maxsize=8)
-def _factory(url: str, lock_timeout_ms: int) -> sessionmaker[Session]:
-    # One engine per process and database (prefork children build their own after fork).
-    kwargs: dict[str, Any] = {}
-    if url.startswith("postgres"):
-        # Waiting forever on a lock would hold the audit's slot; fail, record, retry instead.
-        kwargs["connect_args"] = {"options": f"-c lock_timeout={int(lock_timeout_ms)}"}
-    return make_session_factory(make_engine(url, **kwargs))
-
-
-@lru_cache(maxsize=8)
-def _snapshot_cache(url: str) -> SnapshotCache:
-    # Per process: the next audit of a dataset reads only the rows written since.
-    return SnapshotCache()
-
-
-def _session_factory(task) -> sessionmaker[Session]:
-    w = _worker_settings(task)
-    return _factory(task.app.conf.get("auditor_database_url"), w.db_lock_timeout_ms)
 
 
 def _lease(w: WorkerSettings) -> timedelta:
@@ -88,7 +59,7 @@ def _lease(w: WorkerSettings) -> timedelta:
 
 
 def _heartbeat(task, run_id: int, task_id: str) -> runner.Heartbeat:
-    return runner.Heartbeat(_session_factory(task), run_id, task_id=task_id, every=_lease(_worker_settings(task))
+    return runner.Heartbeat(session_factory(task), run_id, task_id=task_id, every=_lease(worker_settings(task))
                             .total_seconds() / 4)
 
 
@@ -101,7 +72,7 @@ def _after_run(task, outcome: runner.Outcome) -> None:
     if outcome.state == "succeeded":
         _notify(task, outcome)
     if outcome.needs_follow_up:
-        request_audit(_dataset_of(task, outcome.run_id))
+        enqueue_audit(_dataset_of(task, outcome.run_id))
     if outcome.state == "succeeded" and outcome.run_id is not None:
         _request_mlflow_write_back(task, outcome.run_id)
         _request_plans(task, outcome.run_id)
@@ -127,13 +98,13 @@ def _request_plans(task, run_id: int) -> None:
     """Ask for the plans of the releases the audit did not certify (``AUDITOR_PLANS_PER_AUDIT`` of
     them), so the overview can say what to label next. The audit is already written: nothing
     here may fail it, so any error is logged only (a page view asks for a missing plan)."""
-    limit = _worker_settings(task).plans_per_audit
+    limit = worker_settings(task).plans_per_audit
     if limit <= 0:
         return
     try:
         from auditor.worker.plans import request_after_audit
 
-        request_after_audit(_session_factory(task), run_id, limit)
+        request_after_audit(session_factory(task), run_id, limit)
     except Exception as exc:
         log.warning("could not request the plans after audit run %s (%s: %s)", run_id, exc.__class__.__name__, exc)
 
@@ -141,12 +112,12 @@ def _request_plans(task, run_id: int) -> None:
 def _dataset_of(task, run_id: int) -> int:
     from auditor.db.models import AuditRun
 
-    with session_scope(_session_factory(task)) as session:
+    with session_scope(session_factory(task)) as session:
         return session.get(AuditRun, run_id).dataset_id
 
 
 def _retry_or_raise(task, exc: BaseException):
-    w = _worker_settings(task)
+    w = worker_settings(task)
     if runner.is_transient(exc) and task.request.retries < w.max_retries:
         countdown = w.retry_backoff * 2 ** task.request.retries
         log.warning("audit attempt failed (%s); retrying in %.1fs", exc.__class__.__name__, countdown)
@@ -159,10 +130,10 @@ def audit_dataset(self, dataset_id: int, requested_at: float | None = None) -> d
     """Audit one dataset if it needs it (:func:`auditor.audit.runner.run_audit`, with this
     process's snapshot cache and, for large datasets, the per-release fan-out); returns the
     outcome (state, run id, versions). ``requested_at`` (Unix time, set by
-    :func:`~auditor.worker.dispatch.request_audit`) becomes a new run's ``created_at``."""
-    w = _worker_settings(self)
+    :func:`enqueue_audit`) becomes a new run's ``created_at``."""
+    w = worker_settings(self)
     options = AuditOptions.from_settings(w)
-    factory = _session_factory(self)
+    factory = session_factory(self)
     task_id = self.request.id or uuid.uuid4().hex
 
     def fan_out(run_id: int, snap, timings: dict, used: AuditOptions) -> runner.Outcome | None:
@@ -172,7 +143,7 @@ def audit_dataset(self, dataset_id: int, requested_at: float | None = None) -> d
 
     try:
         outcome = runner.run_audit(factory, dataset_id, task_id=task_id, options=options, lease=_lease(w),
-                                   cache=_snapshot_cache(self.app.conf.get("auditor_database_url")),
+                                   cache=snapshot_cache(self.app.conf.get("auditor_database_url")),
                                    fan_out=fan_out, requested_at=requested_at)
     except SoftTimeLimitExceeded:  # recorded on the run by run_audit, not retried
         return {"state": "failed", "dataset_id": dataset_id, "error": "soft time limit exceeded"}
@@ -226,8 +197,8 @@ def finish_audit(self, group_id: str, run_id: int, task_id: str, data_version: i
                  previous: dict[str, Any], opts: dict[str, Any], timings: dict[str, float],
                  started: float) -> dict[str, Any]:
     """Wait for the release parts (by rescheduling itself, holding no worker slot), merge, write once."""
-    w = _worker_settings(self)
-    factory = _session_factory(self)
+    w = worker_settings(self)
+    factory = session_factory(self)
     parts = GroupResult.restore(group_id, app=self.app)
     expired = time.time() - started > w.time_limit
     if time.monotonic() - _last_beat.get(run_id, -math.inf) > w.lease_seconds / 4:
@@ -277,8 +248,8 @@ def finish_audit(self, group_id: str, run_id: int, task_id: str, data_version: i
 def sweep(self) -> list[int]:
     """Enqueue an audit of every dataset whose data is newer than its last succeeded audit,
     and every webhook delivery whose message was lost."""
-    w = _worker_settings(self)
-    with session_scope(_session_factory(self)) as session:
+    w = worker_settings(self)
+    with session_scope(session_factory(self)) as session:
         ids = stale_datasets(session, lease=_lease(w), retry_backoff=w.retry_backoff)
         lost = webhooks.stale_deliveries(session)
     for dataset_id in ids:
@@ -293,7 +264,7 @@ def deliver_alerts(self, alert_ids: list[int]) -> int:
     rules name; returns the deliveries queued."""
     if not alert_ids:
         return 0
-    with session_scope(_session_factory(self)) as session:
+    with session_scope(session_factory(self)) as session:
         ids = webhooks.alerts_raised(session, alert_ids) + route_alerts(session, alert_ids)
     _publish_deliveries(ids)
     return len(ids)
@@ -304,11 +275,11 @@ def deliver_alerts(self, alert_ids: list[int]) -> int:
 def deliver_webhook(self, delivery_id: int) -> dict[str, Any]:
     """One attempt at an outgoing webhook delivery (or an alert channel's message); a failed one is
     retried after its backoff."""
-    w = _worker_settings(self)
+    w = worker_settings(self)
     try:
-        done = webhooks.attempt(_session_factory(self), int(delivery_id), max_attempts=w.webhook_max_attempts,
+        done = webhooks.attempt(session_factory(self), int(delivery_id), max_attempts=w.webhook_max_attempts,
                                 backoff=w.webhook_retry_backoff, allow_private=w.webhook_allow_private,
-                                smtp=Smtp.from_settings(w), base_url=w.base_url)
+                                send_channel=channels.sender(channels.Smtp.from_settings(w), w.base_url))
     except TRANSIENT as exc:  # the database is away: the delivery is untouched, try again
         raise self.retry(exc=exc, countdown=w.webhook_retry_backoff) from exc
     if done.retry_in is not None:
@@ -327,7 +298,7 @@ def _request_mlflow_write_back(task, run_id: int) -> None:
     try:
         from auditor.connectors.mlflow import dataset_with_connector
 
-        with session_scope(_session_factory(task)) as session:
+        with session_scope(session_factory(task)) as session:
             dataset_id = dataset_with_connector(session, run_id)
         if dataset_id is not None:
             mlflow_write_back.apply_async((dataset_id,), retry=False)
@@ -349,9 +320,9 @@ def mlflow_write_back(self, dataset_id: int) -> dict[str, Any]:
     and recorded on the connector (``last_error``)."""
     from auditor.connectors import mlflow as connector
 
-    w = _worker_settings(self)
+    w = worker_settings(self)
     try:
-        return connector.write_back(_session_factory(self), dataset_id, base_url=w.base_url)
+        return connector.write_back(session_factory(self), dataset_id, base_url=w.base_url)
     except connector.RegistryUnavailable as exc:
         cause: BaseException = exc
     except TRANSIENT as exc:  # the database went away: the same write-back may succeed
@@ -367,3 +338,38 @@ def mlflow_write_back(self, dataset_id: int) -> dict[str, Any]:
     log.warning("MLflow write-back of dataset %s failed (%s); retrying in %.0fs", dataset_id, cause, countdown)
     raise self.retry(exc=cause, countdown=countdown)
 
+
+# --- enqueueing audits (the write path calls auditor.worker.dispatch.request_audit) ----------
+
+#: After the broker could not be reached, this process does not try again for this many
+#: seconds: every write meanwhile would wait for the connection to fail (about 2 s each
+#: with Redis down), and the sweep enqueues their audits once the broker is back.
+BROKER_DOWN_SECONDS = 15.0
+_broker_down_until: dict[str, float] = {}  # broker URL → until when it is not tried
+
+
+def enqueue_audit(dataset_id: int) -> str | None:
+    """Enqueue an audit of ``dataset_id``; call after the write committed.
+
+    Returns the task id, or None when the broker could not be reached, now or in the last
+    :data:`BROKER_DOWN_SECONDS` (logged).
+    """
+    broker = str(audit_dataset.app.conf.broker_url)
+    if time.monotonic() < _broker_down_until.get(broker, 0.0):
+        log.info("the broker was unreachable moments ago: the audit of dataset %s is left to the sweep", dataset_id)
+        return None
+    try:
+        # One connection attempt and no publish retries: a web request must not hang on a
+        # dead broker (kombu's default retries took 2 s to give up on a refused connection).
+        with audit_dataset.app.pool.acquire(block=True, timeout=1.0) as conn:
+            conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=1.0)
+            # The request's time goes with the message: the run it leads to counts its queued
+            # time from here (``queued_seconds``), not from when a worker took it.
+            result = audit_dataset.apply_async((int(dataset_id),), {"requested_at": time.time()}, retry=False,
+                                               ignore_result=True, connection=conn)
+    except Exception as exc:  # any broker failure: the sweep catches up
+        _broker_down_until[broker] = time.monotonic() + BROKER_DOWN_SECONDS
+        log.warning("could not enqueue the audit of dataset %s (%s: %s); the sweep will",
+                    dataset_id, exc.__class__.__name__, exc)
+        return None
+    return result.id

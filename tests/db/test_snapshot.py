@@ -10,7 +10,8 @@ import pytest
 from sqlalchemy import select
 
 import auditor.db.pgread as pgread
-from auditor.db import SnapshotError, load_snapshot, make_session_factory, session_scope
+from auditor.audit.snapshot import SnapshotError, load_snapshot
+from auditor.db import make_session_factory, session_scope
 from auditor.ingest import create_dataset, import_annotations, import_gold
 
 ROWS = "".join(f"item-{i},w{(i * 3 + k) % 7},{'xyz'[(i * k) % 3]}\n" for i in range(40) for k in range(3))
@@ -64,8 +65,8 @@ def _expected_states(base: dict, batches: list[tuple[int, dict]]) -> dict[int, d
 def test_snapshots_taken_while_imports_commit_equal_their_version(db_engine, monkeypatch):
     """Both loaders, read in many small blocks (on parallel connections on PostgreSQL) while
     another thread keeps importing, give exactly the rows and counts of one data_version."""
+    from auditor.audit.snapshot import load_audit_snapshot as worker_snapshot
     from auditor.db import Annotator, Item, session_scope
-    from auditor.db.snapshot import load_audit_snapshot as worker_snapshot
 
     monkeypatch.setattr(pgread, "BLOCK_ROWS", 8)
     factory = make_session_factory(db_engine)
@@ -155,3 +156,16 @@ def test_id_index_dense_and_sparse():
     holes = pgread.IdIndex(np.array([1, 3, 5], dtype=np.int64))
     with pytest.raises(RuntimeError):
         holes(np.array([2]))
+
+
+def test_the_public_snapshot_keeps_its_old_address():
+    """``auditor.db.load_snapshot`` (documented before the audit's storage moved to
+    :mod:`auditor.audit`) is the same function, loaded on first use."""
+    import auditor.db
+    from auditor.audit import snapshot
+
+    assert auditor.db.load_snapshot is snapshot.load_snapshot
+    assert auditor.db.Snapshot is snapshot.Snapshot
+    assert auditor.db.SnapshotError is snapshot.SnapshotError
+    with pytest.raises(AttributeError):
+        auditor.db.no_such_name  # noqa: B018

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from auditor.audit.snapshot import load_snapshot
 from auditor.cli import main
-from auditor.db import load_snapshot, make_session_factory, session_scope
+from auditor.db import make_session_factory, session_scope
 from auditor.ingest import get_dataset
 
 pytestmark = pytest.mark.shared

@@ -20,10 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
+from auditor.audit.snapshot import load_snapshot
 from auditor.connectors.labelstudio import PayloadRejected, VendorMap, configure
 from auditor.connectors.labelstudio.events import MAX_EVENT_ANNOTATIONS, parse_event
 from auditor.connectors.labelstudio.store import Changes, apply, read_spec
-from auditor.db import load_snapshot, make_session_factory, session_scope
+from auditor.db import make_session_factory, session_scope
 from auditor.db.models import (
     Annotation,
     AnnotationHistory,

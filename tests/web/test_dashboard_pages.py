@@ -227,7 +227,7 @@ def test_certified_since_is_the_first_audit_of_the_current_run_of_certified_verd
     """Each audit's certifications, written by ``finish_audit``, carry the first run of their
     release's current certified streak on the dataset (a release absent from a run keeps
     its streak; another dataset's verdicts count apart); a page reads it in one statement."""
-    from auditor.db.queries_audit import finish_audit
+    from auditor.audit.store import finish_audit
 
     factory = make_session_factory(db_engine)
     with factory() as db:

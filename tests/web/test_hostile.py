@@ -158,8 +158,8 @@ def test_the_dataset_page_shows_a_failed_audit_and_its_cause(app):
     from datetime import timedelta
 
     from auditor.audit import runner
+    from auditor.audit.store import claim_audit
     from auditor.db import make_session_factory, session_scope
-    from auditor.db.queries_audit import claim_audit
 
     tenant = make_tenant(app)
     client = app.test_client()

@@ -101,7 +101,10 @@ def test_overview_shows_each_vendors_latest_week_its_change_and_the_detected_cha
         diff = now["value"] - before["value"]
         assert delta == f"{'+' if diff > 0 else '−'}{abs(diff):.3f}"
         if vendor in changed:
-            assert badge == f"change detected: drop since {changed[vendor]['start'][:10]}"
+            # the newest of the vendor's changes (agreement, or gold accuracy: "(gold)")
+            starts = {c["start"][:10] for c in api["vendor_changes"] if c["group"] == vendor}
+            assert badge.removesuffix(" (gold)")[-10:] in starts
+            assert badge.startswith("change detected: drop since ")
             assert 'class="badge change no"' in cells[4]
         else:
             assert badge == "none"
@@ -127,10 +130,14 @@ def test_vendor_page_charts_weekly_agreement_and_gold_over_dates_with_bands_and_
         assert [b[0] for b in series["band"]] == [p[0] for p in series["points"]]
         assert [b[1] for b in series["band"]] == pytest.approx([w["low"] for w in expected])
         assert [b[2] for b in series["band"]] == pytest.approx([w["high"] for w in expected])
-    change = next(c for c in api["vendor_changes"] if c["group"] == "acme-labeling")
+    # measured against the other vendors, on agreement and on gold: a drop on each (same start, ± 1 week)
+    acme = [c for c in api["vendor_changes"] if c["group"] == "acme-labeling"]
+    assert {c["metric"] for c in acme} <= {"agreement", "gold_accuracy"} and acme
+    change = next((c for c in acme if c["metric"] == "agreement"), acme[0])
     start = datetime.fromisoformat(change["start"])
-    assert [(v["x"], v["kind"]) for v in spec["vlines"]] == [(_ms(start), "drop")]
-    assert f"drop from {start:%Y-%m-%d}" in spec["vlines"][0]["label"]
+    assert sorted((v["x"], v["kind"]) for v in spec["vlines"]) == sorted(
+        (_ms(datetime.fromisoformat(c["start"])), "drop") for c in acme)
+    assert any(f"drop from {start:%Y-%m-%d}" in v["label"] for v in spec["vlines"])
     # The change is listed under the chart with its intervals.
     changes = _text(re.search(r'<table class="data changes" id="vendor-changes-1">(.*?)</table>', page, re.S).group(1))
     assert f"change detected: drop since {start:%Y-%m-%d}" in changes
@@ -370,3 +377,10 @@ def test_a_dataset_with_weekly_windows_but_no_vendor_report_counts_its_annotator
         assert 'data-label="U_t"><span class="na">' not in before[name]
         assert '<td class="n" data-label="annotators">3</td>' in after[name]
         assert 'data-label="U_t"><span class="na">' in after[name]
+
+
+def test_vendor_page_says_what_the_monitor_can_see(app, history, api):
+    page = _page(_session(app, history.tenant, "viewer"), "/vendors/acme-labeling")
+    sees = _text(re.search(r'<p class="sees" id="vendor-sees">(.*?)</p>', page, re.S).group(1))
+    assert sees.startswith("What the monitor can see: at 150 items a week, drops of 0.")
+    assert "within 4 weeks with 90% probability" in sees and "on gold items" in sees

@@ -19,12 +19,12 @@ from auditor.audit.pipeline import (
     release_part,
     release_payload,
 )
+from auditor.audit.snapshot import SnapshotCache
+from auditor.audit.snapshot import load_audit_snapshot as load_snapshot
+from auditor.audit.store import claim_audit, stale_datasets
 from auditor.config import load_worker_settings
 from auditor.db import session_scope
 from auditor.db.models import AuditOutbox, AuditRun, AuditStatus, Certification
-from auditor.db.queries_audit import claim_audit, stale_datasets
-from auditor.db.snapshot import SnapshotCache
-from auditor.db.snapshot import load_audit_snapshot as load_snapshot
 from auditor.stats import confidence, lower_bound, upper_bounds
 from tests.workers._data import import_annotations, import_predictions, make_dataset, synthetic
 
@@ -346,7 +346,7 @@ def test_a_dataset_with_100000_annotators_is_audited(pg_engine):
     with session_scope(factory) as s:
         snap = load_snapshot(s, ds)
     assert len(snap.annotator_names) == 100_000 and snap.n_annotations == 100_000
-    from auditor.db import load_snapshot as load_public
+    from auditor.audit.snapshot import load_snapshot as load_public
 
     with pg_engine.connect() as conn:
         public = load_public(conn, ds, annotations=True)

@@ -12,9 +12,9 @@ import pytest
 from billiard.exceptions import WorkerLostError
 from celery.result import AsyncResult, GroupResult
 
+from auditor.audit.store import claim_audit
 from auditor.db import session_scope
 from auditor.db.models import AuditRun, AuditStatus
-from auditor.db.queries_audit import claim_audit
 from tests.workers._data import import_annotations, make_dataset
 from tests.workers.conftest import client_app, worker_env
 

@@ -1,7 +1,7 @@
 """Outgoing webhooks through a real Celery worker, PostgreSQL, Redis and a local HTTP receiver.
 
-Signatures are checked with the verification recipe of the README, run as printed
-there; the receiver first is not listening, then answers 500, then 200, and the delivery
+Signatures are checked with the verification recipe of the integrations guide
+(docs/integrations.md), run as printed there; the receiver first is not listening, then answers 500, then 200, and the delivery
 log shows each attempt.
 """
 
@@ -44,12 +44,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def readme_recipe():
-    """``verify_auditor_signature`` exactly as the README prints it."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """``verify_auditor_signature`` exactly as the integrations guide prints it."""
+    text = (ROOT / "docs" / "integrations.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     code = next(b for b in blocks if "def verify_auditor_signature" in b)
     namespace: dict = {}
-    exec(compile(code, "README.md", "exec"), namespace)
+    exec(compile(code, "docs/integrations.md", "exec"), namespace)
     return namespace["verify_auditor_signature"]
 
 

@@ -24,10 +24,10 @@ def labelstudio_sync(self, connector_id: int | None = None) -> dict[str, Any]:
     (``last_sync_error``) and the others still run."""
     from auditor.connectors.labelstudio.mapping import PayloadRejected
     from auditor.connectors.labelstudio.sync import ConnectorError, sync_connector
+    from auditor.worker.context import session_factory
     from auditor.worker.dispatch import request_audit
-    from auditor.worker.tasks import _session_factory
 
-    factory = _session_factory(self)
+    factory = session_factory(self)
     with factory() as s:
         query = select(LabelStudioConnector.id).where(LabelStudioConnector.enabled.is_(True))
         if connector_id is not None:

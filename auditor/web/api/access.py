@@ -57,7 +57,7 @@ def list_users(principal, db, active):
 
 
 def _set_active(principal, db, user_id: int, active: bool) -> dict:
-    from auditor.web.access import set_user_active
+    from auditor.actions.accounts import set_user_active
 
     u = _get_user(principal, db, user_id)
     if not active and u.id == principal.user_id:
@@ -97,7 +97,7 @@ def list_tokens(principal, db, user_id):
           response=s.ref("Token"))
 def revoke_token(principal, db, token_id):
     """Revoke a token at once (an admin any token of the workspace, others their own); revoking again changes nothing."""
-    from auditor.web.access import revoke_token as revoke
+    from auditor.actions.accounts import revoke_token as revoke
 
     row = db.execute(select(ApiToken).join(User, ApiToken.user_id == User.id)
                      .where(ApiToken.id == token_id, User.workspace_id == principal.workspace_id)

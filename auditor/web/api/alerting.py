@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from sqlalchemy import select
 
+from auditor.actions import alerts as alert_actions
 from auditor.alerting import lifecycle
 from auditor.alerting import settings as ws_settings
 from auditor.alerting.channels import MAX_RECIPIENTS
@@ -166,11 +167,9 @@ def get_alert(principal, db, alert_id):
 def _step(principal, db, alert_id: int, fn, *args) -> dict:
     a = _alert(principal, db, alert_id, lock=True)
     try:
-        fn(db, a, *args, actor(principal))
+        fn(db, a, *args, actor=actor(principal))
     except lifecycle.LifecycleError as exc:
-        db.rollback()
         raise ApiError(exc.status, str(exc), field=exc.field) from None
-    db.commit()
     return detail(db, a)
 
 
@@ -178,21 +177,21 @@ def _step(principal, db, alert_id: int, fn, *args) -> dict:
           roles=WRITERS, response=s.ref("AlertDetail"))
 def acknowledge_alert(principal, db, alert_id):
     """Mark an alert as seen by the caller (it leaves the open list); acknowledging again changes nothing."""
-    return _step(principal, db, alert_id, lifecycle.acknowledge)
+    return _step(principal, db, alert_id, alert_actions.acknowledge)
 
 
 @endpoint("POST", "/alerts/<int:alert_id>/reopen", summary="Reopen an alert", tag="alerts", roles=WRITERS,
           response=s.ref("AlertDetail"))
 def reopen_alert(principal, db, alert_id):
     """Put an acknowledged alert back on the open list."""
-    return _step(principal, db, alert_id, lifecycle.reopen)
+    return _step(principal, db, alert_id, alert_actions.reopen)
 
 
 @endpoint("POST", "/alerts/<int:alert_id>/assign", summary="Assign an alert", tag="alerts", roles=WRITERS,
           body=s.BODIES["AlertAssign"], body_name="AlertAssign", response=s.ref("AlertDetail"))
 def assign_alert(principal, db, alert_id, body):
     """Assign the alert to an active user of the workspace (``null``: to nobody)."""
-    return _step(principal, db, alert_id, lifecycle.assign, body["user_id"])
+    return _step(principal, db, alert_id, alert_actions.assign, body["user_id"])
 
 
 def parse_time(raw: str | None, field: str) -> datetime | None:
@@ -210,14 +209,14 @@ def parse_time(raw: str | None, field: str) -> datetime | None:
           body=s.BODIES["AlertSnooze"], body_name="AlertSnooze", response=s.ref("AlertDetail"))
 def snooze_alert(principal, db, alert_id, body):
     """Keep the alert off the open list until a time (at most a year ahead); ``null`` wakes it now."""
-    return _step(principal, db, alert_id, lifecycle.snooze, parse_time(body["until"], "until"))
+    return _step(principal, db, alert_id, alert_actions.snooze, parse_time(body["until"], "until"))
 
 
 @endpoint("POST", "/alerts/<int:alert_id>/comments", summary="Comment on an alert", tag="alerts", roles=WRITERS,
           body=s.BODIES["AlertComment"], body_name="AlertComment", response=s.ref("AlertDetail"), status=201)
 def comment_alert(principal, db, alert_id, body):
     """Add a comment to the alert's thread."""
-    return _step(principal, db, alert_id, lifecycle.comment, body["body"])
+    return _step(principal, db, alert_id, alert_actions.comment, body["body"])
 
 
 # --- channels ---------------------------------------------------------------------------------
@@ -243,7 +242,7 @@ def _channel(principal, db, channel_id: int) -> AlertChannel:
 
 def channel_target(body: dict) -> tuple[list[str] | None, str | None]:
     """(recipients, url) of a new channel, checked; a 400 names the bad field."""
-    from auditor.alerting.addresses import valid_address
+    from auditor.addresses import valid_address
 
     if body["kind"] == ChannelKind.EMAIL.value:
         recipients = [r.strip() for r in body.get("recipients") or []]

@@ -4,9 +4,11 @@ the vendors' expert equivalence per unit cost."""
 from __future__ import annotations
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import defer
 
+from auditor.actions import prices
+from auditor.actions.plans import request_plan
+from auditor.actions.prices import PRICE_SETTERS
 from auditor.audit import plans
 from auditor.db import (
     AuditRun,
@@ -18,7 +20,7 @@ from auditor.db import (
     VendorReport,
 )
 from auditor.jsonable import finite
-from auditor.web.api.common import WRITERS, B, get_dataset, get_release
+from auditor.web.api.common import B, get_dataset, get_release
 from auditor.web.api.framework import Listing, Param, endpoint
 from auditor.web.api.serializers import BODIES, SCHEMAS, page_of, ref
 from auditor.web.errors import ApiError
@@ -102,18 +104,7 @@ def stored_plan(db, release_id: int, dataset_id: int) -> dict:
 def ask_plan(db, release_id: int, dataset_id: int) -> dict:
     """Ask a worker for the plan when it is missing or older than the latest audit (one row
     write and one message; no computing here); the plan as it stands."""
-    _, ask = plans.request(db, release_id, dataset_id)
-    if ask:
-        try:
-            db.commit()
-        except IntegrityError:
-            # A concurrent first request stored the pending row (and asks the worker) first.
-            db.rollback()
-            ask = False
-    if ask:
-        from auditor.worker.plans import request_plan
-
-        request_plan(release_id, dataset_id)
+    request_plan(db, release_id, dataset_id)
     return stored_plan(db, release_id, dataset_id)
 
 
@@ -177,24 +168,22 @@ def list_vendor_prices(principal, db):
     return Listing(stmt, _price, ["vendor", "price_per_label", "currency", "updated_at"], "vendor-prices")
 
 
-@endpoint("POST", "/vendor-prices", summary="Set a vendor's price per label", tag="plans", roles=WRITERS,
+@endpoint("POST", "/vendor-prices", summary="Set a vendor's price per label", tag="plans", roles=PRICE_SETTERS,
           body=B["VendorPriceSet"], body_name="VendorPriceSet", response=ref("VendorPrice"))
 def set_vendor_price(principal, db, body):
     """The price per label of a vendor (a vendor is the name on its annotators); replaces its old price.
     The workspace's stored plans are dropped: the next read asks for plans at the new prices."""
-    row = plans.set_price(db, principal.workspace_id, body["vendor"], body["price_per_label"], body.get("currency"))
-    db.commit()
+    row = prices.set_vendor_price(db, principal.workspace_id, body["vendor"], body["price_per_label"], body.get("currency"))
     return _price(row)
 
 
-@endpoint("DELETE", "/vendor-prices", summary="Remove a vendor's price", tag="plans", roles=WRITERS,
+@endpoint("DELETE", "/vendor-prices", summary="Remove a vendor's price", tag="plans", roles=PRICE_SETTERS,
           query=[Param("vendor", "string", "The vendor.", required=True, max_length=200)],
           response={"type": "object", "required": ["deleted"], "properties": {"deleted": {"type": "boolean"}}})
 def delete_vendor_price(principal, db, vendor):
     """Plans stop costing this vendor's labels."""
-    if not plans.clear_price(db, principal.workspace_id, vendor):
+    if not prices.clear_vendor_price(db, principal.workspace_id, vendor):
         raise ApiError(404, "No price is set for this vendor.", field="vendor")
-    db.commit()
     return {"deleted": True}
 
 

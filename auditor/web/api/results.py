@@ -6,6 +6,7 @@ from __future__ import annotations
 from flask import jsonify
 from sqlalchemy import Select, func, select
 
+from auditor.audit.store import latest_run
 from auditor.db import (
     Agreement,
     Alert,
@@ -23,7 +24,6 @@ from auditor.db import (
     Role,
     VendorReport,
 )
-from auditor.db.queries_audit import latest_run
 from auditor.jsonable import finite
 from auditor.web.api import serializers as s
 from auditor.web.api.common import (
@@ -305,11 +305,14 @@ def list_quality_windows(principal, db, dataset_id, grouping, group, metric):
 
 @endpoint("GET", "/datasets/<int:dataset_id>/quality/changes", summary="List quality changes", tag="results",
           roles=READ_OR_VENDOR, listing=True, response=s.page_of("QualityChange"),
-          query=[_GROUPING, _GROUP], cache=True)
+          query=[Param("grouping", "string", "Vendors (default), annotators, or the dataset level (a change all "
+                       "vendors share: the items got harder or easier).", enum=("vendor", "annotator", "dataset"),
+                       default="vendor"), _GROUP], cache=True)
 def list_quality_changes(principal, db, dataset_id, grouping, group):
-    """Changes in a vendor's (or annotator's) quality found by the sequential detector,
-    newest first: when it started, quality before and after with intervals, and the
-    evidence (the smallest false-alarm level at which it would still be reported)."""
+    """Changes in a vendor's (or annotator's) quality found by the change detector (each
+    group against the other groups on the same items), newest first: when it started,
+    quality before and after with intervals, and the evidence (the yearly false-alarm
+    rate at which it would still be reported)."""
     ds = get_dataset(principal, db, dataset_id)
     c = QualityChange
     stmt = (select(c.id, c.dataset_id, c.audit_run_id, c.grouping, c.group_name.label("group"), c.metric,
@@ -321,3 +324,32 @@ def list_quality_changes(principal, db, dataset_id, grouping, group):
                                             "before", "before_low", "before_high", "after", "after_low",
                                             "after_high", "evidence", "audit_run_id"],
                    f"quality-changes-{grouping}-{ds.id}", mapping=True)
+
+
+@endpoint("GET", "/datasets/<int:dataset_id>/quality/sensitivity", summary="What the quality monitor can see",
+          tag="results", roles=READ_OR_VENDOR, query=[_GROUPING, _GROUP],
+          response={"type": "object", "required": ["items"],
+                    "properties": {"items": {"type": "array", "items": s.ref("QualitySensitivity")}}})
+def quality_sensitivity(principal, db, dataset_id, grouping, group):
+    """For each vendor (or annotator) and metric, the smallest drop the change detector finds
+    within 4 weeks with 90% probability at the group's current weekly volume ("at 150
+    labels a week: drops of 0.07 and more within 4 weeks"): silence about a group means no
+    drop of that size, not no drop at all. Empty before the dataset's first audit."""
+    from auditor.audit.quality import sensitivity
+
+    ds = get_dataset(principal, db, dataset_id)
+    rows = sensitivity(db, ds.id)[grouping]
+    if group:
+        rows = [r for r in rows if str(r["group"]) == group]
+    if principal.role == Role.VENDOR:
+        own = vendor_scope(principal, None)
+        if grouping == "vendor":
+            rows = [r for r in rows if str(r["group"]) == own]
+        else:
+            mine = set(db.scalars(select(Annotator.external_id).where(Annotator.workspace_id == ds.workspace_id,
+                                                                      Annotator.vendor == own)))
+            rows = [r for r in rows if str(r["group"]) in mine]
+    return {"items": [{"grouping": grouping, "group": str(r["group"]), "metric": r["metric"],
+                       "units_per_window": finite(r["units_per_window"]), "unit_sd": finite(r["unit_sd"]),
+                       "min_drop": finite(r["min_drop"]), "min_drop_accuracy": finite(r["min_drop_accuracy"]),
+                       "within_windows": 4, "power": 0.9} for r in rows]}

@@ -330,9 +330,22 @@ SCHEMAS: dict[str, dict] = {
                           window_start=TIME, window_end=TIME, n_items=_n("number"), n_labels=INT,
                           value=_n("number"), low=_n("number"), high=_n("number"), audit_run_id=_n("integer"),
                           updated_at=_n(TIME)),
+    "QualitySensitivity": _obj(
+        ["grouping", "group", "metric", "units_per_window", "min_drop"],
+        grouping={"type": "string", "enum": ["vendor", "annotator"]}, group=STR,
+        metric={"type": "string", "enum": ["agreement", "gold_accuracy"]},
+        units_per_window=_n("number", "Items a window the group labelled (mean of its last 4 windows with data)."),
+        unit_sd=_n("number", "Spread of the group's per-item differences against the other groups."),
+        min_drop=_n("number", "Smallest drop of the group's mean difference against the other groups that "
+                              "the detector finds within 4 windows with 90% probability at this volume."),
+        min_drop_accuracy=_n("number", "The same drop in accuracy (on gold: the same number; on agreement: "
+                                       "through the symmetric-annotator model's slope)."),
+        within_windows=INT, power=NUM),
     "QualityChange": _obj(["grouping", "group", "metric", "direction", "detected_at", "start"],
                           id=INT, dataset_id=INT, audit_run_id=_n("integer"),
-                          grouping={"type": "string", "enum": ["vendor", "annotator"]}, group=STR,
+                          grouping={"type": "string", "enum": ["vendor", "annotator", "dataset"],
+                                    "description": "dataset: a change all vendors share (the items got "
+                                                   "harder or easier), group 'all items'."}, group=STR,
                           metric={"type": "string", "enum": ["agreement", "gold_accuracy"]},
                           direction={"type": "string", "enum": ["drop", "rise"]}, detected_at=TIME, start=TIME,
                           before=_n("number"), before_low=_n("number"), before_high=_n("number"),

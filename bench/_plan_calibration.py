@@ -10,7 +10,8 @@ certified outcomes should match the mean announced probability. :func:`relabel_g
 checks the relabel list the same way: one more true label on each of the top ``B`` items
 against ``B`` random items.
 
-Used by ``bench/bench_plan_calibration.py`` (the full study) and the tests (a reduced one).
+Used by ``bench/bench_plan_calibration.py`` (the full study) and the tests (a reduced one); it
+lives beside the benches because it reads the planner's internals (its simulated verdict).
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ import numpy as np
 from auditor.simulate import PoolScenario
 from auditor.stats import AnytimeState, certify
 from auditor.stats.certification import item_values
-from auditor.stats.planning import (
+from auditor.stats.planning import plan_certification, relabel_priority
+from auditor.stats.planning.simulation import (
     _Current,
     _current_sums,
+    _value_atoms,
+    _values_new,
     _verdict_scores,
-    plan_certification,
-    relabel_priority,
 )
 
 __all__ = [
@@ -39,9 +41,11 @@ __all__ = [
     "RangeCheck",
     "RelabelGain",
     "ScenarioCheck",
+    "VendorConfusionScenario",
     "check_scenario",
     "conditional_probability",
     "fixed_truth_error_bound",
+    "limit_margin",
     "margin_lower_bound",
     "relabel_gain",
     "true_verdict",
@@ -49,11 +53,108 @@ __all__ = [
 
 
 @dataclass(frozen=True)
+class VendorConfusionScenario:
+    """Independent annotators from vendors with their own confusion matrices (Dawid & Skene's
+    process), and hard items shared with the model.
+
+    Each label comes from a vendor drawn with ``vendor_share`` and is a draw from that
+    vendor's confusion row of the item's true class; on hard items the row is mixed with the
+    uniform distribution by ``hard_penalty`` (annotators guess more). The model is right
+    with ``model_accuracy`` on easy items and ``model_hard_penalty`` less on hard ones,
+    else a uniformly wrong class. The interface of :class:`~auditor.simulate.PoolScenario`.
+    """
+
+    confusions: tuple = (((0.88, 0.09, 0.03), (0.15, 0.78, 0.07), (0.03, 0.07, 0.90)),
+                         ((0.80, 0.15, 0.05), (0.10, 0.80, 0.10), (0.08, 0.12, 0.80)))
+    vendor_share: tuple[float, ...] = (0.6, 0.4)
+    class_prior: tuple[float, ...] = (0.4, 0.35, 0.25)
+    hard_fraction: float = 0.2
+    hard_penalty: float = 0.4
+    model_accuracy: float = 0.9
+    model_hard_penalty: float = 0.2
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.class_prior)
+
+    def rows(self, hard: bool) -> np.ndarray:
+        """(L, L) confusion of the pooled labels: P(label | true class) on easy or hard items."""
+        c = np.einsum("v,vij->ij", np.asarray(self.vendor_share), np.asarray(self.confusions, dtype=float))
+        return (1 - self.hard_penalty) * c + self.hard_penalty / self.n_classes if hard else c
+
+    @property
+    def average_annotator_accuracy(self) -> float:
+        prior = np.asarray(self.class_prior)
+        acc = [float(prior @ np.diag(self.rows(h))) for h in (False, True)]
+        return (1 - self.hard_fraction) * acc[0] + self.hard_fraction * acc[1]
+
+    @property
+    def model_oracle_accuracy(self) -> float:
+        return self.model_accuracy - self.hard_fraction * self.model_hard_penalty
+
+    def items(self, rng: np.random.Generator, shape) -> tuple[np.ndarray, np.ndarray]:
+        truth = rng.choice(self.n_classes, size=shape, p=np.asarray(self.class_prior))
+        return truth, rng.random(shape) < self.hard_fraction
+
+    def labels(self, rng: np.random.Generator, truth: np.ndarray, hard: np.ndarray, k) -> np.ndarray:
+        truth = np.asarray(truth)
+        k = np.broadcast_to(np.asarray(k, dtype=np.int64), truth.shape)
+        shares = np.asarray(self.vendor_share)
+        conf = np.asarray(self.confusions, dtype=float)                        # (V, L, L)
+        n_labels = self.n_classes
+        out = np.zeros((*truth.shape, n_labels), dtype=np.int64)
+        for j in range(int(k.max()) if k.size else 0):
+            vendor = rng.choice(shares.size, size=truth.shape, p=shares)
+            row = conf[vendor, truth]                                          # (..., L)
+            row = np.where(hard[..., None], (1 - self.hard_penalty) * row + self.hard_penalty / n_labels, row)
+            u = rng.random(truth.shape)[..., None]
+            label = np.minimum((u > np.cumsum(row, axis=-1)).sum(axis=-1), n_labels - 1)
+            out += np.where((j < k)[..., None], np.eye(n_labels, dtype=np.int64)[label], 0)
+        return out
+
+    def predictions(self, rng: np.random.Generator, truth: np.ndarray, hard: np.ndarray) -> np.ndarray:
+        p_right = self.model_accuracy - np.where(hard, self.model_hard_penalty, 0.0)
+        right = rng.random(np.shape(truth)) < p_right
+        wrong = (truth + rng.integers(1, self.n_classes, size=np.shape(truth))) % self.n_classes
+        return np.where(right, truth, wrong).astype(np.int64)
+
+
+def limit_margin(pool) -> float:
+    """The population margin θ_L − √θ_U of new items with infinitely many labels (τ = 0):
+    θ_L the chance that the model agrees with the item's most likely label (tie-credited),
+    θ_U the mean of Σ_c p_c² over items (p the item's label distribution). Exact, for
+    :class:`~auditor.simulate.PoolScenario` and :class:`VendorConfusionScenario`."""
+    n_labels = pool.n_classes
+    if isinstance(pool, VendorConfusionScenario):
+        prior = np.asarray(pool.class_prior)
+        kinds = [(h, pool.rows(h)) for h in (False, True)]
+    else:
+        prior = np.full(n_labels, 1.0 / n_labels)
+        kinds = []
+        for h in (False, True):
+            right = float(np.mean(pool.annotator_accuracy)) - (pool.hard_penalty if h else 0.0)
+            kinds.append((h, np.full((n_labels, n_labels), (1 - right) / (n_labels - 1)) + np.eye(n_labels)
+                          * (right - (1 - right) / (n_labels - 1))))
+    theta_l = theta_u = 0.0
+    for h, rows in kinds:
+        w = pool.hard_fraction if h else 1.0 - pool.hard_fraction
+        acc = pool.model_accuracy - (pool.model_hard_penalty if h else 0.0)
+        for z in range(n_labels):
+            p = rows[z]
+            top = p == p.max()
+            model = np.full(n_labels, (1 - acc) / (n_labels - 1))
+            model[z] = acc
+            theta_l += w * prior[z] * float(model @ top) / top.sum()
+            theta_u += w * prior[z] * float(p @ p)
+    return theta_l - math.sqrt(theta_u)
+
+
+@dataclass(frozen=True)
 class CalibrationScenario:
     """A labeling operation, its current data, and the designs to check."""
 
     name: str
-    pool: PoolScenario
+    pool: PoolScenario | VendorConfusionScenario
     n_items: int
     labels_per_item: int
     new_items: tuple[int, ...] = ()
@@ -124,6 +225,8 @@ class ScenarioCheck:
     certifiable_probability: tuple[float, ...]
     pairs: tuple[tuple[float, bool], ...] = field(repr=False)  # (announced p, certified) per design × rep
     ranges: tuple[RangeCheck, ...] = field(default=(), repr=False)
+    #: each repetition's true infinite-label margin (:func:`limit_margin`)
+    limits: tuple[float, ...] = field(default=(), repr=False)
 
     def range_coverage(self, band=(0.0, 1.0)) -> tuple[float, float, float, int]:
         """Over the designs × repetitions whose conditional probability lies in ``band``: the
@@ -155,12 +258,12 @@ def true_verdict(scenario: CalibrationScenario, counts: np.ndarray, preds: np.nd
     Anytime: the current rows enter first (in order), then the new ones, as
     :func:`~auditor.audit.pipeline.anytime_update` does; the paper's: :func:`certify` on all.
     """
-    if scenario.method == "anytime":
+    if scenario.method in ("anytime", "anytime-fan"):
         st = AnytimeState(tau=scenario.tau)
         st.update(counts, preds)
         if new_counts.shape[0]:
             st.update(new_counts, new_preds)
-        return st.confidence(scenario.bound, tau=scenario.tau).score >= scenario.target
+        return st.confidence(scenario.bound, method=scenario.method).score >= scenario.target
     all_counts = np.vstack([counts, new_counts]) if new_counts.shape[0] else counts
     all_preds = np.concatenate([preds, new_preds]) if new_counts.shape[0] else preds
     res = certify(all_counts, all_preds, tau=scenario.tau, threshold=scenario.target, bound=scenario.bound,
@@ -172,7 +275,7 @@ def _true_values(pool: PoolScenario, rng: np.random.Generator, n: int, k: int) -
     """Per-item values (X^t, X^e, credit) of ``n`` new items of the true process with ``k`` labels."""
     truth, hard = pool.items(rng, n)
     v = item_values(pool.labels(rng, truth, hard, k), pool.predictions(rng, truth, hard))
-    return {"t": v.x_t, "e": v.x_e, "l": v.agreement}
+    return {"t": v.x_t, "e": v.x_e, "l": v.agreement, "atoms": _value_atoms(v.agreement, v.x_t, v.x_e)}
 
 
 def conditional_probability(scenario: CalibrationScenario, counts: np.ndarray, preds: np.ndarray, n_new: int,
@@ -182,23 +285,19 @@ def conditional_probability(scenario: CalibrationScenario, counts: np.ndarray, p
     ``values`` are per-item values of a large sample of the true process's new items
     (:func:`_true_values`; a sample much larger than ``n_new``, so resampling it is drawing
     from the process). Each of ``simulations`` futures resamples ``n_new`` of them and runs
-    the verdict on the current data plus their sums: the same verdict on sums as the planner
-    (``tests/stats/test_planning.py`` checks it equals the real one on actual items).
+    the verdict on the current data plus them: the same simulated verdict as the planner
+    (``tests/stats/test_planning.py`` checks it equals the real one on actual items), on
+    the items' (credit, X) pairs.
     """
     m = np.asarray(counts)
     cur = _current_sums(m, preds)
-    if scenario.method == "anytime":
-        st = AnytimeState()
+    if scenario.method in ("anytime", "anytime-fan"):
+        st = AnytimeState(tau=scenario.tau)
         st.update(m, preds)
         cur = _Current(anytime=st, t=cur.t, e=cur.e, l=cur.l)
-    size = next(iter(values.values())).shape[0]
+    size = values["l"].shape[0]
     idx = rng.integers(0, size, size=(simulations, n_new))
-    new = {}
-    for key, x in values.items():
-        xs = x[idx]
-        ok = ~np.isnan(xs)
-        xs = np.where(ok, xs, 0.0)
-        new[key] = (ok.sum(axis=1).astype(float), xs.sum(axis=1), (xs * xs).sum(axis=1))
+    new = _values_new(values["l"], values["t"], values["e"], idx, atoms=values.get("atoms"))
     score = _verdict_scores(cur, new, method=scenario.method, bound=scenario.bound, tau=scenario.tau, split=0.5)
     return float(np.mean(np.nan_to_num(score, nan=-1.0) >= scenario.target))
 
@@ -236,10 +335,11 @@ def check_scenario(scenario: CalibrationScenario, repetitions: int, *, seed: int
     rng = np.random.default_rng(seed)
     sums: dict[tuple[int, int, int], list[float]] = {}
     hits: dict[tuple[int, int, int], list[bool]] = {}
-    certifiable, cert_p, pairs, ranges = [], [], [], []
+    certifiable, cert_p, pairs, ranges, limits = [], [], [], [], []
     true_values: dict[int, dict[str, np.ndarray]] = {}
     for _ in range(repetitions):
         pool = scenario.draw_pool(rng)
+        limits.append(limit_margin(pool))
         if conditional and (scenario.model_spread or not true_values):
             true_values = {k: _true_values(pool, rng, pool_size, k) for k in scenario.labels_per_new_item}
         truth, hard = pool.items(rng, scenario.n_items)
@@ -281,7 +381,8 @@ def check_scenario(scenario: CalibrationScenario, repetitions: int, *, seed: int
                                          d.probability_high, pc))
     designs = tuple(DesignCheck(k[0], k[1], k[2], float(np.mean(sums[k])), float(np.mean(hits[k])), len(hits[k]))
                     for k in sorted(sums))
-    return ScenarioCheck(scenario, designs, tuple(certifiable), tuple(cert_p), tuple(pairs), tuple(ranges))
+    return ScenarioCheck(scenario, designs, tuple(certifiable), tuple(cert_p), tuple(pairs), tuple(ranges),
+                         tuple(limits))
 
 
 # --------------------------------------------------------------------------- relabel list

@@ -1,47 +1,46 @@
-"""The snapshot repository: one dataset read at one ``data_version`` into the arrays the
-statistics take. One reader (:func:`_read`) serves both entry points:
+"""The audit's storage, read side: one dataset at one ``data_version`` as the statistics
+take it, built on the low-level reader :mod:`auditor.db.reader`. Two entry points:
 
 * :func:`load_audit_snapshot` — what an audit reads (:class:`AuditSnapshot`): the current
   version, with an incremental :class:`SnapshotCache` (only rows written since the
   cached version are read) and the previous audit's results (for alerts);
-* :func:`load_snapshot` — the public reader (:class:`Snapshot`, ``auditor.db.load_snapshot``):
-  counts only or annotations too, any past ``data_version`` (rebuilt from the history
-  table), a chosen set of releases, external item ids.
-
-A snapshot is read inside one transaction (REPEATABLE READ READ ONLY on PostgreSQL, one
-read transaction on SQLite), so imports that commit meanwhile are not half seen. On
-PostgreSQL the reads go in item-id blocks, each packed by the server into one ``bytea``
-and read with numpy, by two connections sharing one exported snapshot
-(:mod:`auditor.db.pgread`). No query grows with the data: annotators are read by
-workspace, never by a list of ids.
+* :func:`load_snapshot` — the public reader (:class:`Snapshot`): counts only or
+  annotations too, any past ``data_version`` (rebuilt from the history table), a chosen
+  set of releases, external item ids.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
-from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
-from sqlalchemy import Connection, Engine, func, select, text
+from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.orm import Session
 
 from auditor.audit.inputs import AuditSnapshot, PreviousResults, ReleaseSnapshot
 from auditor.db import pgread
 from auditor.db.models import (
-    Annotator,
     AuditRun,
     AuditStatus,
     Certification,
     Dataset,
-    Model,
     Prediction,
-    Release,
     VendorReport,
+)
+from auditor.db.reader import (
+    RawRelease,
+    ReleaseInfo,
+    SnapshotError,
+    annotator_codes,
+    annotator_lookup,
+    annotators_by_id,
+    begin_snapshot,
+    check_labels,
+    dataset_releases,
+    read_dataset,
 )
 from auditor.lru import LRU
 
@@ -62,19 +61,7 @@ __all__ = [
 ]
 
 
-class SnapshotError(LookupError):
-    """The dataset or the requested version does not exist."""
-
-
-# --------------------------------------------------------------------------- types
-
-
-@dataclass(frozen=True)
-class ReleaseInfo:
-    id: int
-    model: str
-    version: str
-    released_at: datetime | None
+# --------------------------------------------------------------------------- the public types
 
 
 @dataclass(frozen=True)
@@ -130,202 +117,6 @@ class Snapshot:
         if not names:
             raise SnapshotError(f"no annotator with vendor={vendor!r} tier={tier!r}")
         return self.annotations.subset(names)
-
-
-# --------------------------------------------------------------------------- the reader
-
-#: One release as read: item ids (ascending), hard labels (-1 for none), probabilities
-#: (n, L; NaN where none) and whether each row has probabilities.
-RawRelease = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-
-
-@dataclass
-class _Read:
-    items: np.ndarray | None          # (N, 2 + L): item id, gold code (-1 for none), label counts
-    names: tuple[str, ...]            # external item ids (when asked for)
-    rows: np.ndarray | None           # (M, 3): item id, annotator id, label (when asked for)
-    releases: dict[int, RawRelease]
-
-
-def _begin_snapshot(session: Session) -> None:
-    conn = session.connection()
-    if conn.dialect.name == "postgresql":
-        # One REPEATABLE READ transaction: every query below sees the same committed state.
-        conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-
-
-def _row_filters(since: int | None, as_of: int | None) -> list[tuple[str, str, tuple]]:
-    """(table, extra condition with %s placeholders, its parameters) of the annotation rows to read:
-    the current rows (written after ``since``), or the rows in force at version ``as_of``."""
-    if as_of is None:
-        return [("annotation", "AND data_version > %s", (since,)) if since is not None else ("annotation", "", ())]
-    return [("annotation", "AND data_version <= %s", (as_of,)),
-            ("annotation_history", "AND data_version <= %s AND superseded_version > %s", (as_of, as_of))]
-
-
-def _read(session: Session, dataset_id: int, n_labels: int, *, rows: bool, since: int | None = None,
-          as_of: int | None = None, releases: Iterable[int] = (), items: bool = True, names: bool = False,
-          counts: bool = True) -> _Read:
-    """The dataset's items (with their label counts when ``counts``), annotation rows
-    (``rows``) and releases' predictions, in this session's transaction."""
-    releases = list(releases)
-    if session.connection().dialect.name == "postgresql":
-        return _read_postgresql(session, dataset_id, n_labels, rows=rows, since=since, as_of=as_of,
-                                releases=releases, items=items, names=names, counts=counts)
-    return _read_sqlite(session, dataset_id, n_labels, rows=rows, since=since, as_of=as_of, releases=releases,
-                        items=items, names=names)
-
-
-def _read_postgresql(session: Session, d: int, n_labels: int, *, rows: bool, since: int | None, as_of: int | None,
-                     releases: list[int], items: bool, names: bool, counts: bool) -> _Read:
-    """Item-id blocks read by parallel connections that share this transaction's snapshot."""
-    conn = session.connection()
-    raw = pgread.raw_connection(conn)
-    lo, hi, n_items = pgread.item_range(raw, d)
-    item_blocks = pgread.id_blocks(lo, hi, max(pgread.READERS, -(-n_items // max(1, pgread.BLOCK_ROWS // 2))))
-    jobs: list = []
-    kinds: list[tuple] = []
-    if rows:
-        max_annotator = session.execute(select(func.coalesce(func.max(Annotator.id), 0))).scalar_one()
-        for table, where, params in _row_filters(since, as_of):
-            estimate = pgread.estimated_rows(raw, f"{table} WHERE dataset_id = %s {where}", (d, *params))
-            for a, b in pgread.id_blocks(lo, hi, max(pgread.READERS, -(-estimate // pgread.BLOCK_ROWS))):
-                jobs.append(partial(pgread.annotation_block, table=table, dataset_id=d, lo=a, hi=b,
-                                    max_annotator=max_annotator, where=where, params=params))
-                kinds.append(("rows",))
-    for a, b in item_blocks if items else []:
-        jobs.append(partial(pgread.item_block, dataset_id=d, lo=a, hi=b, n_labels=n_labels, names=names,
-                            counts=counts))
-        kinds.append(("items",))
-    for rid in releases:
-        for a, b in item_blocks:
-            jobs.append(partial(pgread.prediction_block, dataset_id=d, release_id=rid, n_labels=n_labels, lo=a, hi=b))
-            kinds.append(("predictions", rid))
-    bind = session.get_bind()
-    results = pgread.read_parallel(bind if isinstance(bind, Engine) else None, conn, jobs)
-    del jobs
-    blocks = [r for k, r in zip(kinds, results, strict=True) if k[0] == "items"]
-    table = None
-    item_names: list[str] = []
-    if items:
-        table = np.zeros((sum(len(b["id"]) for b in blocks), 2 + n_labels), dtype=np.int64)
-        at = 0
-        for b in blocks:
-            end = at + len(b["id"])
-            table[at:end, 0], table[at:end, 1] = b["id"], b["gold"]
-            if counts:
-                table[at:end, 2:] = b["counts"]
-            item_names.extend(b["names"])
-            at = end
-    del blocks
-    raw_releases = {}
-    for rid in releases:
-        parts = [r for k, r in zip(kinds, results, strict=True) if k == ("predictions", rid)]
-        raw_releases[rid] = tuple(np.concatenate(col) for col in zip(*parts, strict=True))
-        results = [None if k == ("predictions", rid) else r for k, r in zip(kinds, results, strict=True)]
-        del parts
-    row_blocks = [r for k, r in zip(kinds, results, strict=True) if k[0] == "rows"]
-    del results  # stack_rows releases each block once copied
-    return _Read(table, tuple(item_names), pgread.stack_rows(row_blocks) if rows else None, raw_releases)
-
-
-def _vector(value: Any) -> list:
-    return (json.loads(value) if isinstance(value, str) else value) or []
-
-
-def _read_sqlite(session: Session, d: int, n_labels: int, *, rows: bool, since: int | None, as_of: int | None,
-                 releases: list[int], items: bool, names: bool) -> _Read:
-    table = None
-    item_names: tuple[str, ...] = ()
-    if items:
-        found = session.execute(text("SELECT id, gold_label, label_counts, external_id FROM item "
-                                     "WHERE dataset_id = :d ORDER BY id"), {"d": d}).all()
-        table = np.zeros((len(found), 2 + n_labels), dtype=np.int64)
-        for n, r in enumerate(found):
-            table[n, 0], table[n, 1] = r[0], -1 if r[1] is None else r[1]
-            vec = _vector(r[2])[:n_labels]
-            table[n, 2:2 + len(vec)] = vec
-        if names:
-            item_names = tuple(r[3] for r in found)
-    row_array = None
-    if rows:
-        parts = []
-        for tbl, where, params in _row_filters(since, as_of):
-            where = where.replace("%s", ":v0", 1).replace("%s", ":v1", 1)
-            parts.extend(session.execute(
-                text(f"SELECT item_id, annotator_id, label FROM {tbl} WHERE dataset_id = :d {where}"),
-                {"d": d, **{f"v{k}": v for k, v in enumerate(params)}}).all())
-        row_array = np.array(parts, dtype=np.int64).reshape(-1, 3).T.copy().T  # column-major, as on PostgreSQL
-    raw_releases = {}
-    for rid in releases:
-        found = session.execute(text("SELECT item_id, label, probabilities FROM prediction "
-                                     "WHERE dataset_id = :d AND release_id = :r ORDER BY item_id"),
-                                {"d": d, "r": rid}).all()
-        probs = np.full((len(found), n_labels), np.nan)
-        soft = np.zeros(len(found), dtype=bool)
-        for k, r in enumerate(found):
-            if r[2] is not None:
-                vec = _vector(r[2])[:n_labels]
-                probs[k, :len(vec)] = vec
-                soft[k] = True
-        raw_releases[rid] = (np.array([r[0] for r in found], dtype=np.int64),
-                             np.array([-1 if r[1] is None else r[1] for r in found], dtype=np.int64), probs, soft)
-    return _Read(table, item_names, row_array, raw_releases)
-
-
-def _check_labels(codes: np.ndarray, n_labels: int) -> None:
-    if len(codes) and (codes.min() < 0 or codes.max() >= n_labels):
-        raise SnapshotError(f"an annotation's label code is outside 0..{n_labels - 1}")
-
-
-def _annotators(session: Session, workspace_id: int, ids: np.ndarray) -> dict[int, Any]:
-    """(external id, vendor, tier) rows by annotator id, for the annotator ids ``ids``.
-
-    One query over the dataset's workspace, whatever the number of annotators: a list of
-    ids in the query would grow with the data (and PostgreSQL takes at most 65,535
-    parameters a statement).
-    """
-    if not ids.size:
-        return {}
-    present = np.zeros(int(ids.max()) + 1, dtype=bool)
-    present[ids] = True
-    return {a.id: a for a in session.execute(
-        select(Annotator.id, Annotator.external_id, Annotator.vendor, Annotator.tier)
-        .where(Annotator.workspace_id == workspace_id))
-        if a.id < present.size and present[a.id]}
-
-
-#: Rows transformed at once by the public loader (bounds its temporaries).
-_CHUNK = 1 << 22
-
-
-def _annotator_lookup(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The annotator ids present, ascending, and a table from annotator id to position among them."""
-    if not rows.size:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    present = np.bincount(rows[:, 1]) > 0
-    return np.flatnonzero(present), np.cumsum(present) - 1
-
-
-def _codes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The annotator ids present, ascending, and each row's annotator as a position among them.
-
-    Annotator ids are small integers: codes by a lookup table rather than by sorting."""
-    ids, lookup = _annotator_lookup(rows)
-    return ids, lookup[rows[:, 1]] if rows.size else np.zeros(0, dtype=np.int64)
-
-
-def _release_rows(session: Session, dataset_id: int, releases: Iterable[int] | None = None
-                  ) -> dict[int, ReleaseInfo]:
-    """The releases with predictions on the dataset (those of ``releases`` when given), by id."""
-    q = (select(Release.id, Model.name, Release.version, Release.released_at)
-         .join(Model, Model.id == Release.model_id)
-         .where(select(Prediction.release_id).where(Prediction.dataset_id == dataset_id,
-                                                    Prediction.release_id == Release.id).exists())
-         .order_by(Release.id))
-    infos = {int(r.id): ReleaseInfo(int(r.id), r.name, r.version, r.released_at) for r in session.execute(q)}
-    wanted = list(infos) if releases is None else [int(r) for r in releases if int(r) in infos]
-    return {rid: infos[rid] for rid in wanted}
 
 
 # --------------------------------------------------------------------------- the audit's snapshot
@@ -399,7 +190,7 @@ def _current_annotations(session: Session, dataset_id: int, counts: np.ndarray, 
             np.zeros(index.ids.size, dtype=np.int64)
         if per_item.shape[0] == counts.shape[0] and np.array_equal(per_item, counts.sum(axis=1)):
             return rows
-        new_rows = _read(session, dataset_id, counts.shape[1], rows=True, items=False).rows
+        new_rows = read_dataset(session, dataset_id, counts.shape[1], rows=True, items=False).rows
     return _sorted_rows(new_rows)
 
 
@@ -431,13 +222,13 @@ def load_audit_snapshot(session: Session, dataset_id: int, *, cache: SnapshotCac
     Call first thing in a fresh transaction; the caller owns it (read-only). With a
     ``cache``, only rows written since the cached version are read.
     """
-    _begin_snapshot(session)
+    begin_snapshot(session)
     ds = session.execute(select(Dataset).where(Dataset.id == dataset_id)).scalar_one()
     labels = tuple(ds.labels)
     cached = cache.get(dataset_id) if cache is not None else None
     if cached is not None and cached.version > ds.data_version:
         cached = None
-    infos = _release_rows(session, dataset_id)
+    infos = dataset_releases(session, dataset_id)
     release_rows: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}
     if cached is not None:
         sizes, changed = _prediction_sizes(session, dataset_id, cached.version)
@@ -445,15 +236,15 @@ def load_audit_snapshot(session: Session, dataset_id: int, *, cache: SnapshotCac
             got = cached.releases.get(rid) if rid not in changed else None
             if got is not None and got[0].shape[0] == sizes.get(rid):
                 release_rows[rid] = got
-    read = _read(session, dataset_id, len(labels), rows=True, since=cached.version if cached is not None else None,
+    read = read_dataset(session, dataset_id, len(labels), rows=True, since=cached.version if cached is not None else None,
                  releases=[rid for rid in infos if rid not in release_rows])
     release_rows.update({rid: _audit_release(raw) for rid, raw in read.releases.items()})
     item_ids, gold, counts = read.items[:, 0], read.items[:, 1], read.items[:, 2:]
     index = pgread.IdIndex(item_ids)
     rows = _current_annotations(session, dataset_id, counts, index, cached, read.rows)
     del read
-    ann_ids, ann_codes = _codes(rows)
-    annotators = _annotators(session, ds.workspace_id, ann_ids)
+    ann_ids, ann_codes = annotator_codes(rows)
+    annotators = annotators_by_id(session, ds.workspace_id, ann_ids)
     releases = []
     for rid, info in infos.items():
         pred_items, hard, probs = release_rows[rid]
@@ -490,6 +281,10 @@ def _previous(session: Session, dataset_id: int) -> PreviousResults:
 
 # --------------------------------------------------------------------------- the public snapshot
 
+#: Rows transformed at once by the public loader (bounds its temporaries).
+_CHUNK = 1 << 22
+
+
 
 @contextmanager
 def _reading(bind: Engine | Connection) -> Iterator[Session]:
@@ -500,7 +295,7 @@ def _reading(bind: Engine | Connection) -> Iterator[Session]:
             yield session
         return
     with Session(bind) as session:
-        _begin_snapshot(session)
+        begin_snapshot(session)
         try:
             yield session
         finally:
@@ -559,10 +354,10 @@ def load_snapshot(bind: Engine | Connection, dataset_id: int, *, annotations: bo
                                 f"does not exist")
         as_of = data_version is not None and data_version < ds.data_version
         version = int(ds.data_version if data_version is None else data_version)
-        infos = _release_rows(session, dataset_id, releases)
+        infos = dataset_releases(session, dataset_id, releases)
         with_rows = annotations or as_of
         # With the rows at hand the counts follow from them (one pass, no per-item counts read).
-        read = _read(session, int(dataset_id), n_labels, rows=with_rows, as_of=version if as_of else None,
+        read = read_dataset(session, int(dataset_id), n_labels, rows=with_rows, as_of=version if as_of else None,
                      releases=list(infos), names=True, counts=not with_rows)
         item_ids, gold, counts = read.items[:, 0], read.items[:, 1], read.items[:, 2:]
         items, releases_read = read.names, read.releases
@@ -573,18 +368,18 @@ def load_snapshot(bind: Engine | Connection, dataset_id: int, *, annotations: bo
         if read.rows is not None:
             rows = read.rows  # column-major: each column is contiguous, transformed in place below
             del read
-            ann_ids, lookup = _annotator_lookup(rows) if annotations else (None, None)
+            ann_ids, lookup = annotator_lookup(rows) if annotations else (None, None)
             flat = np.zeros(len(item_ids) * n_labels, dtype=np.int64)
             for at in range(0, rows.shape[0], _CHUNK):  # bounded temporaries
                 part = rows[at:at + _CHUNK]
                 part[:, 0] = index(part[:, 0])
-                _check_labels(part[:, 2], n_labels)
+                check_labels(part[:, 2], n_labels)
                 flat += np.bincount(part[:, 0] * n_labels + part[:, 2], minlength=flat.size)
                 if lookup is not None:
                     part[:, 1] = lookup[part[:, 1]]
             counts = flat.reshape(-1, n_labels)
             if annotations:
-                meta = _annotators(session, ds.workspace_id, ann_ids)
+                meta = annotators_by_id(session, ds.workspace_id, ann_ids)
                 vendors = tuple(meta[i].vendor for i in ann_ids.tolist())
                 tiers = tuple(str(meta[i].tier) for i in ann_ids.tolist())
                 ann = Annotations(rows[:, 0], rows[:, 1], rows[:, 2], items,

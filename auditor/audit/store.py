@@ -5,7 +5,7 @@ At most one run per dataset is ``running``; a run whose heartbeat is older than 
 lease is known dead (its worker was killed) and the next claim takes it over. Results
 are written in one transaction that first checks the run is still owned by the writer,
 so a run taken over never writes twice. What an audit reads is the snapshot
-repository's (:mod:`auditor.db.snapshot`).
+repository's (:mod:`auditor.audit.snapshot`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from auditor import timestamps
+from auditor.audit.quality import SKIPPED_STAMPS, update_quality
 from auditor.db.models import (
     Agreement,
     Alert,
@@ -33,7 +34,6 @@ from auditor.db.models import (
     Release,
     VendorReport,
 )
-from auditor.db.quality import SKIPPED_STAMPS, update_quality
 from auditor.db.session import WRITE_OPTIONS
 
 __all__ = [
@@ -302,7 +302,7 @@ def finish_audit(session: Session, run_id: int, *, task_id: str, data_version: i
 
     Nothing is written unless ``task_id`` still owns the running run (a run taken over
     after its lease expired is finished by its new owner only). The quality monitors
-    (:func:`auditor.db.quality.update_quality`, false-alarm level ``quality_alpha``;
+    (:func:`auditor.audit.quality.update_quality`, false-alarm level ``quality_alpha``;
     None leaves them as they are) take in the annotations up to ``data_version`` in the
     same transaction, and their change alerts are written with the run's.
     """
