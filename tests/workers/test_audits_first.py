@@ -140,8 +140,8 @@ def test_the_embedded_broker_serves_the_audits_queue_first(tmp_path):
 def test_the_run_of_a_request_is_created_at_the_request(tmp_path):
     """``claim_audit`` with the request's time: the new run's ``created_at`` is that time
     (never in the future), so ``queued_seconds`` = started − requested."""
+    from auditor.audit.store import claim_audit
     from auditor.db import make_engine, make_session_factory, migrate
-    from auditor.db.queries_audit import claim_audit
     from auditor.ingest import create_dataset
 
     engine = make_engine(f"sqlite:///{tmp_path}/a.db")
