@@ -9,19 +9,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from auditor.db import Alert, AlertSeverity, make_session_factory
-from tests.web.conftest import csrf_token, login, make_tenant
+from tests.web.conftest import add_alert as _alert
+from tests.web.conftest import csrf_token, login, make_tenant, new_dataset
 
 pytestmark = pytest.mark.services
-
-
-def _alert(app, tenant, dataset_id=None, kind="vendor_quality_changed", severity="critical", subject="acme-labeling"):
-    with make_session_factory(app.extensions["auditor.engine"])() as db:
-        a = Alert(workspace_id=tenant.workspace_id, dataset_id=dataset_id, kind=kind, severity=AlertSeverity(severity),
-                  subject=subject, message=f"vendor {subject}: agreement dropped")
-        db.add(a)
-        db.commit()
-        return a.id
 
 
 def _post(client, page: str, action: str, data: dict):
@@ -92,8 +83,7 @@ def test_bad_steps_are_400s_naming_the_field_and_viewers_cannot_take_them(app):
 def test_admins_route_alerts_from_the_page(app):
     tenant = make_tenant(app)
     client = app.test_client()
-    ds = client.post("/api/v1/datasets", json={"name": "pages", "labels": ["a", "b"]},
-                     headers=tenant.auth()).get_json()["id"]
+    ds = new_dataset(client, tenant.auth(), "pages")
     login(client, tenant)
     r = _post(client, "/alerting", "/alerting/channels", {"kind": "email", "name": "leads",
                                                           "recipients": "lead@example.org; ops@example.org"})
@@ -150,8 +140,7 @@ def test_the_imports_page_lists_batches_and_rejected_attempts_with_their_first_e
     tenant = make_tenant(app)
     client = app.test_client()
     admin = tenant.auth()
-    ds = client.post("/api/v1/datasets", json={"name": "imports", "labels": ["cat", "dog"]},
-                     headers=admin).get_json()["id"]
+    ds = new_dataset(client, admin, "imports", ["cat", "dog"])
     good = [{"item_id": f"i{i}", "annotator_id": f"a{j}", "label": "cat"} for i in range(4) for j in range(2)]
     assert client.post(f"/api/v1/datasets/{ds}/annotations", json={"records": good}, headers=admin).status_code == 202
     bad = "item_id,annotator_id,label\ni1,a1,cat\ni2,a1,bird\ni3,,dog\n"
