@@ -46,7 +46,7 @@ from auditor.db.models import (
     Workspace,
 )
 from tests.integrations.labelstudio_server import free_port, label_studio  # noqa: F401 (fixture)
-from tests.workers._data import make_dataset
+from tests.workers._data import make_dataset, workspace_of
 from tests.workers.conftest import pg_factory, redis_url, start_worker, worker_env  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.services,
@@ -236,8 +236,7 @@ def test_webhooks_then_an_outage_caught_up_by_the_pull_sync(label_studio, stack)
     project_id, tasks = new_project(admin, f"reviews {uuid.uuid4().hex[:6]}", items)
     name = f"ls-{uuid.uuid4().hex[:6]}"
     dataset_id = make_dataset(factory, name, LABELS)
-    with session_scope(factory) as s:
-        workspace = s.scalar(select(Workspace.slug).join(Dataset).where(Dataset.id == dataset_id))
+    workspace = workspace_of(factory, dataset_id)
 
     # Connect: checks the project's choices against the dataset, stores the token
     # encrypted, backfills (nothing yet), and prints the webhook's secret once.
@@ -373,8 +372,7 @@ def test_the_beat_task_catches_up_without_webhooks(label_studio, pg_factory, red
     project_id, tasks = new_project(admin, f"beat {uuid.uuid4().hex[:6]}", ["b1", "b2", "b3"])
     name = f"ls-beat-{uuid.uuid4().hex[:6]}"
     dataset_id = make_dataset(factory, name, LABELS)
-    with session_scope(factory) as s:
-        workspace = s.scalar(select(Workspace.slug).join(Dataset).where(Dataset.id == dataset_id))
+    workspace = workspace_of(factory, dataset_id)
     down = f"http://127.0.0.1:{free_port()}"
     # The project's choices are not the dataset's labels: refused, naming them, nothing stored.
     refused = subprocess.run([sys.executable, "-c", CLI, "connect", "label-studio", "--url", label_studio.url,
@@ -456,8 +454,7 @@ def test_bad_annotations_are_quarantined_and_the_rest_syncs(label_studio, stack)
     project_id, tasks = new_project(admin, f"quarantine {uuid.uuid4().hex[:6]}", ["q1", "q2", "q3", "q4"])
     name = f"ls-q-{uuid.uuid4().hex[:6]}"
     dataset_id = make_dataset(factory, name, LABELS)
-    with session_scope(factory) as s:
-        workspace = s.scalar(select(Workspace.slug).join(Dataset).where(Dataset.id == dataset_id))
+    workspace = workspace_of(factory, dataset_id)
     connector, secret, _ = connect(env, label_studio.url, project_id, name, workspace, "--token",
                                    label_studio.admin_token)
 
