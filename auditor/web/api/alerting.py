@@ -40,6 +40,8 @@ from auditor.web.api.common import (
     delete_answer,
     get_owned,
     publish_delivery,
+    set_active,
+    workspace_rows,
 )
 from auditor.web.api.framework import Listing, Param, endpoint
 from auditor.web.api.webhooks import delivery
@@ -277,8 +279,7 @@ def add_channel(principal, db, body: dict) -> AlertChannel:
           response=s.page_of("AlertChannel"))
 def list_alert_channels(principal, db):
     """The workspace's alert channels (a Slack URL only in part)."""
-    stmt = select(AlertChannel).where(AlertChannel.workspace_id == principal.workspace_id).order_by(AlertChannel.id)
-    return Listing(stmt, channel, ["id", "kind", "name", "recipients", "url_hint", "active", "created_at"],
+    return Listing(workspace_rows(principal, AlertChannel), channel, ["id", "kind", "name", "recipients", "url_hint", "active", "created_at"],
                    "alert-channels")
 
 
@@ -305,10 +306,7 @@ def delete_alert_channel(principal, db, channel_id):
 
 
 def set_channel_active(principal, db, channel_id: int, active: bool) -> AlertChannel:
-    c = _channel(principal, db, channel_id)
-    c.active = active
-    db.commit()
-    return c
+    return set_active(db, _channel(principal, db, channel_id), active)
 
 
 @endpoint("POST", "/alert-channels/<int:channel_id>/deactivate", summary="Deactivate an alert channel",
@@ -408,8 +406,7 @@ def add_rule(principal, db, body: dict) -> AlertRule:
           response=s.page_of("AlertRule"))
 def list_alert_rules(principal, db):
     """The workspace's rules: which alerts (kinds, severities, datasets; empty: any) go to which channels."""
-    stmt = select(AlertRule).where(AlertRule.workspace_id == principal.workspace_id).order_by(AlertRule.id)
-    return Listing(stmt, rule, ["id", "name", "kinds", "severities", "dataset_ids", "channel_ids", "active"],
+    return Listing(workspace_rows(principal, AlertRule), rule, ["id", "name", "kinds", "severities", "dataset_ids", "channel_ids", "active"],
                    "alert-rules")
 
 

@@ -25,6 +25,8 @@ from auditor.web.api.common import (
     delete_answer,
     get_owned,
     publish_delivery,
+    set_active,
+    workspace_rows,
 )
 from auditor.web.api.framework import Listing, Param, endpoint
 from auditor.web.errors import ApiError
@@ -114,8 +116,7 @@ def _get(principal, db, webhook_id: int) -> Webhook:
           response=s.page_of("Webhook"))
 def list_webhooks(principal, db):
     """The workspace's outgoing webhooks (never their secrets)."""
-    stmt = select(Webhook).where(Webhook.workspace_id == principal.workspace_id).order_by(Webhook.id)
-    return Listing(stmt, webhook, _WEBHOOK_COLUMNS, "webhooks")
+    return Listing(workspace_rows(principal, Webhook), webhook, _WEBHOOK_COLUMNS, "webhooks")
 
 
 @endpoint("POST", "/webhooks", summary="Create a webhook", tag="webhooks", roles=ADMIN,
@@ -152,10 +153,7 @@ def delete_webhook(principal, db, webhook_id):
 
 
 def _set_active(principal, db, webhook_id: int, active: bool) -> dict:
-    h = _get(principal, db, webhook_id)
-    h.active = active
-    db.commit()
-    return webhook(h)
+    return webhook(set_active(db, _get(principal, db, webhook_id), active))
 
 
 @endpoint("POST", "/webhooks/<int:webhook_id>/deactivate", summary="Deactivate a webhook", tag="webhooks",
