@@ -15,17 +15,22 @@ from tests.web.conftest import csrf_token, login, make_tenant, new_dataset
 pytestmark = pytest.mark.services
 
 
+def _analyst_on_a_new_alert(app):
+    """A new tenant with one stored alert, and a client logged in as its analyst: (tenant, alert id, client, page)."""
+    tenant = make_tenant(app)
+    alert_id = _alert(app, tenant)
+    client = app.test_client()
+    login(client, tenant, "analyst")
+    return tenant, alert_id, client, f"/alerts/{alert_id}"
+
+
 def _post(client, page: str, action: str, data: dict):
     token = csrf_token(client.get(page).get_data(as_text=True))
     return client.post(action, data={"csrf_token": token, **data})
 
 
 def test_the_alert_page_takes_each_step_and_shows_who_and_when(app):
-    tenant = make_tenant(app)
-    alert_id = _alert(app, tenant)
-    client = app.test_client()
-    login(client, tenant, "analyst")
-    page = f"/alerts/{alert_id}"
+    tenant, alert_id, client, page = _analyst_on_a_new_alert(app)
     html = client.get(page).get_data(as_text=True)
     assert "Nobody has acted on it yet" in html and 'id="assign-user"' in html
     # The page's forms name it as where to go back to; without it a step goes back to the list.
@@ -58,11 +63,7 @@ def test_the_alert_page_takes_each_step_and_shows_who_and_when(app):
 
 
 def test_bad_steps_are_400s_naming_the_field_and_viewers_cannot_take_them(app):
-    tenant = make_tenant(app)
-    alert_id = _alert(app, tenant)
-    client = app.test_client()
-    login(client, tenant, "analyst")
-    page = f"/alerts/{alert_id}"
+    tenant, alert_id, client, page = _analyst_on_a_new_alert(app)
     # Another workspace's user is not found in this one (404), as in the API.
     for action, data, field, status in (("snooze", {"until": "soon"}, "until", 400),
                                         ("snooze", {"until": "2001-01-01"}, "until", 400),

@@ -44,7 +44,7 @@ from auditor.web.api.common import (
     workspace_rows,
 )
 from auditor.web.api.framework import Listing, Param, endpoint
-from auditor.web.api.webhooks import delivery
+from auditor.web.api.webhooks import delivery, delivery_log
 from auditor.web.errors import ApiError
 from auditor.web.security import READERS
 from auditor.webhooks import RefusedDestination, validate_url
@@ -279,8 +279,8 @@ def add_channel(principal, db, body: dict) -> AlertChannel:
           response=s.page_of("AlertChannel"))
 def list_alert_channels(principal, db):
     """The workspace's alert channels (a Slack URL only in part)."""
-    return Listing(workspace_rows(principal, AlertChannel), channel, ["id", "kind", "name", "recipients", "url_hint", "active", "created_at"],
-                   "alert-channels")
+    return Listing(workspace_rows(principal, AlertChannel), channel,
+                   ["id", "kind", "name", "recipients", "url_hint", "active", "created_at"], "alert-channels")
 
 
 @endpoint("POST", "/alert-channels", summary="Create an alert channel", tag="alerts", roles=ADMIN,
@@ -350,12 +350,9 @@ def test_alert_channel(principal, db, channel_id):
 def list_alert_channel_deliveries(principal, db, channel_id, status):
     """The channel's delivery log, newest first: each message's state, attempts and every attempt's outcome."""
     c = _channel(principal, db, channel_id)
-    stmt = (select(WebhookDelivery).where(WebhookDelivery.channel_id == c.id)
-            .order_by(WebhookDelivery.created_at.desc(), WebhookDelivery.id.desc()))
-    if status is not None:
-        stmt = stmt.where(WebhookDelivery.status == status)
-    return Listing(stmt, delivery, ["id", "channel_id", "event", "status", "attempts", "response_code", "error",
-                                    "created_at", "last_attempt_at", "delivered_at"], f"alert-channel-{c.id}")
+    return delivery_log(WebhookDelivery.channel_id == c.id, status,
+                        ["id", "channel_id", "event", "status", "attempts", "response_code", "error", "created_at",
+                         "last_attempt_at", "delivered_at"], f"alert-channel-{c.id}")
 
 
 # --- rules ------------------------------------------------------------------------------------
@@ -406,8 +403,8 @@ def add_rule(principal, db, body: dict) -> AlertRule:
           response=s.page_of("AlertRule"))
 def list_alert_rules(principal, db):
     """The workspace's rules: which alerts (kinds, severities, datasets; empty: any) go to which channels."""
-    return Listing(workspace_rows(principal, AlertRule), rule, ["id", "name", "kinds", "severities", "dataset_ids", "channel_ids", "active"],
-                   "alert-rules")
+    return Listing(workspace_rows(principal, AlertRule), rule,
+                   ["id", "name", "kinds", "severities", "dataset_ids", "channel_ids", "active"], "alert-rules")
 
 
 @endpoint("POST", "/alert-rules", summary="Create an alert rule", tag="alerts", roles=ADMIN,

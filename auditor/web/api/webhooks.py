@@ -152,6 +152,15 @@ def delete_webhook(principal, db, webhook_id):
     return delete_answer(db, _get(principal, db, webhook_id), webhook)
 
 
+def delivery_log(owner, status: str | None, columns: list[str], name: str) -> Listing:
+    """The deliveries matching ``owner`` (a webhook's or an alert channel's), newest first, only
+    those in ``status`` when given: the one delivery log both the webhook and channel endpoints list."""
+    stmt = select(WebhookDelivery).where(owner).order_by(WebhookDelivery.created_at.desc(), WebhookDelivery.id.desc())
+    if status is not None:
+        stmt = stmt.where(WebhookDelivery.status == status)
+    return Listing(stmt, delivery, columns, name)
+
+
 def _set_active(principal, db, webhook_id: int, active: bool) -> dict:
     return webhook(set_active(db, _get(principal, db, webhook_id), active))
 
@@ -192,8 +201,4 @@ def send_test_delivery(principal, db, webhook_id):
 def list_webhook_deliveries(principal, db, webhook_id, status):
     """The delivery log, newest first: each delivery's state, attempts, last answer and every attempt's outcome."""
     h = _get(principal, db, webhook_id)
-    stmt = (select(WebhookDelivery).where(WebhookDelivery.webhook_id == h.id)
-            .order_by(WebhookDelivery.created_at.desc(), WebhookDelivery.id.desc()))
-    if status is not None:
-        stmt = stmt.where(WebhookDelivery.status == status)
-    return Listing(stmt, delivery, _DELIVERY_COLUMNS, f"webhook-{h.id}-deliveries")
+    return delivery_log(WebhookDelivery.webhook_id == h.id, status, _DELIVERY_COLUMNS, f"webhook-{h.id}-deliveries")
