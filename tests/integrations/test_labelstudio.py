@@ -45,6 +45,7 @@ from auditor.db.models import (
     LabelStudioEvent,
     Workspace,
 )
+from bench._scratch import stop_processes
 from tests.integrations.labelstudio_server import free_port, label_studio  # noqa: F401 (fixture)
 from tests.workers._data import make_dataset, workspace_of
 from tests.workers.conftest import pg_factory, redis_url, start_worker, worker_env  # noqa: F401 (fixtures)
@@ -106,12 +107,7 @@ class AuditorWeb:
             self.proc.wait(10)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop_processes(self.proc, timeout=15)
 
     def output(self) -> str:
         try:
