@@ -75,14 +75,15 @@ def mark_stale(session: Session, dataset_id: int) -> None:
                     .values(data_version=STALE))
 
 
-def sensitivity(session: Session, dataset_id: int) -> dict[str, list[dict[str, Any]]]:
+def sensitivity(session: Session, dataset_id: int, groupings: tuple[str, ...] = GROUPINGS
+                ) -> dict[str, list[dict[str, Any]]]:
     """Per grouping, what the monitors can see: for each vendor (annotator) and metric, its
     units per window and the smallest drop detected within 4 windows with 90% probability
     (see :meth:`auditor.stats.quality.QualityMonitor.sensitivity`); empty before the first audit."""
     row = session.get(QualityState, dataset_id)
     if row is None:
-        return {g: [] for g in GROUPINGS}
-    return {g: QualityMonitor.from_state(row.state[g]).sensitivity() for g in GROUPINGS}
+        return {g: [] for g in groupings}
+    return {g: QualityMonitor.from_state(row.state[g]).sensitivity() for g in groupings}
 
 
 def update_quality(session: Session, dataset: Dataset, *, up_to: int, run_id: int | None,

@@ -384,3 +384,20 @@ def test_vendor_page_says_what_the_monitor_can_see(app, history, api):
     sees = _text(re.search(r'<p class="sees" id="vendor-sees">(.*?)</p>', page, re.S).group(1))
     assert sees.startswith("What the monitor can see: at 150 items a week, drops of 0.")
     assert "within 4 weeks with 90% probability" in sees and "on gold items" in sees
+
+
+def test_vendors_table_says_what_the_monitor_can_see_per_vendor(app, history):
+    """The /vendors table's "sees drops of" cell is the API's minimum detectable drop in
+    accuracy (agreement with the other vendors) for that vendor on that dataset."""
+    client = app.test_client()
+    sens = client.get(f"/api/v1/datasets/{history.dataset_id}/quality/sensitivity",
+                      headers=history.tenant.auth("viewer")).get_json()
+    expected = {r["group"]: r["min_drop_accuracy"] for r in sens["items"]
+                if r["metric"] == "agreement" and r["min_drop_accuracy"] is not None}
+    assert expected
+    page = _page(_session(app, history.tenant, "viewer"), "/vendors")
+    cells = dict(re.findall(r'<tr data-vendor="([^"]+)" data-dataset="[^"]*">.*?<td class="n sees" '
+                            r'data-label="sees drops of"><span data-value="([^"]+)"', page, re.S))
+    assert set(cells) == set(expected)
+    for vendor, value in cells.items():
+        assert float(value) == pytest.approx(expected[vendor])

@@ -244,6 +244,9 @@ VENDOR_COLUMNS = (
     Column("agreement", "agreement, latest week", numeric=True),
     Column("gold", "gold accuracy, latest week", numeric=True),
     Column("delta", "vs. previous week", numeric=True),
+    Column("sees", "sees drops of", numeric=True,
+           title="the smallest drop in accuracy the change detector finds within 4 weeks with 90% probability "
+                 "at the vendor's current weekly volume (agreement with the other vendors)"),
     Column("u_t", "U<sub>t</sub>", numeric=True), Column("alpha", "agreement (α)", numeric=True),
     Column("expert", "expert equivalence", numeric=True),
     Column("price", "price per label", numeric=True, title="what the vendor charges per label (set below)"),
@@ -256,10 +259,24 @@ _VENDOR_KEYS = {
     "vendor": lambda v: v["vendor"], "dataset": lambda v: v["dataset"], "annotators": lambda v: v["n_annotators"],
     "agreement": lambda v: v["week"].value if v["week"] else None,
     "gold": lambda v: v["gold"].value if v["gold"] else None, "delta": lambda v: v["delta"],
+    "sees": lambda v: v["sees"]["min_drop_accuracy"] if v.get("sees") else None,
     "u_t": lambda v: v["u_t"], "alpha": lambda v: v["agreement"], "expert": lambda v: v["expert_equivalence"],
     "price": lambda v: v["price_per_label"], "per_cost": lambda v: v["experts_per_unit_cost"],
     "change": lambda v: _epoch_ms(v["change"].detected_at) if v["change"] else None,
 }
+
+
+def _vendor_sensitivity(db: Session, dataset_ids: set[int]) -> dict[tuple[int, str], dict]:
+    """(dataset, vendor) → what its agreement monitor can see (volume and smallest drop found
+    within 4 weeks with 90% probability), from each dataset's stored monitor."""
+    from auditor.audit.quality import sensitivity
+
+    out = {}
+    for ds_id in sorted(dataset_ids):
+        for r in sensitivity(db, ds_id, ("vendor",))["vendor"]:
+            if r["metric"] == "agreement" and r["min_drop_accuracy"] == r["min_drop_accuracy"]:
+                out[(ds_id, str(r["group"]))] = r
+    return out
 
 
 def vendors_index(db: Session, workspace_id: int, args=None) -> dict:
@@ -270,8 +287,10 @@ def vendors_index(db: Session, workspace_id: int, args=None) -> dict:
     rows = _vendor_rows(db, [r.id for r in latest.values()], names)
     # Each vendor's price beside its quality figures, and what its expert equivalence costs.
     prices = plans.price_rows(db, workspace_id, {v["vendor"] for v in rows})
+    seen = _vendor_sensitivity(db, {v["dataset_id"] for v in rows})
     for v in rows:
         _with_price(v, prices.get(v["vendor"]), v["report"])
+        v["sees"] = seen.get((v["dataset_id"], v["vendor"]))
     table = table_state("vendors", VENDOR_COLUMNS, default_sort="agreement", per_page=50, args=args,
                         query_label="vendor or dataset contains")
     if table.q:
