@@ -32,10 +32,11 @@ from auditor.stats import (
     upper_bounds,
 )
 from auditor.stats.confseq import _prefix_sums
-from auditor.stats.planning import label_model, simulation
+from auditor.stats.planning import certification_plan, label_model, simulation
 from bench._datasets import snli_bert
 from bench._plan_calibration import (
     CalibrationScenario,
+    VendorConfusionScenario,
     check_scenario,
     fixed_truth_error_bound,
     margin_lower_bound,
@@ -396,6 +397,27 @@ def test_independent_annotators_are_fitted_by_the_latent_class_model_and_extrapo
     assert np.mean(est_x) == pytest.approx(true_x, abs=0.01)
 
 
+def test_extrapolating_from_three_labels_with_shared_hard_items_is_not_one_sidedly_optimistic():
+    # two vendors with their own confusion matrices, a fifth of the items hard for the
+    # annotators and the model: the 10-label margin from 3-label data, against the process's.
+    # A single difficulty class (AIC's choice here before) gives hard items the easy items'
+    # label distributions, so pluralities of 10 labels look too reliable: +0.013 on average
+    # over these seeds, every one of them high; two classes are the process (+0.007).
+    pool = VendorConfusionScenario(model_accuracy=0.92)
+    c, p = data(pool, 300_000, 10, 99)
+    c = c.astype(float)
+    true = float(np.mean(tie_credit(c, p))) - math.sqrt(float(((c * c).sum(axis=1) / 100).mean()))
+    est = []
+    for seed in range(4):
+        counts, preds = data(pool, 2000, 3, seed)
+        pop = label_model._population(counts, preds, None, [])
+        assert pop.family == "mixture" or pop.n_difficulty >= 2
+        w = pop.mult / pop.mult.sum()
+        atoms = simulation._atoms(pop, 10, np.random.default_rng(0))
+        est.append(float(w @ (atoms.q @ atoms.credit)) - math.sqrt(float(w @ (atoms.q @ atoms.x_t))))
+    assert np.mean(est) == pytest.approx(true, abs=0.01)
+
+
 def test_the_mixture_stays_where_items_label_distributions_vary_continuously():
     # each item's label distribution drawn from a Dirichlet: no finite set of classes has it
     rng = np.random.default_rng(5)
@@ -448,6 +470,34 @@ def test_a_model_below_the_annotators_cannot_be_certified_at_any_budget():
     assert plan.recommended is None
     assert all(d.probability == 0.0 for d in plan.designs)
     assert any("cannot be certified at any budget" in n for n in plan.notes)
+
+
+def test_cannot_be_certified_needs_every_candidate_label_models_bound_below_zero():
+    # the infinite-label margin's upper bound is the largest over the chosen label model and
+    # its latent-class rivals: no rival's own bound is above the plan's, and a plan whose
+    # bound is below zero has every candidate below zero
+    pool = PoolScenario(hard_fraction=0.25, hard_penalty=0.3, model_accuracy=0.95, model_hard_penalty=0.2)
+    counts, preds = data(pool, 2000, 5, 4)
+    pop = label_model._population(counts, preds, None, [])
+    assert {(r.family, r.n_difficulty) for r in pop.rivals} | {(pop.family, pop.n_difficulty)} == \
+        {("mixture", 0), ("latent-class", 2), ("latent-class", 3)}
+    rivals = label_model._rival_limit_draws(pop, np.random.default_rng(0), tau=0.0)
+    assert len(rivals) == sum(r.family == "latent-class" for r in pop.rivals)
+    refits = {id(pop): label_model._refits(pop, np.random.default_rng(1))}
+    weights = {id(pop): label_model._gamma_weights(pop, 50, np.random.default_rng(2))}
+    for tau in (0.0, 0.2):
+        riv = {id(pop): label_model._rival_limit_draws(pop, np.random.default_rng(0), tau=tau)}
+        _, _, alone = certification_plan._margins([pop], (5,), weights, refits, bound="theoretical", tau=tau,
+                                                  rule_out=0.05)
+        _, _, upper = certification_plan._margins([pop], (5,), weights, refits, bound="theoretical", tau=tau,
+                                                  rule_out=0.05, rivals=riv)
+        bounds = [certification_plan._upper_bound(d, e, 0.05) for e, d in riv[id(pop)]]
+        assert upper == pytest.approx(max([alone, *bounds]))
+    # far below the annotators, every candidate agrees: still "cannot"
+    low = PoolScenario(hard_fraction=0.25, hard_penalty=0.3, model_accuracy=0.7, model_hard_penalty=0.2)
+    counts, preds = data(low, 2000, 5, 5)
+    assert not plan_certification(counts, preds, n_simulations=20, rng=0, new_items=[1000],
+                                  labels_per_item=[5]).certifiable
 
 
 @pytest.mark.parametrize("seed", range(6))

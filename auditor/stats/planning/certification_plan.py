@@ -24,6 +24,7 @@ from auditor.stats.planning.label_model import (
     _population,
     _refits,
     _refitted_limit_margins,
+    _rival_limit_draws,
 )
 from auditor.stats.planning.relabel import _relabel_rank, _relabel_sums
 from auditor.stats.planning.results import CertificationPlan, Design
@@ -120,7 +121,9 @@ def plan_certification(counts, predictions, *, target: float = 0.95, tau: float 
     (however many such items are added, the stream means tend to it) is below zero, and so
     is every grid number of labels per item's. The interval comes from the label model
     refitted on Bayesian-bootstrap draws of the items, so it carries the model's fitting
-    error, not only the sampling error of the items. An estimated margin below 0 that the
+    error, not only the sampling error of the items; and the latent-class label models AIC
+    did not choose give their own bounds, the largest counting (which model extrapolates
+    best to infinitely many labels is not something the data decide). An estimated margin below 0 that the
     data cannot rule out is said in the notes. The limit rests on the label model's
     extrapolation, hence the caution: a "cannot" is a strong claim.
 
@@ -224,8 +227,9 @@ def plan_certification(counts, predictions, *, target: float = 0.95, tau: float 
     else:
         designs += _relabel_designs(sim, m, pred, pops, pooled, extra_labels,
                                     np.random.default_rng(int(seeds[-1])), notes)
+    rivals = {id(p): _rival_limit_draws(p, refit_rng, tau=tau) for p in pops}
     margins, certifiable_probability, upper_inf = _margins(pops, ks, weights, refits, bound=bound, tau=tau,
-                                                           rule_out=rule_out)
+                                                           rule_out=rule_out, rivals=rivals)
     certifiable = certified_now or upper_inf >= 0.0
     _certifiability_notes(notes, certified_now, certifiable, max(margins.values()), upper_inf,
                           certifiable_probability, rule_out)
@@ -465,11 +469,13 @@ def _relabel_designs(sim: _Simulator, m, pred, pops, pooled, extra_labels, rng, 
 
 
 def _margins(pops, ks, weights, refits: dict, *, bound: str, tau: float,
-             rule_out: float) -> tuple[dict, float, float]:
+             rule_out: float, rivals: dict | None = None) -> tuple[dict, float, float]:
     """The estimated population margin per number of labels per new item and its limit; the
     posterior probability that the best of them is positive; and the largest upper
     ``1 - rule_out`` bound of the infinite-label margin over the populations (from the
-    label model refitted on bootstrap draws, :func:`_refitted_limit_margins`)."""
+    label model refitted on bootstrap draws, :func:`_refitted_limit_margins`) and over the
+    candidate label models AIC did not choose (``rivals``: :func:`_rival_limit_draws`), so
+    that "cannot" needs every candidate's bound below zero."""
     margins: dict[str, float] = {}
     r = next(iter(weights.values())).shape[0]
     best_draws = np.full(r, -np.inf)
@@ -493,6 +499,8 @@ def _margins(pops, ks, weights, refits: dict, *, bound: str, tau: float,
         best_draws = np.maximum(best_draws, g @ cr_inf - tau - np.sqrt(np.maximum(g @ sq_inf, 0.0)))
         draws_inf = _refitted_limit_margins(refits[id(pop)], tau=tau)
         upper_inf = max(upper_inf, _upper_bound(draws_inf, margins[prefix + "inf"], rule_out))
+        for est, draws in (rivals or {}).get(id(pop), []):
+            upper_inf = max(upper_inf, _upper_bound(draws, est, rule_out))
     return margins, float(np.mean(best_draws > 0)), upper_inf
 
 
