@@ -35,6 +35,20 @@ _REJECTION_RECORDS = {("labelstudio_connector", "webhook_refused"), ("labelstudi
                       ("labelstudio_connector", "last_refusal")}
 
 
+def seed_items(conn, prefix: str, n: int) -> int:
+    """On a fresh schema (raw SQL, as a bulk load leaves it: nothing analysed), a workspace
+    ``w`` with a dataset ``d`` of labels a and b holding ``n`` items ``<prefix>1`` …
+    ``<prefix>n``; returns the dataset's id."""
+    conn.execute(text("INSERT INTO workspace (slug, name) VALUES ('w', 'w')"))
+    ws = conn.execute(text("SELECT id FROM workspace WHERE slug = 'w'")).scalar_one()
+    conn.execute(text("INSERT INTO dataset (workspace_id, name, labels) VALUES (:w, 'd', '[\"a\", \"b\"]')"),
+                 {"w": ws})
+    d = conn.execute(text("SELECT id FROM dataset WHERE name = 'd'")).scalar_one()
+    conn.execute(text("INSERT INTO item (dataset_id, external_id) SELECT :d, :p || g "
+                      "FROM generate_series(1, :n) g"), {"d": d, "p": prefix, "n": n})
+    return d
+
+
 def fingerprint(engine: Engine) -> str:
     """A hash of every row of every table (tests compare it before and after a rejection), but the
     records of rejected attempts: a rejection writes its own (who, when, its first errors; a

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select, text
 
-from auditor.db import Annotation, Item, load_snapshot, make_engine, migrate, session_scope
+from auditor.audit.snapshot import load_snapshot
+from auditor.db import Annotation, Item, make_engine, migrate, session_scope
 from auditor.ingest import (
     ImportRejected,
     get_dataset,
@@ -23,7 +24,7 @@ from auditor.ingest import (
 )
 from auditor.ingest.batch import Sql
 from auditor.stats import counts_from_records
-from tests.ingest.conftest import fingerprint
+from tests.ingest.conftest import fingerprint, seed_items
 
 LABELS = ["a", "b", "c"]
 
@@ -126,13 +127,7 @@ def test_the_batch_finds_its_items_by_index_without_statistics(pg_database):
     migrate.upgrade(engine)
     try:
         with engine.begin() as conn:
-            conn.execute(text("INSERT INTO workspace (slug, name) VALUES ('w', 'w')"))
-            ws = conn.execute(text("SELECT id FROM workspace WHERE slug = 'w'")).scalar_one()
-            conn.execute(text("INSERT INTO dataset (workspace_id, name, labels) VALUES (:w, 'd', '[\"a\", \"b\"]')"),
-                         {"w": ws})
-            d = conn.execute(text("SELECT id FROM dataset WHERE name = 'd'")).scalar_one()
-            conn.execute(text("INSERT INTO item (dataset_id, external_id) SELECT :d, 'i-' || g "
-                              "FROM generate_series(1, 20000) g"), {"d": d})
+            d = seed_items(conn, "i-", 20000)
             conn.execute(text("DELETE FROM pg_statistic WHERE starelid = 'item'::regclass"))
             conn.execute(text("UPDATE pg_class SET reltuples = -1, relpages = 0 WHERE oid = 'item'::regclass"))
             sql = Sql(conn)

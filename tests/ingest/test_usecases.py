@@ -357,18 +357,13 @@ def test_the_existing_items_probe_cannot_degrade_without_statistics(pg_database)
     never a scan of ``item``, whatever the statistics say."""
     from auditor.db import make_engine, migrate
     from auditor.ingest.annotations import existing_items_probe
+    from tests.ingest.conftest import seed_items
 
     engine = make_engine(pg_database())
     migrate.upgrade(engine)
     try:
         with engine.begin() as conn:
-            conn.execute(text("INSERT INTO workspace (slug, name) VALUES ('w', 'w')"))
-            ws = conn.execute(text("SELECT id FROM workspace WHERE slug = 'w'")).scalar_one()
-            conn.execute(text("INSERT INTO dataset (workspace_id, name, labels) VALUES (:w, 'd', '[\"a\", \"b\"]')"),
-                         {"w": ws})
-            d = conn.execute(text("SELECT id FROM dataset WHERE name = 'd'")).scalar_one()
-            conn.execute(text("INSERT INTO item (dataset_id, external_id) SELECT :d, 'old-' || g "
-                              "FROM generate_series(1, 20000) g"), {"d": d})
+            d = seed_items(conn, "old-", 20000)
             # The staged batch as the raw-CSV path reads it: an expression over text columns.
             conn.execute(text("CREATE TEMP TABLE stg (row_no BIGINT, c0 TEXT)"))
             conn.execute(text("INSERT INTO stg SELECT g, 'new-' || g FROM generate_series(1, 5000) g"))

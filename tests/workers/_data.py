@@ -23,6 +23,20 @@ def make_dataset(factory: sessionmaker[Session], name: str, labels: Sequence[str
         return ingest.create_dataset(s, name, list(labels), workspace=f"ws-{name}-{uuid.uuid4().hex[:8]}").id
 
 
+def rated_dataset(factory: sessionmaker[Session], name: str, seed: int, n: int = 1500,
+                  accuracy: float = 0.8) -> tuple[int, np.ndarray]:
+    """A dataset of ``n`` items with 5 labels each from the vendor ``acme`` (each label right
+    with probability ``accuracy``, 3 classes), imported as an upload would; returns its id and
+    the true labels."""
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, 3, n)
+    labels = np.where(rng.random((n, 5)) < accuracy, truth[:, None], rng.integers(0, 3, (n, 5)))
+    ds = make_dataset(factory, name, ["a", "b", "c"])
+    import_annotations(factory, ds, [(f"i{i}", f"r{r}", int(labels[i, r])) for i in range(n) for r in range(5)],
+                       vendors={f"r{r}": "acme" for r in range(5)})
+    return ds, truth
+
+
 def workspace_of(factory: sessionmaker[Session], dataset_id: int) -> str:
     """The slug of the dataset's workspace (what ``--workspace`` takes)."""
     with session_scope(factory) as s:

@@ -21,7 +21,7 @@ from auditor.db.models import AuditRun, Model, Release, ReleasePlan
 from auditor.worker import AUDIT_TASKS, audit_queue, route_task, worker_queues
 from auditor.worker.dispatch import request_audit
 from auditor.worker.plans import plan_release
-from tests.workers._data import import_annotations, import_predictions, make_dataset
+from tests.workers._data import import_annotations, import_predictions, rated_dataset
 from tests.workers.conftest import client_app, worker_env
 from tests.workers.test_audit_workers import succeeded_at, wait_for
 
@@ -36,13 +36,9 @@ def test_an_audit_requested_behind_queued_plans_runs_before_them(tmp_path, pg_fa
     waited for all of them), and the plan in hand steps aside at its next release. Its run's
     ``created_at`` is the request, so its queued time includes the plan it waited for."""
     url, factory = pg_factory
-    rng = np.random.default_rng(7)
-    n = 1500
-    truth = rng.integers(0, 3, n)
-    labels = np.where(rng.random((n, 5)) < 0.8, truth[:, None], rng.integers(0, 3, (n, 5)))
-    ds = make_dataset(factory, "audits-first", ["a", "b", "c"])
-    import_annotations(factory, ds, [(f"i{i}", f"r{r}", int(labels[i, r])) for i in range(n) for r in range(5)],
-                       vendors={f"r{r}": "acme" for r in range(5)})
+    ds, truth = rated_dataset(factory, "audits-first", seed=7)
+    n = truth.size
+    rng = np.random.default_rng(107)
     preds = np.where(rng.random(n) < 0.7, truth, (truth + 1) % 3)
     version = import_predictions(factory, ds, "clf", "0.1", labels={f"i{i}": int(preds[i]) for i in range(n)})
     env = worker_env(tmp_path, url, redis_url, redis_url, AUDITOR_FANOUT_MIN_ITEMS="100000",

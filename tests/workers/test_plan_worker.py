@@ -16,7 +16,7 @@ from auditor.db.models import Certification, Model, Release, ReleasePlan
 from auditor.simulate import PoolScenario
 from auditor.worker.dispatch import request_audit
 from auditor.worker.plans import request_plan
-from tests.workers._data import import_annotations, import_predictions, make_dataset
+from tests.workers._data import import_annotations, import_predictions, make_dataset, rated_dataset
 from tests.workers.conftest import client_app, worker_env
 from tests.workers.test_audit_workers import succeeded_at, wait_for
 
@@ -69,13 +69,9 @@ def test_after_an_audit_the_worker_plans_its_most_recent_uncertified_releases(tm
     """Nobody reads a plan: the audit asks for those of the releases it did not certify (here at
     most 2, the most recently released first); a certified release gets none."""
     url, factory = pg_factory
-    rng = np.random.default_rng(1)
-    n = 1500
-    truth = rng.integers(0, 3, n)
-    labels = np.where(rng.random((n, 5)) < 0.8, truth[:, None], rng.integers(0, 3, (n, 5)))
-    ds = make_dataset(factory, "after-audit", ["a", "b", "c"])
-    import_annotations(factory, ds, [(f"i{i}", f"r{r}", int(labels[i, r])) for i in range(n) for r in range(5)],
-                       vendors={f"r{r}": "acme" for r in range(5)})
+    ds, truth = rated_dataset(factory, "after-audit", seed=1)
+    n = truth.size
+    rng = np.random.default_rng(101)
     # A perfect model certifies (as in the anytime tests); three weak ones cannot.
     version = import_predictions(factory, ds, "clf", "1.0", labels={f"i{i}": int(truth[i]) for i in range(n)})
     weak = {"0.1": datetime(2026, 3, 1, tzinfo=UTC), "0.2": datetime(2026, 1, 1, tzinfo=UTC),
