@@ -675,12 +675,12 @@ def _abc_case(seed: int, n_labels: int, reference: bool):
 
 def _abc_tables(pool, ref, model, kw, **constants):
     """``exact_tables`` with some of the ABC path's constants set, from an empty cache."""
-    from auditor.stats.equivalence import exact
+    from auditor.stats.equivalence import exact, subcounts
 
     exact.clear_table_cache()
     with pytest.MonkeyPatch.context() as m:
         for name, value in constants.items():
-            m.setattr(exact, name, value)
+            m.setattr(subcounts, name, value)
         tables = exact.exact_tables(pool, ref, model=model(), **kw)
     exact.clear_table_cache()
     return tables
@@ -694,7 +694,7 @@ def test_block_sums_add_as_add_at_to_the_last_bit(seed, n_distinct, n_blocks, n_
     in the block's order, then added once to its row. The distinct-row ``+=`` that replaced
     ``np.add.at`` must give exactly what per-label ``np.add.at`` of the same block sums
     gives, with ids repeated within and across blocks."""
-    from auditor.stats.equivalence import exact
+    from auditor.stats.equivalence import subcounts
 
     rng = np.random.default_rng(seed)
     sums = np.zeros((n_distinct, n_labels))
@@ -705,7 +705,7 @@ def test_block_sums_add_as_add_at_to_the_last_bit(seed, n_distinct, n_blocks, n_
         ids = rng.integers(0, n_distinct, n_p)
         rest = rng.integers(0, 9, (n_labels, n_p)).astype(np.int8)
         scaled = rng.random(n_p) * 10.0 ** rng.integers(-12, 3, n_p)
-        exact._add_block_sums(sums, first, ids, rest, scaled)
+        subcounts._add_block_sums(sums, first, ids, rest, scaled)
         once = ids[np.sort(np.unique(ids, return_index=True)[1])]  # each id of the block once
         for lab in range(n_labels):
             block = np.zeros(n_distinct)
