@@ -27,6 +27,7 @@ says so and stops.
 
 from __future__ import annotations
 
+import argparse
 import json
 import tempfile
 import time
@@ -156,7 +157,142 @@ def phase_snapshot(url: str, with_annotations: bool) -> dict:
     return {"items": snap.n_items, "annotations": n_ann, "seconds": seconds, "peak_mb": peak_mb()}
 
 
+# --- import order: the same labels into an empty dataset and onto predicted items -----
+
+
+def write_order_files(folder: Path, rows: int, items: int, annotators: int, seed: int,
+                      gold_items: int | None = None) -> dict[str, str]:
+    """Labels (``rows`` over ``items`` items), one release's predictions for the same
+    items and gold labels for the first ``gold_items`` of them (all by default): the files
+    of the import-order phases."""
+    rng = np.random.default_rng(seed)
+    per_item = max(1, rows // items)
+    paths = {k: str(folder / f"{k}.csv") for k in ("labels", "predictions", "gold")}
+    write_csv(Path(paths["labels"]), items * per_item, per_item, annotators, seed)
+    with open(paths["predictions"], "w", encoding="utf-8") as fh:
+        fh.write("item_id,label\n")
+        fh.writelines(f"item-{i:09d},{LABELS[c]}\n" for i, c in enumerate(rng.integers(0, len(LABELS), items)))
+    with open(paths["gold"], "w", encoding="utf-8") as fh:
+        fh.write("item_id,label\n")
+        fh.writelines(f"item-{i:09d},{LABELS[c]}\n"
+                      for i, c in enumerate(rng.integers(0, len(LABELS), items if gold_items is None else gold_items)))
+    return paths
+
+
+def phase_order(url: str, folder: str, order: str) -> dict:
+    """One import order in a fresh database (statistics never gathered): the timed import
+    is the last one of the order; the ones before it only set the scene.
+
+    ``labels_empty``: labels into an empty dataset. ``labels_after_predictions``: the same
+    labels once the dataset's items exist (a release's predictions first). ``gold_empty``:
+    gold labels into an empty dataset. ``gold_after_labels``: the same gold right after
+    the labels' bulk load.
+    """
+    from auditor.db import make_engine, make_session_factory, migrate, session_scope
+    from auditor.ingest import create_dataset, import_annotations, import_gold, import_predictions
+
+    files = {k: str(Path(folder) / f"{k}.csv") for k in ("labels", "predictions", "gold")}
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    factory = make_session_factory(engine)
+    with session_scope(factory) as s:
+        create_dataset(s, "bench", list(LABELS))
+    before = {"labels_after_predictions": "predictions", "gold_after_labels": "labels"}.get(order)
+    timed = "gold" if order.startswith("gold") else "labels"
+    steps = {
+        "labels": lambda s: import_annotations(s, "bench", files["labels"]),
+        "predictions": lambda s: import_predictions(s, "bench", files["predictions"], model="m", release="1"),
+        "gold": lambda s: import_gold(s, "bench", files["gold"]),
+    }
+    setup = 0.0
+    if before:
+        start = time.perf_counter()
+        with session_scope(factory) as s:
+            steps[before](s)
+        setup = time.perf_counter() - start
+    _settle(url)
+    start = time.perf_counter()
+    with session_scope(factory) as s:
+        result = steps[timed](s)
+    seconds = time.perf_counter() - start
+    engine.dispose()
+    return {"rows": result.rows, "seconds": seconds, "setup_seconds": setup, "peak_mb": peak_mb(),
+            "message": result.message}
+
+
+def write_cifar10h_files(folder: Path, limit: int | None) -> bool:
+    """CIFAR-10H as files (shared datasets): its four models' predictions (probabilities)
+    and its labels, one row per label, each item's labels by distinct raters drawn from a
+    pool of 2,571 (the data set names no raters). False when the data set is not here."""
+    from bench_real_audits import _annotations_from_counts, cifar10h, datasets_dir
+
+    base = datasets_dir()
+    if base is None or not (base / "cifar10h").is_dir():
+        return False
+    snap = cifar10h(base, limit)
+    names = snap.labels
+    for k, rel in enumerate(snap.releases):
+        with open(folder / f"cifar-pred-{k}.csv", "w", encoding="utf-8") as fh:
+            fh.write("item_id," + ",".join(names) + "\n")
+            fh.writelines(f"img-{i:05d}," + ",".join(f"{p:.12g}" for p in row / row.sum()) + "\n"
+                          for i, row in enumerate(rel.probabilities))
+        (folder / f"cifar-pred-{k}.name").write_text(f"{rel.model}\n{rel.version}\n")
+    item, annotator, label = _annotations_from_counts(snap.counts, np.random.default_rng(0), 2571)
+    with open(folder / "cifar-labels.csv", "w", encoding="utf-8") as fh:
+        fh.write("item_id,annotator_id,label\n")
+        fh.writelines(f"img-{i:05d},rater-{a:04d},{names[c]}\n" for i, a, c in zip(item, annotator, label, strict=True))
+    return True
+
+
+def phase_cifar10h(url: str, folder: str) -> dict:
+    """CIFAR-10H's predictions first (four releases), then its labels, then an audit to a
+    stored certification, in a fresh database: the labels' import and the audit timed."""
+    from datetime import timedelta
+
+    from sqlalchemy import func, select
+
+    from auditor.audit.pipeline import AuditOptions
+    from auditor.audit.runner import run_audit
+    from auditor.config import load_worker_settings
+    from auditor.db import make_engine, make_session_factory, migrate, session_scope
+    from auditor.db.models import Certification
+    from auditor.ingest import create_dataset, import_annotations, import_predictions
+
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    factory = make_session_factory(engine)
+    labels = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+    with session_scope(factory) as s:
+        d = create_dataset(s, "cifar10h", labels).id
+    start = time.perf_counter()
+    for k in range(4):
+        model, version = (Path(folder) / f"cifar-pred-{k}.name").read_text().split()
+        with session_scope(factory) as s:
+            import_predictions(s, "cifar10h", str(Path(folder) / f"cifar-pred-{k}.csv"), model=model, release=version)
+    predictions = time.perf_counter() - start
+    _settle(url)
+    start = time.perf_counter()
+    with session_scope(factory) as s:
+        result = import_annotations(s, "cifar10h", str(Path(folder) / "cifar-labels.csv"))
+    labels_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    outcome = run_audit(factory, d, task_id="bench", options=AuditOptions.from_settings(load_worker_settings()),
+                        lease=timedelta(minutes=30))
+    audit_seconds = time.perf_counter() - start
+    with session_scope(factory) as s:
+        stored = s.scalar(select(func.count()).select_from(Certification)
+                          .where(Certification.audit_run_id == outcome.run_id))
+    engine.dispose()
+    return {"rows": result.rows, "predictions_seconds": predictions, "labels_seconds": labels_seconds,
+            "audit_seconds": audit_seconds, "audit_state": outcome.state, "certifications": stored,
+            "seconds": labels_seconds + audit_seconds, "peak_mb": peak_mb(), "message": result.message}
+
+
+ORDERS = ("labels_empty", "labels_after_predictions", "gold_empty", "gold_after_labels")
+
 PHASES = {
+    **{order: (lambda a, order=order: phase_order(a.url, a.order_dir, order)) for order in ORDERS},
+    "cifar10h": lambda a: phase_cifar10h(a.url, a.order_dir),
     "bare_copy": lambda a: phase_bare_copy(a.url, a.csv),
     "import": lambda a: phase_import(a.url, a.csv),
     "stored_copy": lambda a: phase_stored_copy(a.url),
@@ -174,11 +310,25 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1,
                         help="bare COPY A and import this many times each (alternating); the best of each counts")
     parser.add_argument("--csv", help="(internal / reuse) path of the generated CSV")
+    parser.add_argument("--order-rows", type=int, default=300_000,
+                        help="labels of the import-order rows (predictions first, gold after)")
+    parser.add_argument("--order-items", type=int, default=10_000, help="items of the import-order rows")
+    parser.add_argument("--gold-items", type=int, help="items given gold in the gold rows (default: all)")
+    parser.add_argument("--cifar10h", action="store_true",
+                        help="also CIFAR-10H's labels after its predictions, to a stored certification")
+    parser.add_argument("--cifar10h-items", type=int, help="only the first N images of CIFAR-10H")
+    parser.add_argument("--orders-only", action="store_true", help="only the import-order rows")
+    parser.add_argument("--order-dir", help=argparse.SUPPRESS)
     parser.add_argument("--smoke", action="store_true", help="20,000 rows, one repetition: seconds")
     args = parser.parse_args()
     if args.smoke:
         args.rows, args.annotators, args.repeat = 20_000, 50, 1
+        args.order_rows, args.order_items = 6_000, 500
+        args.cifar10h, args.cifar10h_items = True, 100
     if child_or_no_url(args, PHASES):
+        return
+    orders(args)
+    if args.orders_only:
         return
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -224,6 +374,39 @@ def main() -> None:
         rows = r["items"] if key == "snapshot_counts" else r["annotations"]
         print(f"snapshot, {label:22s} {r['seconds']:8.2f} s  {rows / r['seconds']:12,.0f} rows/s  "
               f"peak {r['peak_mb']:.0f} MB  ({r['items']:,} items, {r['annotations']:,} annotations)")
+
+
+def orders(args) -> None:
+    """The import-order rows: each order in a fresh scratch database of its own."""
+    with tempfile.TemporaryDirectory() as tmp:
+        write_order_files(Path(tmp), args.order_rows, args.order_items, min(args.annotators, 2000), args.seed,
+                          args.gold_items)
+        r = {}
+        for order in ORDERS:
+            with scratch_database(args.url) as url:
+                r[order] = run_phase(__file__, order, url, "--order-dir", tmp)
+            print(f"{order:26s} {json.dumps(r[order])}", flush=True)
+        if args.cifar10h:
+            if write_cifar10h_files(Path(tmp), args.cifar10h_items):
+                with scratch_database(args.url) as url:
+                    c = run_phase(__file__, "cifar10h", url, "--order-dir", tmp)
+                print(f"{'cifar10h':26s} {json.dumps(c)}", flush=True)
+            else:
+                c = None
+                print("cifar10h: skipped (no shared datasets: set AUDITOR_SHARED_DIR)")
+    print()
+    for what, empty, after, label in (("labels", "labels_empty", "labels_after_predictions", "predictions first"),
+                                      ("gold", "gold_empty", "gold_after_labels", "after the labels")):
+        e, a = r[empty], r[after]
+        limit = 1.5 * e["seconds"] + 3
+        print(f"{what:6s} into an empty dataset     {e['seconds']:8.2f} s  {e['rows'] / e['seconds']:12,.0f} rows/s")
+        print(f"{what:6s} {label:22s} {a['seconds']:8.2f} s  {a['rows'] / a['seconds']:12,.0f} rows/s  "
+              f"(target ≤ 1.5× + 3 s = {limit:.1f} s: {'met' if a['seconds'] <= limit else 'NOT met'})")
+    if args.cifar10h and c is not None:
+        print(f"CIFAR-10H labels after its predictions {c['labels_seconds']:8.2f} s  ({c['rows']:,} labels; "
+              f"predictions {c['predictions_seconds']:.1f} s before), audit to {c['certifications']} stored "
+              f"certification(s) {c['audit_seconds']:.1f} s ({c['audit_state']}): end to end {c['seconds']:.1f} s")
+    print()
 
 
 if __name__ == "__main__":

@@ -15,48 +15,12 @@ cheapest design reaching 80%, and the time the plan took (docs/planning.md shows
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
-import os
 import time
 import warnings
-from pathlib import Path
 
-import numpy as np
+from _datasets import NOT_FOUND, datasets_dir, snli_bert
 
 from auditor.stats import certify, plan_certification
-
-ROOT = Path(__file__).resolve().parents[1]
-ORDER = {"entailment": 0, "contradiction": 1, "neutral": 2}
-
-
-def datasets_dir() -> Path | None:
-    env = os.environ.get("AUDITOR_SHARED_DIR")
-    for base in ([Path(env)] if env else []) + [ROOT.parent / "shared", ROOT / "shared"]:
-        if (base / "datasets").is_dir():
-            return base / "datasets"
-    return None
-
-
-def snli_bert(base: Path) -> tuple[np.ndarray, np.ndarray]:
-    counts_by_uid = {}
-    with gzip.open(base / "snli_1.0_full_dev_test" / "snli_1.0_dev.jsonl.gz", "rt", encoding="utf-8") as fh:
-        for line in fh:
-            row = json.loads(line)
-            c = [0, 0, 0]
-            for lab in row["annotator_labels"]:
-                if lab in ORDER:
-                    c[ORDER[lab]] += 1
-            counts_by_uid[row["pairID"]] = c
-    uids, preds = [], []
-    folder = base / "snli_dev_model_predictions_baan2022"
-    for half in ("dev", "test"):
-        with open(folder / f"SNLI_{half}_bert-base-uncased_0.json", encoding="utf-8") as fh:
-            for line in fh:
-                row = json.loads(line)
-                uids.append(row["uid"])
-                preds.append(row["pred"])
-    return np.array([counts_by_uid[u] for u in uids]), np.array(preds)
 
 
 def main() -> None:
@@ -69,7 +33,7 @@ def main() -> None:
         args.simulations = 50
     base = datasets_dir()
     if base is None:
-        print("public datasets not found (shared/datasets next to the checkout, or AUDITOR_SHARED_DIR): nothing to do")
+        print(NOT_FOUND)
         return
     counts, preds = snli_bert(base)
     res = certify(counts, preds)

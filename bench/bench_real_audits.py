@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from _datasets import NOT_FOUND, datasets_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -36,14 +36,6 @@ sys.path.insert(0, str(ROOT))
 from auditor.audit.inputs import AuditSnapshot, PreviousResults, ReleaseSnapshot  # noqa: E402
 from auditor.audit.pipeline import AuditOptions  # noqa: E402
 from auditor.audit.runner import compute_inline  # noqa: E402
-
-
-def datasets_dir() -> Path | None:
-    env = os.environ.get("AUDITOR_SHARED_DIR")
-    for base in ([Path(env)] if env else []) + [ROOT.parent / "shared", ROOT / "shared"]:
-        if (base / "datasets").is_dir():
-            return base / "datasets"
-    return None
 
 
 def _annotations_from_counts(counts: np.ndarray, rng, pool: int | None):
@@ -144,7 +136,7 @@ def main(argv=None) -> None:
         limit_blas_threads(args.blas_threads)
     base = datasets_dir()
     if base is None:
-        print("public datasets not found (shared/datasets next to the checkout, or AUDITOR_SHARED_DIR): nothing to do")
+        print(NOT_FOUND)
         return
     limit = 30 if args.smoke else None
     options = AuditOptions(n_bootstrap=10 if args.smoke else args.bootstrap)

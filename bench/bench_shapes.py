@@ -42,15 +42,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from _datasets import datasets_dir
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _shared_datasets() -> Path | None:
-    env = os.environ.get("AUDITOR_SHARED_DIR")
-    for c in ([Path(env)] if env else []) + [ROOT.parent / "shared", ROOT / "shared"]:
-        if (c / "datasets").is_dir():
-            return c / "datasets"
-    return None
 
 
 # ---------------------------------------------------------------------------- data
@@ -144,7 +138,7 @@ def one_long_item(n_items: int, long_labels: int, per_item: int, n_classes: int,
 def chaosnli(name: str, smoke: bool) -> Data | str:
     import numpy as np
 
-    root = _shared_datasets()
+    root = datasets_dir()
     path = None if root is None else root / "chaosnli" / f"chaosNLI_{name}.jsonl"
     if path is None or not path.is_file():
         return f"ChaosNLI {name} not found (set AUDITOR_SHARED_DIR)"
@@ -161,7 +155,7 @@ def chaosnli(name: str, smoke: bool) -> Data | str:
 def cifar10h(smoke: bool) -> Data | str:
     import numpy as np
 
-    root = _shared_datasets()
+    root = datasets_dir()
     folder = None if root is None else root / "cifar10h"
     if folder is None or not (folder / "cifar10h-counts.npy").is_file():
         return "CIFAR-10H not found (set AUDITOR_SHARED_DIR)"

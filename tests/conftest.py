@@ -7,20 +7,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench._datasets import shared_dir
 
-
-def _shared_dir() -> Path | None:
-    env = os.environ.get("AUDITOR_SHARED_DIR")
-    candidates = [Path(env)] if env else []
-    candidates += [ROOT.parent / "shared", ROOT / "shared"]
-    for c in candidates:
-        if (c / "datasets").is_dir():
-            return c
-    return None
-
-
-SHARED = _shared_dir()
+SHARED = shared_dir()
 
 
 @pytest.fixture(scope="session")

@@ -71,9 +71,10 @@ class Outcome:
 
 
 def claim(factory: sessionmaker[Session], dataset_id: int, *, task_id: str, lease: timedelta,
-          options: AuditOptions) -> Claim:
+          options: AuditOptions, requested_at: float | None = None) -> Claim:
     with session_scope(factory) as session:
-        return claim_audit(session, dataset_id, task_id=task_id, lease=lease, parameters=options.to_dict())
+        return claim_audit(session, dataset_id, task_id=task_id, lease=lease, parameters=options.to_dict(),
+                           requested_at=requested_at)
 
 
 class Heartbeat:
@@ -228,7 +229,7 @@ FanOut = Callable[[int, AuditSnapshot, dict, AuditOptions], "Outcome | None"]
 
 def run_audit(factory: sessionmaker[Session], dataset_id: int, *, task_id: str, options: AuditOptions,
               lease: timedelta, cache: SnapshotCache | None = None, fan_out: FanOut | None = None,
-              clock: Callable[[], float] = time.perf_counter) -> Outcome:
+              clock: Callable[[], float] = time.perf_counter, requested_at: float | None = None) -> Outcome:
     """Claim, snapshot, compute and write one audit: the one orchestration of an audit,
     called by the Celery task (with its snapshot cache and its fan-out), the CLI and the tests.
 
@@ -240,7 +241,7 @@ def run_audit(factory: sessionmaker[Session], dataset_id: int, *, task_id: str, 
     t0 = clock()
     with session_scope(factory) as session:  # the workspace's own thresholds, where its admins set some
         options = audit_options(session, dataset_id, options)
-    c = claim(factory, dataset_id, task_id=task_id, lease=lease, options=options)
+    c = claim(factory, dataset_id, task_id=task_id, lease=lease, options=options, requested_at=requested_at)
     if c.state != "claimed":
         return Outcome(c.state, c.run_id, c.data_version)
     try:

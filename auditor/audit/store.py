@@ -100,7 +100,8 @@ def _last_succeeded_version(session: Session, dataset_id: int) -> int | None:
 
 
 def claim_audit(session: Session, dataset_id: int, *, task_id: str, lease: timedelta,
-                parameters: Mapping[str, Any] | None = None, max_attempts: int = 3) -> Claim:
+                parameters: Mapping[str, Any] | None = None, max_attempts: int = 3,
+                requested_at: float | None = None) -> Claim:
     """Make ``task_id`` the one running audit of the dataset, if it needs one.
 
     A ``running`` run whose heartbeat (:func:`heartbeat_audit`, else its start) is older
@@ -108,6 +109,9 @@ def claim_audit(session: Session, dataset_id: int, *, task_id: str, lease: timed
     no second row behind. A run whose
     attempts all died (``max_attempts``) is recorded as failed instead (state
     ``"abandoned"``): an audit that kills its worker every time must not loop.
+    A new run is created at ``requested_at`` (Unix time of the request, if given; else at
+    the oldest write still waiting for an audit, for a run the sweep asked for; never in
+    the future), so its queued time counts from the request.
     """
     dataset = _lock_dataset(session, dataset_id)
     if dataset is None:
@@ -146,9 +150,22 @@ def claim_audit(session: Session, dataset_id: int, *, task_id: str, lease: timed
         took_over = False
         run = AuditRun(dataset_id=dataset_id, data_version=dataset.data_version, status=AuditStatus.RUNNING,
                        task_id=task_id, started_at=now, heartbeat_at=now, parameters={**params, "attempts": 1})
+        asked = _requested(session, dataset_id, requested_at)
+        if asked is not None:
+            run.created_at = min(now, asked)
         session.add(run)
     session.flush()
     return Claim("claimed", run.id, dataset.data_version, took_over)
+
+
+def _requested(session: Session, dataset_id: int, requested_at: float | None) -> datetime | None:
+    """When the audit about to run was asked for: the request's time, else the oldest write
+    of the dataset not yet covered by an audit (its outbox row), else unknown."""
+    if requested_at is not None:
+        return datetime.fromtimestamp(float(requested_at), UTC)
+    oldest = session.scalar(select(func.min(AuditOutbox.created_at)).where(
+        AuditOutbox.dataset_id == dataset_id, AuditOutbox.processed_at.is_(None)))
+    return _aware(oldest)
 
 
 def _alive(run: Any, now: datetime, lease: timedelta) -> bool:

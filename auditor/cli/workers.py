@@ -35,7 +35,10 @@ def worker_command(with_beat: bool, concurrency: int | None, pool: str, loglevel
     # No gossip or mingle: Auditor's workers share nothing but the queue and the database
     # (no revoked tasks to sync at start, no events to follow), and Celery's gossip step
     # raised on every reconnect after a broker outage.
-    argv = ["worker", f"--loglevel={loglevel}", f"--pool={pool}", "-Q", app.conf.task_default_queue,
+    from auditor.worker import worker_queues
+
+    # Audits first: the worker polls the audits queue before the default one.
+    argv = ["worker", f"--loglevel={loglevel}", f"--pool={pool}", "-Q", ",".join(worker_queues(app.conf.task_default_queue)),
             "--without-gossip", "--without-mingle"]
     if concurrency:
         argv.append(f"--concurrency={concurrency}")

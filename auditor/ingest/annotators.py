@@ -16,6 +16,7 @@ def _stage_annotators(b: batch.Batch, table: str, bad: str, *, annotator: str = 
                            "tier2 TEXT, bad BIGINT")
     b.sql.run(f"INSERT INTO {ann} SELECT {annotator}, min(row_no), min({vendor}), max({vendor}), min({tier}), "
               f"max({tier}), sum({bad}) FROM {table} GROUP BY {annotator}")
+    b.sql.analyze(ann)
     if b.sql.scalar(f"SELECT 1 FROM {ann} WHERE bad > 0 LIMIT 1") is not None:
         return None
     return ann

@@ -292,13 +292,13 @@ def _blocks(source: Source, delimiter: str, n_columns: int, used: Sequence[str],
 
 def stream_long_csv(source: Source, *, delimiter: str, columns: dict[str, int], n_columns: int,
                     labels: Sequence[str], defaults: AnnotationDefaults,
-                    new_item_ids: Callable[[int], np.ndarray],
+                    new_item_ids: Callable[[pa.Array], np.ndarray],
                     new_annotator_ids: Callable[[list[str]], np.ndarray],
                     send: Callable[[memoryview], None],
                     progress: Callable[[int], None] | None = None) -> Loaded:
     """Read, check and send a long CSV/TSV (``columns``: canonical name → column index).
 
-    ``new_item_ids(n)`` and ``new_annotator_ids(names)`` give database ids to the items
+    ``new_item_ids(names)`` and ``new_annotator_ids(names)`` give database ids to the items
     and annotators as they first appear; ``send`` takes each block's binary ``COPY``
     rows (the caller writes :data:`COPY_HEADER` and :data:`COPY_TRAILER`). Once a row
     fails a check nothing more is sent: the rest of the file is read only to name more
@@ -381,7 +381,7 @@ def stream_long_csv(source: Source, *, delimiter: str, columns: dict[str, int], 
         item_codes, new = items.add(item_enc.dictionary)
         n_new = int(np.count_nonzero(new))
         if n_new:
-            item_ids.extend(np.asarray(new_item_ids(n_new), np.int64))
+            item_ids.extend(np.asarray(new_item_ids(item_enc.dictionary.filter(pa.array(new))), np.int64))
             counts.extend(np.zeros((n_new, L), np.int64))
         local_items = item_enc.indices.to_numpy()
         counts.array[item_codes] += np.bincount(local_items.astype(np.int64) * L + code,

@@ -19,6 +19,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
+import pyarrow as pa
 from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
@@ -202,11 +203,15 @@ def _delimiter(b: batch.Batch) -> str:
     return "\t" if tsv else ","
 
 
+MAX_KNOWN_ITEMS = 2_000_000
+"""The bulk path takes a first load onto at most this many existing items (their names and
+ids are held in memory while the file is read); past it the general path does."""
+
+
 def _dataset_is_empty(b: batch.Batch) -> bool:
-    """No annotation partition and no items: a first load, which the bulk path can take."""
-    d = b.dataset.id
-    return not has_annotation_partition(b.sql.conn, d) and b.sql.scalar(
-        "SELECT 1 FROM item WHERE dataset_id = :d LIMIT 1", {"d": d}) is None
+    """No annotation partition: a first load, which the bulk path can take. The dataset may
+    have items already (predictions or gold came first): the load gives them their counts."""
+    return not has_annotation_partition(b.sql.conn, b.dataset.id)
 
 
 def _try_bulk_first_load(b: batch.Batch, header: list[str], labels: Sequence[str], defaults: AnnotationDefaults,
@@ -480,6 +485,12 @@ def _bulk_first_load(b: batch.Batch, header: list[str], labels: Sequence[str], d
     batch.lock_for_write(b)
     if not _dataset_is_empty(b):  # another batch got in first: the general path merges
         raise bulk.Fallback("the dataset has rows now")
+    known_items = int(sql.scalar("SELECT count(*) FROM item WHERE dataset_id = :d", {"d": d}))
+    if known_items > MAX_KNOWN_ITEMS:
+        raise bulk.Fallback("too many existing items to hold")
+    # Items the dataset has (predictions or gold first): name → id, read under the lock.
+    known = dict(sql.run("SELECT external_id, id FROM item WHERE dataset_id = :d", {"d": d}).all()) \
+        if known_items else {}
     batch.record_batch(b, 0)
     load.batch_id, load.data_version = b.batch_id, b.version
     created: list[int] = []
@@ -498,10 +509,20 @@ def _bulk_first_load(b: batch.Batch, header: list[str], labels: Sequence[str], d
         return np.array([new[n] for n in names], np.int64)
 
     item_ids = _IdRanges(b, "item")
+
+    def new_item_ids(names) -> np.ndarray:
+        if not known:
+            return item_ids.take(len(names))
+        ids = np.array([known.get(n, 0) for n in names.to_pylist()], np.int64)
+        missing = ids == 0
+        if missing.any():
+            ids[missing] = item_ids.take(int(np.count_nonzero(missing)))
+        return ids
+
     try:
         loaded = bulk.stream_long_csv(
             b.source, delimiter=_delimiter(b), columns=columns, n_columns=len(header), labels=labels,
-            defaults=defaults, progress=progress, new_item_ids=item_ids.take, new_annotator_ids=annotator_ids,
+            defaults=defaults, progress=progress, new_item_ids=new_item_ids, new_annotator_ids=annotator_ids,
             send=load.send)
     finally:
         item_ids.close()
@@ -518,12 +539,27 @@ def _bulk_first_load(b: batch.Batch, header: list[str], labels: Sequence[str], d
     _merge_annotators(b, ann)
     sql.run("UPDATE import_batch SET row_count = :n WHERE id = :b", {"n": loaded.n_rows, "b": b.batch_id})
     raw = sql.conn.connection.driver_connection
+    names, ids, counts = loaded.items, loaded.item_ids, loaded.item_counts
+    existing = np.zeros(len(ids), bool)
+    if known:
+        # Items that were there take their counts; only the others are copied in.
+        existing = np.isin(ids, np.fromiter(known.values(), np.int64, len(known)))
+        if existing.any():
+            counted = sql.temp_table("id BIGINT, dataset_id INTEGER, external_id TEXT, label_counts INTEGER[]")
+            with raw.cursor() as cur, cur.copy(f"COPY {counted} (id, dataset_id, external_id, label_counts) "
+                                               f"FROM STDIN") as copy:
+                for block in bulk.item_copy_text(names.filter(pa.array(existing)), d, ids[existing],
+                                                 counts[existing]):
+                    copy.write(block)
+            sql.analyze(counted)
+            sql.run(f"UPDATE item SET label_counts = c.label_counts FROM {counted} c WHERE item.id = c.id")
+        names, ids, counts = names.filter(pa.array(~existing)), ids[~existing], counts[~existing]
     with raw.cursor() as cur, cur.copy("COPY item (id, dataset_id, external_id, label_counts) FROM STDIN") as copy:
-        for block in bulk.item_copy_text(loaded.items, d, loaded.item_ids, loaded.item_counts):
+        for block in bulk.item_copy_text(names, d, ids, counts):
             copy.write(block)
     load.wait()
     attach_annotation_partition(sql.conn, d, with_key=False)
-    n_rows, new_items, new_annotators = loaded.n_rows, len(loaded.item_ids), len(created)
+    n_rows, new_items, new_annotators = loaded.n_rows, len(ids), len(created)
     stats = {"rows": n_rows, "inserted": n_rows, "relabeled": 0, "unchanged": 0, "new_items": new_items,
              "new_annotators": new_annotators}
     batch.finish(b, stats)

@@ -66,6 +66,7 @@ def import_predictions(session: Session, dataset: str | Dataset, source: str | b
         if not sql.pg:
             rows = ((r, i, lab, None if p is None else json.dumps(p)) for r, i, lab, p in rows)
         n_rows = sql.load_rows(table, ["row_no", "item_ext", "label", "probs"], rows)
+        sql.analyze(table)
         if n_rows == 0:
             raise ImportRejected([RowError(0, None, "the file holds no predictions")], source=b.source.name)
         dups = sql.run(f"SELECT item_ext, min(row_no), max(row_no) FROM {table} GROUP BY item_ext "
@@ -91,7 +92,8 @@ def _merge_predictions(b: batch.Batch, table: str, n_rows: int, model: str, rele
                         f"WHERE true ON CONFLICT (dataset_id, external_id) DO NOTHING", {"d": d}).rowcount
     batch.record_batch(b, n_rows)
     params = {"d": d, "r": rel.id, "b": b.batch_id, "v": b.version}
-    resolve = f"FROM {table} s JOIN item i ON i.dataset_id = :d AND i.external_id = s.item_ext"
+    items = sql.key_map(table, "item_ext", "item", "dataset_id", d)  # the batch's items as ids, probed once each
+    resolve = f"FROM {table} s JOIN {items} i ON i.ext = s.item_ext"
     existing = int(sql.scalar(f"SELECT count(*) {resolve} JOIN prediction p ON p.release_id = :r "
                               f"AND p.item_id = i.id", params))
     written = sql.run(

@@ -58,7 +58,7 @@ from auditor.stats.monitoring import (
     minimum_detectable_shift,
     paired_sums,
 )
-from auditor.stats.quality_records import _code_records, _Coded, _gold_codes
+from auditor.stats.quality_records import _code_records, _Coded, _distinct, _gold_codes
 from auditor.stats.validation import StatsInputError, check_probability
 
 if TYPE_CHECKING:  # pandas loads pyarrow: imported where a function uses it
@@ -207,7 +207,9 @@ def _x_sums(coded: _Coded, keep: np.ndarray, n_windows: int, n_groups: int):
     span = len(coded.items) + 1
     # one packed integer per (cell, item, label): a 1-D sort, not a sort of rows
     packed = (cell.astype(np.int64) * span + coded.item[keep]) * n_labels + coded.label[keep]
-    upacked, cnt = np.unique(packed, return_counts=True)
+    packed = np.sort(packed)
+    first = np.flatnonzero(np.r_[True, packed[1:] != packed[:-1]])
+    upacked, cnt = packed[first], np.diff(np.r_[first, packed.size])
     cell_item = upacked // n_labels
     head = np.flatnonzero(np.r_[True, cell_item[1:] != cell_item[:-1]])  # sorted: runs of one (cell, item)
     ci = cell_item[head]
@@ -299,7 +301,7 @@ def _series(coded: _Coded, streams: dict[str, UnitStream], by: str, window: str,
     size = n_groups * n_windows
     n_labels = np.bincount(cell, minlength=size).reshape(n_groups, n_windows)
     span = len(coded.items) + 1
-    pairs = np.unique(cell.astype(np.int64) * span + coded.item) // span
+    pairs = _distinct(cell.astype(np.int64) * span + coded.item) // span
     n_items = np.bincount(pairs, minlength=size).reshape(n_groups, n_windows)
     x = _x_sums(coded, all_rows, n_windows, n_groups)
     u = {}
@@ -648,7 +650,7 @@ class QualityMonitor:
             ps = paired_sums(item, gcode, zero, score, G, 1)
             self._paired[metric][:, w] += np.stack([ps.n[:, 0], ps.s1[:, 0], ps.s2[:, 0]], axis=-1)
             self._level[metric][w] += np.array([ps.level_n[0], ps.level_s1[0], ps.level_s2[0]])
-        self._items_labels += [item.size, np.unique(item).size]
+        self._items_labels += [item.size, _distinct(item).size]
         return self._look()
 
     def _look(self) -> list[dict]:

@@ -67,6 +67,17 @@ def _require(frame: pd.DataFrame, col: str) -> np.ndarray:
     return values
 
 
+def _column(frame: pd.DataFrame, col: str) -> pd.Series:
+    """A required column as the frame holds it (factorised without a copy to Python objects)."""
+    if col not in frame.columns:
+        raise StatsInputError(f"`records` has no field {col!r} (fields: {list(frame.columns)}).")
+    values = frame[col]
+    missing = values.isna().to_numpy()
+    if missing.any():
+        raise StatsInputError(f"row {int(np.flatnonzero(missing)[0])}: field {col!r} is missing.")
+    return values.reset_index(drop=True)
+
+
 def _window_codes(frame: pd.DataFrame, window: str, origin) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """Window code per row, and each window's start and end (sorted in time)."""
     import pandas as pd
@@ -96,11 +107,31 @@ def _window_codes(frame: pd.DataFrame, window: str, origin) -> tuple[np.ndarray,
     raw = ((ts - start) // step).to_numpy()
     if (raw < 0).any():
         raise StatsInputError(f"row {int(np.flatnonzero(raw < 0)[0])}: field 'timestamp' is before `origin`.")
-    uniq, codes = np.unique(raw, return_inverse=True)
+    uniq, codes = _small_codes(raw)
     starts = (start + uniq * step)
     # time stamps as int64 nanoseconds (UTC), not one Python object per row
     stamps = ts.dt.tz_convert(None).to_numpy() if isinstance(ts.dtype, pd.DatetimeTZDtype) else ts.to_numpy()
     return codes.astype(np.int64), np.asarray(starts), np.asarray(starts + step), stamps
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of an integer array, by one sort (``np.unique`` takes a hash
+    table first, many times slower on millions of mostly distinct keys)."""
+    v = np.sort(values)
+    return v[np.r_[True, v[1:] != v[:-1]]] if v.size else v
+
+
+def _small_codes(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct values and codes of non-negative integers of small range (window numbers),
+    in one pass (a count per value), not a sort."""
+    raw = np.asarray(raw, dtype=np.int64)
+    if raw.size and int(raw.max()) > 4 * raw.size + (1 << 20):  # a sparse range: sort instead
+        uniq, codes = np.unique(raw, return_inverse=True)
+        return uniq, codes.ravel()
+    present = np.bincount(raw) > 0 if raw.size else np.zeros(0, dtype=bool)
+    uniq = np.flatnonzero(present)
+    remap = np.cumsum(present) - 1
+    return uniq, remap[raw]
 
 
 def _timestamps(frame: pd.DataFrame) -> pd.Series:
@@ -128,22 +159,22 @@ def _code_records(records, by: str, window: str, labels, origin) -> _Coded:
     frame = _frame(records)
     if len(frame) == 0:
         raise StatsInputError("`records` is empty: there are no annotations.")
-    item_v = _require(frame, "item_id")
-    ann_v = _require(frame, "annotator_id")
+    item_v = _column(frame, "item_id")
+    ann_v = _column(frame, "annotator_id")
     label_codes, labels = _label_codes(_require(frame, "label"), labels)
-    group_v = _require(frame, "vendor") if by == "vendor" else ann_v
-    item, items = pd.factorize(pd.Series(item_v), sort=False)
-    ann, anns = pd.factorize(pd.Series(ann_v), sort=False)
+    group_v = _column(frame, "vendor") if by == "vendor" else ann_v
+    item, items = pd.factorize(item_v, sort=False)
+    ann, anns = pd.factorize(ann_v, sort=False)
     pair = item.astype(np.int64) * len(anns) + ann
     order = np.argsort(pair, kind="stable")
     dup = np.flatnonzero(pair[order][1:] == pair[order][:-1])
     if dup.size:
         first, second = sorted((int(order[dup[0]]), int(order[dup[0] + 1])))
         raise StatsInputError(
-            f"row {second}: annotator {ann_v[second]!r} already labeled item {item_v[second]!r} at row "
+            f"row {second}: annotator {ann_v.iloc[second]!r} already labeled item {item_v.iloc[second]!r} at row "
             f"{first}; keep one (the current) label per (item, annotator)."
         )
-    group, groups = pd.factorize(pd.Series(group_v), sort=True)
+    group, groups = pd.factorize(group_v, sort=True)
     wcode, wstart, wend, ts = _window_codes(frame, window, origin)
     return _Coded(item.astype(np.int64), group.astype(np.int64), label_codes, wcode, tuple(items),
                   tuple(groups), labels, wstart, wend, ts)

@@ -200,16 +200,21 @@ def _channel_form() -> dict:
     return body
 
 
+def _added(add, body: dict, what: str):
+    """Create a channel or rule through the API's ``add`` (errors shown on the page), then back to the page."""
+    with _as_page_error():
+        obj = add(g.principal, get_session(), body)
+    flash(f"{what} {obj.name} added.")
+    return redirect(url_for("ui.alerting"))
+
+
 @bp.post("/alerting/channels")
 @login_required()
 def add_channel():
     _admin()
     body = _channel_form()
     _check("AlertChannelCreate", body)
-    with _as_page_error():
-        c = api.add_channel(g.principal, get_session(), body)
-    flash(f"Channel {c.name} added.")
-    return redirect(url_for("ui.alerting"))
+    return _added(api.add_channel, body, "Channel")
 
 
 @bp.post("/alerting/channels/<int:channel_id>/<any(activate, deactivate, delete, test):action>")
@@ -252,11 +257,7 @@ def _rule_form() -> dict:
 @login_required()
 def add_rule():
     _admin()
-    body = _rule_form()
-    with _as_page_error():
-        r = api.add_rule(g.principal, get_session(), body)
-    flash(f"Rule {r.name} added.")
-    return redirect(url_for("ui.alerting"))
+    return _added(api.add_rule, _rule_form(), "Rule")
 
 
 @bp.post("/alerting/rules/<int:rule_id>")

@@ -69,6 +69,8 @@ CACHE_SECONDS = 5.0
 """How long a process reuses what it read at scrape time (app config ``METRICS_CACHE_SECONDS``)."""
 STATEMENT_TIMEOUT_MS = 2000
 AUDIT_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+QUEUED_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
+"""Buckets of ``auditor_audit_queued_seconds`` (request to start; the target is a few seconds)."""
 
 # --- counted by this process (one registry of its own, never the global default) -------------
 
@@ -147,6 +149,11 @@ def database_families(engine: Engine) -> list[Metric]:
             select(func.count(), func.sum(_seconds(AuditRun.finished_at, AuditRun.started_at, dialect)), *cases)
             .where(AuditRun.status == succeeded, AuditRun.started_at.is_not(None),
                    AuditRun.finished_at.is_not(None))).one()
+        queued_cases = [func.sum(case((_seconds(AuditRun.started_at, AuditRun.created_at, dialect) <= b, 1),
+                                      else_=0)) for b in QUEUED_BUCKETS]
+        queued = conn.execute(
+            select(func.count(), func.sum(_seconds(AuditRun.started_at, AuditRun.created_at, dialect)),
+                   *queued_cases).where(AuditRun.started_at.is_not(None))).one()
         runs = conn.execute(select(AuditRun.status, func.count()).group_by(AuditRun.status)).all()
         alerts = conn.execute(select(Alert.kind, Alert.severity, func.count())
                               .group_by(Alert.kind, Alert.severity)).all()
@@ -180,6 +187,12 @@ def database_families(engine: Engine) -> list[Metric]:
     histogram = HistogramMetricFamily("auditor_audit_duration_seconds", "Duration of succeeded audits "
                                       "(claim to result write), over every worker.",
                                       buckets=buckets, sum_value=float(total_seconds or 0.0))
+    q_count, q_seconds, *q_cumulative = queued
+    q_buckets = [(str(float(b)), float(c or 0)) for b, c in zip(QUEUED_BUCKETS, q_cumulative, strict=True)]
+    q_buckets.append(("+Inf", float(q_count or 0)))
+    queued_histogram = HistogramMetricFamily(
+        "auditor_audit_queued_seconds", "Time from an audit's request (the write that asked for it) to a worker "
+        "starting it, over every run that started.", buckets=q_buckets, sum_value=float(q_seconds or 0.0))
     runs_family = GaugeMetricFamily("auditor_audit_runs", "Audit runs in each status now.", labels=["status"])
     for status in AuditStatus:
         runs_family.add_metric([status.value], float(dict((str(s), n) for s, n in runs).get(status.value, 0)))
@@ -192,7 +205,8 @@ def database_families(engine: Engine) -> list[Metric]:
     by_status = {str(s): n for s, n in deliveries}
     for status in (DeliveryStatus.PENDING.value, DeliveryStatus.FAILED.value):
         delivery_family.add_metric([status], float(by_status.get(status, 0)))
-    return [lag_family, last_duration, last_time, omitted, histogram, runs_family, alert_family, delivery_family]
+    return [lag_family, last_duration, last_time, omitted, histogram, queued_histogram, runs_family, alert_family,
+            delivery_family]
 
 
 # Messages of a Redis queue live in one list per priority step (kombu's redis transport).
@@ -269,7 +283,9 @@ class _ScrapeCollector:
         out.append(GaugeMetricFamily("auditor_metrics_database_up", "1 if this scrape could read the "
                                      "database-derived series.", value=up))
         capp = self.app.extensions.get("celery")
-        queues = [capp.conf.task_default_queue] if capp is not None else []
+        from auditor.worker import worker_queues  # (the audits queue, then the default one)
+
+        queues = worker_queues(capp.conf.task_default_queue) if capp is not None else []
         depth_family = GaugeMetricFamily("auditor_queue_messages", "Task messages waiting in the broker's "
                                          "queue (not yet taken by a worker).", labels=["queue"])
         broker_up = GaugeMetricFamily("auditor_broker_up", "1 if this scrape could read the broker's queues.",

@@ -24,8 +24,36 @@ from celery.signals import (
 
 from auditor.config import Settings, WorkerSettings, load_settings, load_worker_settings
 
-__all__ = ["celery_app", "celery_config", "celery_init_app", "limit_blas_threads", "lower_priority", "session_factory",
-           "worker_settings"]
+__all__ = ["AUDIT_TASKS", "audit_queue", "celery_app", "celery_config", "celery_init_app", "limit_blas_threads",
+           "lower_priority", "route_task", "session_factory", "worker_queues", "worker_settings"]
+
+AUDIT_TASKS = ("workers.tasks.audit_dataset", "workers.tasks.audit_release", "workers.tasks.finish_audit")
+"""The tasks of an audit: routed to the audits queue, which every worker serves first."""
+
+
+def audit_queue(queue: str) -> str:
+    """The audits queue that goes with the default queue ``queue`` (plans, syncs, write-backs,
+    webhooks and the sweep stay there)."""
+    return f"{queue}.audits"
+
+
+def route_task(name, args=None, kwargs=None, options=None, task=None, **_kw):
+    """Celery router: the tasks of an audit go to the audits queue of the publishing app's
+    default queue (:func:`audit_queue`); every other task to the default queue."""
+    if name not in AUDIT_TASKS:
+        return None
+    if task is not None:
+        default = task.app.conf.task_default_queue
+    else:
+        from celery import current_app
+
+        default = current_app.conf.task_default_queue
+    return {"queue": audit_queue(default)}
+
+
+def worker_queues(queue: str) -> list[str]:
+    """The queues a worker consumes, in the order it serves them: audits first."""
+    return [audit_queue(queue), queue]
 
 
 def celery_config(settings: Settings | None = None, worker: WorkerSettings | None = None) -> dict[str, Any]:
@@ -37,6 +65,11 @@ def celery_config(settings: Settings | None = None, worker: WorkerSettings | Non
         "result_backend": s.result_backend,
         "imports": ("auditor.worker.tasks", "auditor.worker.feeds", "auditor.worker.plans"),
         "task_default_queue": w.queue,
+        # Audits first: their own queue, which the worker polls before the default one
+        # (queue order below, ``worker_queues``); with one message prefetched at a time
+        # and late acknowledgement, a free worker process always takes a waiting audit
+        # before a plan, a sync or a write-back (docs/data-paths.md).
+        "task_routes": (route_task,),
         "task_serializer": "json",
         "result_serializer": "json",
         "accept_content": ["json"],
@@ -73,10 +106,18 @@ def celery_config(settings: Settings | None = None, worker: WorkerSettings | Non
 def _transport_options(broker_url: str, w: WorkerSettings) -> dict[str, Any]:
     if broker_url.startswith(("redis", "rediss")):
         # Redis redelivers an unacknowledged message after this; it must outlive an audit.
-        return {"visibility_timeout": int(w.time_limit + 60)}
-    # The SQLAlchemy transport hands its options to create_engine: give it none.
+        # ``priority``: BRPOP always lists the queues in the worker's order, audits first
+        # (kombu's default, ``round_robin``, moves the queue just served to the end, so a
+        # plan could go before a waiting audit).
+        return {"visibility_timeout": int(w.time_limit + 60), "queue_order_strategy": "priority"}
+    # The SQLAlchemy transport hands its options to create_engine: give it none (its
+    # queue order is set by auditor.worker.transport instead).
     return {}
 
+
+from auditor.worker import transport as _transport  # noqa: E402 (the embedded broker serves audits first)
+
+_transport.install()
 
 celery_app = Celery("auditor")
 

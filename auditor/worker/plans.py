@@ -72,16 +72,59 @@ def request_after_audit(factory: sessionmaker[Session], run_id: int, limit: int)
     return asked
 
 
-def _plan(task, dataset_id: int, release_ids: list[int]) -> list[dict[str, Any]]:
-    """Plan the releases on the dataset from one snapshot; each plan is stored in its own transaction."""
+MAX_DEFERRALS = 3
+"""How many times a plan task steps aside for its dataset's due audit before it plans anyway."""
+
+
+def _audit_due(factory: sessionmaker[Session], dataset_id: int) -> bool:
+    """The dataset has data newer than its last succeeded audit: an audit of it is due."""
+    from sqlalchemy import func, select
+
+    from auditor.db.models import AuditRun, AuditStatus, Dataset
+
+    with session_scope(factory) as session:
+        version = session.scalar(select(Dataset.data_version).where(Dataset.id == dataset_id))
+        done = session.scalar(select(func.max(AuditRun.data_version)).where(
+            AuditRun.dataset_id == dataset_id, AuditRun.status == AuditStatus.SUCCEEDED))
+    return version is not None and done is not None and version > done
+
+
+def _plan(task, dataset_id: int, release_ids: list[int], deferred: int = 0) -> list[dict[str, Any]]:
+    """Plan the releases on the dataset from one snapshot; each plan is stored in its own transaction.
+
+    Audits first, also against the plan in hand: before the snapshot is read and before
+    each release, if new data made an audit of the dataset due, the releases not yet
+    planned go back to the queue (behind the audit, which the worker serves first) and
+    this task ends, at most :data:`MAX_DEFERRALS` times per plan. One worker process then
+    makes an audit wait for one release's plan at most, not for a whole ``plan_releases``."""
     factory = session_factory(task)
+
+    def step_aside(rest: list[int]) -> list[dict[str, Any]] | None:
+        """The releases ``rest`` back to the queue when an audit of the dataset is due; None if not."""
+        if deferred >= MAX_DEFERRALS or not _audit_due(factory, dataset_id):
+            return None
+        try:
+            plan_releases.apply_async((int(dataset_id), rest), {"deferred": deferred + 1}, retry=False,
+                                      ignore_result=True)
+        except Exception as exc:  # any broker failure: plan now rather than drop them
+            log.warning("could not put back the plans of releases %s (%s)", rest, exc.__class__.__name__)
+            return None
+        return [{"release_id": r, "dataset_id": dataset_id, "status": "deferred", "error": None} for r in rest]
+
+    aside = step_aside(release_ids)  # before the snapshot is read, too
+    if aside is not None:
+        return aside
     with session_scope(factory) as session:  # (the snapshot reads in a transaction of its own)
         options = audit_options(session, dataset_id, AuditOptions.from_settings(worker_settings(task)))
     with factory() as session:
         snap = load_audit_snapshot(session, dataset_id)
         session.rollback()
     out = []
-    for release_id in release_ids:
+    for k, release_id in enumerate(release_ids):
+        aside = step_aside(release_ids[k:]) if k else None
+        if aside is not None:
+            out += aside
+            break
         with session_scope(factory) as session:
             row = plans.run(session, snap, release_id, options)
             out.append({"release_id": release_id, "dataset_id": dataset_id, "status": row.status,
@@ -90,12 +133,12 @@ def _plan(task, dataset_id: int, release_ids: list[int]) -> list[dict[str, Any]]
 
 
 @shared_task(bind=True, name="workers.tasks.plan_release")
-def plan_release(self, release_id: int, dataset_id: int) -> dict[str, Any]:
+def plan_release(self, release_id: int, dataset_id: int, deferred: int = 0) -> dict[str, Any]:
     """Plan one release on one dataset and store the plan; returns its status."""
-    return _plan(self, dataset_id, [release_id])[0]
+    return _plan(self, dataset_id, [release_id], deferred)[0]
 
 
 @shared_task(bind=True, name="workers.tasks.plan_releases")
-def plan_releases(self, dataset_id: int, release_ids: list[int]) -> list[dict[str, Any]]:
+def plan_releases(self, dataset_id: int, release_ids: list[int], deferred: int = 0) -> list[dict[str, Any]]:
     """Plan several releases on one dataset (after an audit) from one snapshot; returns their statuses."""
-    return _plan(self, dataset_id, [int(r) for r in release_ids])
+    return _plan(self, dataset_id, [int(r) for r in release_ids], deferred)

@@ -126,10 +126,11 @@ def _retry_or_raise(task, exc: BaseException):
 
 
 @shared_task(bind=True, name="workers.tasks.audit_dataset")
-def audit_dataset(self, dataset_id: int) -> dict[str, Any]:
+def audit_dataset(self, dataset_id: int, requested_at: float | None = None) -> dict[str, Any]:
     """Audit one dataset if it needs it (:func:`auditor.audit.runner.run_audit`, with this
     process's snapshot cache and, for large datasets, the per-release fan-out); returns the
-    outcome (state, run id, versions)."""
+    outcome (state, run id, versions). ``requested_at`` (Unix time, set by
+    :func:`enqueue_audit`) becomes a new run's ``created_at``."""
     w = worker_settings(self)
     options = AuditOptions.from_settings(w)
     factory = session_factory(self)
@@ -143,7 +144,7 @@ def audit_dataset(self, dataset_id: int) -> dict[str, Any]:
     try:
         outcome = runner.run_audit(factory, dataset_id, task_id=task_id, options=options, lease=_lease(w),
                                    cache=snapshot_cache(self.app.conf.get("auditor_database_url")),
-                                   fan_out=fan_out)
+                                   fan_out=fan_out, requested_at=requested_at)
     except SoftTimeLimitExceeded:  # recorded on the run by run_audit, not retried
         return {"state": "failed", "dataset_id": dataset_id, "error": "soft time limit exceeded"}
     except BaseException as exc:  # recorded on the run by run_audit (when it had claimed one)
@@ -362,7 +363,10 @@ def enqueue_audit(dataset_id: int) -> str | None:
         # dead broker (kombu's default retries took 2 s to give up on a refused connection).
         with audit_dataset.app.pool.acquire(block=True, timeout=1.0) as conn:
             conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=1.0)
-            result = audit_dataset.apply_async((int(dataset_id),), retry=False, ignore_result=True, connection=conn)
+            # The request's time goes with the message: the run it leads to counts its queued
+            # time from here (``queued_seconds``), not from when a worker took it.
+            result = audit_dataset.apply_async((int(dataset_id),), {"requested_at": time.time()}, retry=False,
+                                               ignore_result=True, connection=conn)
     except Exception as exc:  # any broker failure: the sweep catches up
         _broker_down_until[broker] = time.monotonic() + BROKER_DOWN_SECONDS
         log.warning("could not enqueue the audit of dataset %s (%s: %s); the sweep will",

@@ -14,7 +14,6 @@ import contextlib
 import fcntl
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -25,6 +24,8 @@ from pathlib import Path
 from typing import NoReturn
 
 import pytest
+
+from bench._scratch import stop_processes
 
 INSTALL_TIMEOUT = 1800
 #: Written last into a virtual environment whose install (and setup) completed.
@@ -132,13 +133,7 @@ class ServerProcess:
         unavailable(f"{self.name} not ready after {timeout}s: {self.output()}", self.suite)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(self.grace)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
+        stop_processes(self.proc, timeout=self.grace)
         self.proc = None
 
     def output(self) -> str:

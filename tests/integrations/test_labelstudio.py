@@ -45,8 +45,9 @@ from auditor.db.models import (
     LabelStudioEvent,
     Workspace,
 )
+from bench._scratch import stop_processes
 from tests.integrations.labelstudio_server import free_port, label_studio  # noqa: F401 (fixture)
-from tests.workers._data import make_dataset
+from tests.workers._data import make_dataset, workspace_of
 from tests.workers.conftest import pg_factory, redis_url, start_worker, worker_env  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.services,
@@ -106,12 +107,7 @@ class AuditorWeb:
             self.proc.wait(10)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop_processes(self.proc, timeout=15)
 
     def output(self) -> str:
         try:
@@ -236,8 +232,7 @@ def test_webhooks_then_an_outage_caught_up_by_the_pull_sync(label_studio, stack)
     project_id, tasks = new_project(admin, f"reviews {uuid.uuid4().hex[:6]}", items)
     name = f"ls-{uuid.uuid4().hex[:6]}"
     dataset_id = make_dataset(factory, name, LABELS)
-    with session_scope(factory) as s:
-        workspace = s.scalar(select(Workspace.slug).join(Dataset).where(Dataset.id == dataset_id))
+    workspace = workspace_of(factory, dataset_id)
 
     # Connect: checks the project's choices against the dataset, stores the token
     # encrypted, backfills (nothing yet), and prints the webhook's secret once.
@@ -373,8 +368,7 @@ def test_the_beat_task_catches_up_without_webhooks(label_studio, pg_factory, red
     project_id, tasks = new_project(admin, f"beat {uuid.uuid4().hex[:6]}", ["b1", "b2", "b3"])
     name = f"ls-beat-{uuid.uuid4().hex[:6]}"
     dataset_id = make_dataset(factory, name, LABELS)
-    with session_scope(factory) as s:
-        workspace = s.scalar(select(Workspace.slug).join(Dataset).where(Dataset.id == dataset_id))
+    workspace = workspace_of(factory, dataset_id)
     down = f"http://127.0.0.1:{free_port()}"
     # The project's choices are not the dataset's labels: refused, naming them, nothing stored.
     refused = subprocess.run([sys.executable, "-c", CLI, "connect", "label-studio", "--url", label_studio.url,
@@ -456,8 +450,7 @@ def test_bad_annotations_are_quarantined_and_the_rest_syncs(label_studio, stack)
     project_id, tasks = new_project(admin, f"quarantine {uuid.uuid4().hex[:6]}", ["q1", "q2", "q3", "q4"])
     name = f"ls-q-{uuid.uuid4().hex[:6]}"
     dataset_id = make_dataset(factory, name, LABELS)
-    with session_scope(factory) as s:
-        workspace = s.scalar(select(Workspace.slug).join(Dataset).where(Dataset.id == dataset_id))
+    workspace = workspace_of(factory, dataset_id)
     connector, secret, _ = connect(env, label_studio.url, project_id, name, workspace, "--token",
                                    label_studio.admin_token)
 

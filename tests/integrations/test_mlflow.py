@@ -40,12 +40,11 @@ from auditor.db.models import (
     PowerCurveRecord,
     Prediction,
     Release,
-    Workspace,
 )
 from auditor.stats import lower_bound, upper_bounds
 from auditor.worker.dispatch import request_audit
 from tests.integrations.mlflow_server import mlflow_server  # noqa: F401 (fixture)
-from tests.workers._data import import_annotations, make_dataset, synthetic
+from tests.workers._data import import_annotations, make_dataset, synthetic, workspace_of
 from tests.workers.conftest import client_app, pg_factory, redis_url, start_worker, worker_env  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.services
@@ -111,9 +110,13 @@ def connect(env: dict[str, str] | None, uri: str, name: str, dataset: str, works
                               catch_exceptions=False)
 
 
-def workspace_of(factory, dataset_id: int) -> str:
-    with session_scope(factory) as s:
-        return s.scalar(select(Workspace.slug).join(Dataset).where(Dataset.id == dataset_id))
+def small_rated_dataset(factory, name: str, *, seed: int) -> tuple[int, str, list[list[str]]]:
+    """60 items rated by 3 simulated annotators (accuracy 0.8): the dataset, its workspace, and
+    predictions that copy the first annotator (every label one of the dataset's)."""
+    _, ratings = synthetic(60, 3, accuracy=0.8, n_labels=3, seed=seed)
+    ds = make_dataset(factory, name, LABELS)
+    import_annotations(factory, ds, [(f"i{n}", f"r{r}", int(ratings[n, r])) for n in range(60) for r in range(3)])
+    return ds, workspace_of(factory, ds), [[f"i{n}", LABELS[int(ratings[n, 0])]] for n in range(60)]
 
 
 def latest_run(factory, dataset_id: int) -> AuditRun | None:
@@ -336,11 +339,7 @@ def test_bad_rows_missing_artifacts_and_repeated_connects(tmp_path, pg_factory, 
     monkeypatch.setenv("AUDITOR_INSTANCE_PATH", str(tmp_path))
     client = mlflow_client(mlflow_server.uri)
     name = f"small-{uuid.uuid4().hex[:6]}"
-    _, ratings = synthetic(60, 3, accuracy=0.8, n_labels=3, seed=3)
-    ds = make_dataset(factory, "small", LABELS)
-    ws = workspace_of(factory, ds)
-    import_annotations(factory, ds, [(f"i{n}", f"r{r}", int(ratings[n, r])) for n in range(60) for r in range(3)])
-    good = [[f"i{n}", LABELS[int(ratings[n, 0])]] for n in range(60)]
+    ds, ws, good = small_rated_dataset(factory, "small", seed=3)
     v1 = register(client, name, {"predictions.csv": csv_bytes(["item_id", "label"], good)})
     bad = [row[:] for row in good]
     bad[2][1] = "great"
@@ -419,11 +418,7 @@ def test_versions_registered_after_connect_are_swept_in_and_rejected_ones_tagged
     env = worker_env(tmp_path, url, redis_url, redis_url, AUDITOR_BASE_URL=BASE_URL, AUDITOR_MLFLOW_SYNC_SECONDS="2")
     client = mlflow_client(mlflow_server.uri)
     name = f"swept-{uuid.uuid4().hex[:6]}"
-    _, ratings = synthetic(60, 3, accuracy=0.8, n_labels=3, seed=5)
-    ds = make_dataset(factory, "swept", LABELS)
-    ws = workspace_of(factory, ds)
-    import_annotations(factory, ds, [(f"i{n}", f"r{r}", int(ratings[n, r])) for n in range(60) for r in range(3)])
-    good = [[f"i{n}", LABELS[int(ratings[n, 0])]] for n in range(60)]
+    ds, ws, good = small_rated_dataset(factory, "swept", seed=5)
     v1 = register(client, name, {"predictions.csv": csv_bytes(["item_id", "label"], good)})
     out = connect(env, mlflow_server.uri, name, "swept", ws)
     assert out.exit_code == 0 and f"version {v1}: imported" in out.output, out.output

@@ -33,6 +33,7 @@ from auditor.stats import (
 )
 from auditor.stats.confseq import _prefix_sums
 from auditor.stats.planning import label_model, simulation
+from bench._datasets import snli_bert
 from bench._plan_calibration import (
     CalibrationScenario,
     check_scenario,
@@ -580,28 +581,7 @@ def test_equivalence_plan_beyond_exact_reach_draws_the_curve_and_says_so(monkeyp
 
 
 def test_snli_dev_plan_with_bert(datasets_dir: Path):
-    import gzip
-
-    folder = datasets_dir / "snli_dev_model_predictions_baan2022"
-    order = {"entailment": 0, "contradiction": 1, "neutral": 2}
-    counts_by_uid = {}
-    with gzip.open(datasets_dir / "snli_1.0_full_dev_test" / "snli_1.0_dev.jsonl.gz", "rt", encoding="utf-8") as fh:
-        for line in fh:
-            row = json.loads(line)
-            c = [0, 0, 0]
-            for lab in row["annotator_labels"]:
-                if lab in order:
-                    c[order[lab]] += 1
-            counts_by_uid[row["pairID"]] = c
-    uids, preds = [], []
-    for half in ("dev", "test"):
-        with open(folder / f"SNLI_{half}_bert-base-uncased_0.json", encoding="utf-8") as fh:
-            for line in fh:
-                row = json.loads(line)
-                uids.append(row["uid"])
-                preds.append(row["pred"])
-    counts = np.array([counts_by_uid[u] for u in uids])
-    preds = np.array(preds)
+    counts, preds = snli_bert(datasets_dir)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         plan = plan_certification(counts, preds, n_simulations=200, rng=0)

@@ -125,6 +125,26 @@ def make_tenant(app, *, vendor: str = "acme-labeling", extra_vendors: tuple[str,
     return tenant
 
 
+def new_dataset(client, headers: dict[str, str], name: str, labels=("a", "b"), **fields) -> int:
+    """A dataset created through the API (``POST /api/v1/datasets``); returns its id."""
+    r = client.post("/api/v1/datasets", json={"name": name, "labels": list(labels), **fields}, headers=headers)
+    assert r.status_code == 201, r.get_json()
+    return r.get_json()["id"]
+
+
+def add_alert(app, tenant: Tenant, *, dataset_id: int | None = None, kind: str = "vendor_quality_changed",
+              severity: str = "critical", subject: str = "acme-labeling", message: str | None = None) -> int:
+    """An alert stored in the tenant's workspace, as the audit writes one; returns its id."""
+    from auditor.db import Alert, AlertSeverity
+
+    with make_session_factory(app.extensions["auditor.engine"])() as db:
+        a = Alert(workspace_id=tenant.workspace_id, dataset_id=dataset_id, kind=kind, severity=AlertSeverity(severity),
+                  subject=subject, message=message or f"vendor {subject}: agreement dropped")
+        db.add(a)
+        db.commit()
+        return a.id
+
+
 def grant(app, tenant: Tenant, key: str, dataset_id: int) -> None:
     from auditor.db import DatasetGrant
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from auditor.db import make_engine, migrate
+from bench._scratch import stop_processes
 from tests.workers.conftest import CLI, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,13 +74,7 @@ class Served:
 
     def stop(self) -> None:
         """SIGTERM the server's process group (SIGKILL if it has not exited within 15 s)."""
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
+        stop_processes(self.proc, timeout=15)
 
 
 @contextmanager

@@ -10,28 +10,23 @@ import pytest
 from sqlalchemy import select
 
 from auditor.alerting.routing import route_alerts
-from auditor.db import Alert, AlertSeverity, User, WebhookDelivery, make_session_factory
-from tests.web.conftest import make_tenant
+from auditor.db import User, WebhookDelivery, make_session_factory
+from tests.web.conftest import add_alert, make_tenant, new_dataset
 
 pytestmark = pytest.mark.services
 
 
 def _alerts(app, tenant, *specs) -> list[int]:
     """Stored alerts of the tenant's workspace: (kind, severity, dataset_id, subject) each."""
-    with make_session_factory(app.extensions["auditor.engine"])() as db:
-        rows = [Alert(workspace_id=tenant.workspace_id, kind=kind, severity=AlertSeverity(sev), dataset_id=ds,
-                      subject=subject, message=f"{subject} moved") for kind, sev, ds, subject in specs]
-        db.add_all(rows)
-        db.commit()
-        return [r.id for r in rows]
+    return [add_alert(app, tenant, kind=kind, severity=sev, dataset_id=ds, subject=subject, message=f"{subject} moved")
+            for kind, sev, ds, subject in specs]
 
 
 @pytest.fixture(scope="module")
 def team(app):
     tenant = make_tenant(app)
     client = app.test_client()
-    ds = client.post("/api/v1/datasets", json={"name": "routing", "labels": ["a", "b"]},
-                     headers=tenant.auth()).get_json()["id"]
+    ds = new_dataset(client, tenant.auth(), "routing")
     return tenant, ds
 
 
@@ -166,8 +161,7 @@ def test_channels_keep_their_secret_and_refuse_bad_targets(app, team):
 def test_rules_route_each_alert_once_to_the_channels_they_name(app):
     tenant = make_tenant(app)
     client, admin = app.test_client(), tenant.auth()
-    ds = [client.post("/api/v1/datasets", json={"name": n, "labels": ["a", "b"]}, headers=admin).get_json()["id"]
-          for n in ("one", "two")]
+    ds = [new_dataset(client, admin, n) for n in ("one", "two")]
 
     def channel(name, **target):
         body = {"kind": "email", "name": name, **target} if "recipients" in target else \
@@ -236,8 +230,7 @@ def test_workspace_thresholds_default_to_the_environment_and_record_who_set_them
 
     tenant = make_tenant(app)
     client, admin = app.test_client(), tenant.auth()
-    ds = client.post("/api/v1/datasets", json={"name": "thresholds", "labels": ["a", "b"]},
-                     headers=admin).get_json()["id"]
+    ds = new_dataset(client, admin, "thresholds")
     listed = {x["name"]: x for x in client.get("/api/v1/workspace-settings", headers=tenant.auth("viewer")).get_json()}
     defaults = app.extensions["celery"].conf["auditor_worker"]
     assert listed["certify_threshold"]["value"] == defaults.certify_threshold and not listed["certify_threshold"]["overridden"]

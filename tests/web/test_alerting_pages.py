@@ -9,19 +9,19 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from auditor.db import Alert, AlertSeverity, make_session_factory
-from tests.web.conftest import csrf_token, login, make_tenant
+from tests.web.conftest import add_alert as _alert
+from tests.web.conftest import csrf_token, login, make_tenant, new_dataset
 
 pytestmark = pytest.mark.services
 
 
-def _alert(app, tenant, dataset_id=None, kind="vendor_quality_changed", severity="critical", subject="acme-labeling"):
-    with make_session_factory(app.extensions["auditor.engine"])() as db:
-        a = Alert(workspace_id=tenant.workspace_id, dataset_id=dataset_id, kind=kind, severity=AlertSeverity(severity),
-                  subject=subject, message=f"vendor {subject}: agreement dropped")
-        db.add(a)
-        db.commit()
-        return a.id
+def _analyst_on_a_new_alert(app):
+    """A new tenant with one stored alert, and a client logged in as its analyst: (tenant, alert id, client, page)."""
+    tenant = make_tenant(app)
+    alert_id = _alert(app, tenant)
+    client = app.test_client()
+    login(client, tenant, "analyst")
+    return tenant, alert_id, client, f"/alerts/{alert_id}"
 
 
 def _post(client, page: str, action: str, data: dict):
@@ -30,11 +30,7 @@ def _post(client, page: str, action: str, data: dict):
 
 
 def test_the_alert_page_takes_each_step_and_shows_who_and_when(app):
-    tenant = make_tenant(app)
-    alert_id = _alert(app, tenant)
-    client = app.test_client()
-    login(client, tenant, "analyst")
-    page = f"/alerts/{alert_id}"
+    tenant, alert_id, client, page = _analyst_on_a_new_alert(app)
     html = client.get(page).get_data(as_text=True)
     assert "Nobody has acted on it yet" in html and 'id="assign-user"' in html
     # The page's forms name it as where to go back to; without it a step goes back to the list.
@@ -67,11 +63,7 @@ def test_the_alert_page_takes_each_step_and_shows_who_and_when(app):
 
 
 def test_bad_steps_are_400s_naming_the_field_and_viewers_cannot_take_them(app):
-    tenant = make_tenant(app)
-    alert_id = _alert(app, tenant)
-    client = app.test_client()
-    login(client, tenant, "analyst")
-    page = f"/alerts/{alert_id}"
+    tenant, alert_id, client, page = _analyst_on_a_new_alert(app)
     # Another workspace's user is not found in this one (404), as in the API.
     for action, data, field, status in (("snooze", {"until": "soon"}, "until", 400),
                                         ("snooze", {"until": "2001-01-01"}, "until", 400),
@@ -92,8 +84,7 @@ def test_bad_steps_are_400s_naming_the_field_and_viewers_cannot_take_them(app):
 def test_admins_route_alerts_from_the_page(app):
     tenant = make_tenant(app)
     client = app.test_client()
-    ds = client.post("/api/v1/datasets", json={"name": "pages", "labels": ["a", "b"]},
-                     headers=tenant.auth()).get_json()["id"]
+    ds = new_dataset(client, tenant.auth(), "pages")
     login(client, tenant)
     r = _post(client, "/alerting", "/alerting/channels", {"kind": "email", "name": "leads",
                                                           "recipients": "lead@example.org; ops@example.org"})
@@ -150,8 +141,7 @@ def test_the_imports_page_lists_batches_and_rejected_attempts_with_their_first_e
     tenant = make_tenant(app)
     client = app.test_client()
     admin = tenant.auth()
-    ds = client.post("/api/v1/datasets", json={"name": "imports", "labels": ["cat", "dog"]},
-                     headers=admin).get_json()["id"]
+    ds = new_dataset(client, admin, "imports", ["cat", "dog"])
     good = [{"item_id": f"i{i}", "annotator_id": f"a{j}", "label": "cat"} for i in range(4) for j in range(2)]
     assert client.post(f"/api/v1/datasets/{ds}/annotations", json={"records": good}, headers=admin).status_code == 202
     bad = "item_id,annotator_id,label\ni1,a1,cat\ni2,a1,bird\ni3,,dog\n"

@@ -12,10 +12,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from auditor.db import Alert, AlertSeverity, make_session_factory
 from tests.web import browser_support
 from tests.web.browser_support import Watched
-from tests.web.conftest import make_tenant
+from tests.web.conftest import add_alert, make_tenant, new_dataset
 
 browser = browser_support.browser
 server = browser_support.server
@@ -26,13 +25,8 @@ WIDTHS = (1400, 390)
 
 
 def _alert(app, tenant, dataset_id=None, severity="critical", subject="acme-labeling") -> int:
-    with make_session_factory(app.extensions["auditor.engine"])() as db:
-        a = Alert(workspace_id=tenant.workspace_id, dataset_id=dataset_id, kind="vendor_quality_changed",
-                  severity=AlertSeverity(severity), subject=subject,
-                  message=f"vendor {subject}: agreement with the other annotators dropped from 0.812 to 0.604")
-        db.add(a)
-        db.commit()
-        return a.id
+    return add_alert(app, tenant, dataset_id=dataset_id, severity=severity, subject=subject,
+                     message=f"vendor {subject}: agreement with the other annotators dropped from 0.812 to 0.604")
 
 
 def _fits(w: Watched, what: str) -> None:
@@ -116,8 +110,7 @@ def test_assign_snooze_comment_and_acknowledge_show_who_and_when(app, browser, s
 def test_admins_add_a_channel_and_a_rule_and_the_imports_page_lists_a_rejected_attempt(app, browser, server, width):
     tenant = make_tenant(app)
     client = app.test_client()
-    ds = client.post("/api/v1/datasets", json={"name": "weekly", "labels": ["cat", "dog"]},
-                     headers=tenant.auth()).get_json()["id"]
+    ds = new_dataset(client, tenant.auth(), "weekly", ["cat", "dog"])
     good = [{"item_id": f"i{i}", "annotator_id": f"a{j}", "label": "cat"} for i in range(5) for j in range(3)]
     assert client.post(f"/api/v1/datasets/{ds}/annotations", json={"records": good},
                        headers=tenant.auth()).status_code == 202

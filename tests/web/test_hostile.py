@@ -14,7 +14,7 @@ import zlib
 import pytest
 
 from tests.ingest.conftest import fingerprint
-from tests.web.conftest import login, make_tenant
+from tests.web.conftest import login, make_tenant, new_dataset
 
 pytestmark = pytest.mark.services
 
@@ -23,9 +23,7 @@ pytestmark = pytest.mark.services
 def target(app):
     tenant = make_tenant(app)
     client = app.test_client()
-    ds = client.post("/api/v1/datasets", json={"name": "hostile", "labels": ["a", "b"]},
-                     headers=tenant.auth()).get_json()
-    return tenant, ds["id"]
+    return tenant, new_dataset(client, tenant.auth(), "hostile")
 
 
 def _gzip_bomb(size: int) -> bytes:
@@ -163,16 +161,16 @@ def test_the_dataset_page_shows_a_failed_audit_and_its_cause(app):
 
     tenant = make_tenant(app)
     client = app.test_client()
-    ds = client.post("/api/v1/datasets", json={"name": "fails", "labels": ["a", "b"]}, headers=tenant.auth()).get_json()
-    r = client.post(f"/api/v1/datasets/{ds['id']}/annotations", data="item_id,annotator_id,label\ni1,w1,a\ni1,w2,b\n",
+    ds = new_dataset(client, tenant.auth(), "fails")
+    r = client.post(f"/api/v1/datasets/{ds}/annotations", data="item_id,annotator_id,label\ni1,w1,a\ni1,w2,b\n",
                     headers={**tenant.auth(), "Content-Type": "text/csv"})
     assert r.status_code == 202
     factory = make_session_factory(app.extensions["auditor.engine"])
     with session_scope(factory) as s:
-        c = claim_audit(s, ds["id"], task_id="t-fail", lease=timedelta(seconds=60))
+        c = claim_audit(s, ds, task_id="t-fail", lease=timedelta(seconds=60))
     runner.fail(factory, c.run_id, task_id="t-fail", exc=ValueError("the statistics cannot take this <data>"))
     login(client, tenant)
-    page = client.get(f"/datasets/{ds['id']}").get_data(as_text=True)
+    page = client.get(f"/datasets/{ds}").get_data(as_text=True)
     assert "The last audit failed" in page and "not retried" in page
     assert "ValueError: the statistics cannot take this &lt;data&gt;" in page
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.ingest.conftest import fingerprint
-from tests.web.conftest import make_tenant
+from tests.web.conftest import make_tenant, new_dataset
 
 pytestmark = pytest.mark.services
 
@@ -17,8 +17,7 @@ pytestmark = pytest.mark.services
 def target(app):
     tenant = make_tenant(app)
     client = app.test_client()
-    ds = client.post("/api/v1/datasets", json={"name": "malformed", "labels": ["a", "b"]},
-                     headers=tenant.auth()).get_json()["id"]
+    ds = new_dataset(client, tenant.auth(), "malformed")
     rel = client.post("/api/v1/models", json={"name": "m"}, headers=tenant.auth()).get_json()["id"]
     release = client.post(f"/api/v1/models/{rel}/releases", json={"version": "1"}, headers=tenant.auth()).get_json()
     # a batch already there, so later CSVs take the staging paths too

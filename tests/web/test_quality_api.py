@@ -9,7 +9,7 @@ import io
 import pytest
 
 from auditor.simulate import Drift, HistoryScenario, draw_history, simulate_history
-from tests.web.conftest import eager_audits, grant, make_tenant
+from tests.web.conftest import eager_audits, grant, make_tenant, new_dataset
 
 SCENARIO = HistoryScenario(weeks=8, items_per_week=150, seed=17, drift=(Drift("acme-labeling", 4, -0.3),))
 
@@ -19,8 +19,7 @@ def history(app):
     tenant = make_tenant(app, vendor="acme-labeling", extra_vendors=("bolt-annotations",))
     client = app.test_client()
     admin = tenant.auth()
-    ds = client.post("/api/v1/datasets", json={"name": "weekly", "labels": list(SCENARIO.labels)},
-                     headers=admin).get_json()["id"]
+    ds = new_dataset(client, admin, "weekly", SCENARIO.labels)
     records = simulate_history(SCENARIO)
     with eager_audits(app):
         for week in range(SCENARIO.weeks):
@@ -108,8 +107,7 @@ def test_gold_imported_after_the_annotations_is_counted_per_window(app):
     client = app.test_client()
     admin = tenant.auth()
     scenario = HistoryScenario(weeks=4, items_per_week=60, seed=5)
-    ds = client.post("/api/v1/datasets", json={"name": "gold-later", "labels": list(scenario.labels)},
-                     headers=admin).get_json()["id"]
+    ds = new_dataset(client, admin, "gold-later", scenario.labels)
     records = simulate_history(scenario)
     draw = draw_history(scenario)
     with eager_audits(app):
@@ -145,8 +143,7 @@ def test_a_relabel_updates_the_windows_it_touches_without_counting_twice(app):
     client = app.test_client()
     admin = tenant.auth()
     scenario = HistoryScenario(weeks=3, items_per_week=50, seed=9)
-    ds = client.post("/api/v1/datasets", json={"name": "relabels", "labels": list(scenario.labels)},
-                     headers=admin).get_json()["id"]
+    ds = new_dataset(client, admin, "relabels", scenario.labels)
     records = [{k: x[k] for k in ("item_id", "annotator_id", "label", "vendor", "timestamp")}
                for x in simulate_history(scenario)]
     with eager_audits(app):

@@ -9,17 +9,24 @@ import uuid
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from auditor import ingest
 from auditor.db import session_scope
-from auditor.db.models import Dataset
+from auditor.db.models import Dataset, Workspace
 
 
 def make_dataset(factory: sessionmaker[Session], name: str, labels: Sequence[str]) -> int:
     """A new dataset in a workspace of its own (tests share one database)."""
     with session_scope(factory) as s:
         return ingest.create_dataset(s, name, list(labels), workspace=f"ws-{name}-{uuid.uuid4().hex[:8]}").id
+
+
+def workspace_of(factory: sessionmaker[Session], dataset_id: int) -> str:
+    """The slug of the dataset's workspace (what ``--workspace`` takes)."""
+    with session_scope(factory) as s:
+        return s.scalar(select(Workspace.slug).join(Dataset).where(Dataset.id == dataset_id))
 
 
 def _csv(header: Sequence[str], rows: Iterable[Sequence[object]]) -> bytes:

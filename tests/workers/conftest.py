@@ -22,6 +22,7 @@ from celery import Celery
 
 from auditor.config import load_settings, load_worker_settings
 from auditor.db import make_engine, make_session_factory, migrate
+from bench._scratch import stop_processes
 
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 CLI = "from auditor.cli import main; main()"
@@ -86,12 +87,7 @@ class Worker:
             self.proc.wait(10)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop_processes(self.proc, timeout=5)
         self.log.close()
 
     def output(self) -> str:

@@ -11,7 +11,7 @@ from auditor.db import (
     User,
 )
 from auditor.web.api import serializers as s
-from auditor.web.api.common import ADMIN, commit
+from auditor.web.api.common import ADMIN, commit, workspace_rows
 from auditor.web.api.framework import Listing, Param, endpoint
 from auditor.web.db import in_workspace
 from auditor.web.errors import ApiError
@@ -49,7 +49,7 @@ def _get_user(principal, db, user_id: int) -> User:
           response=s.page_of("User"))
 def list_users(principal, db, active):
     """Users of the workspace with their role, vendor and whether they may sign in."""
-    stmt = select(User).where(User.workspace_id == principal.workspace_id).order_by(User.email)
+    stmt = workspace_rows(principal, User, User.email)
     if active is not None:
         stmt = stmt.where(User.is_active.is_(active))
     return Listing(stmt, s.user, ["id", "email", "display_name", "role", "vendor", "is_active", "created_at"],

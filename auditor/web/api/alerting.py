@@ -40,9 +40,11 @@ from auditor.web.api.common import (
     delete_answer,
     get_owned,
     publish_delivery,
+    set_active,
+    workspace_rows,
 )
 from auditor.web.api.framework import Listing, Param, endpoint
-from auditor.web.api.webhooks import delivery
+from auditor.web.api.webhooks import delivery, delivery_log
 from auditor.web.errors import ApiError
 from auditor.web.security import READERS
 from auditor.webhooks import RefusedDestination, validate_url
@@ -277,9 +279,8 @@ def add_channel(principal, db, body: dict) -> AlertChannel:
           response=s.page_of("AlertChannel"))
 def list_alert_channels(principal, db):
     """The workspace's alert channels (a Slack URL only in part)."""
-    stmt = select(AlertChannel).where(AlertChannel.workspace_id == principal.workspace_id).order_by(AlertChannel.id)
-    return Listing(stmt, channel, ["id", "kind", "name", "recipients", "url_hint", "active", "created_at"],
-                   "alert-channels")
+    return Listing(workspace_rows(principal, AlertChannel), channel,
+                   ["id", "kind", "name", "recipients", "url_hint", "active", "created_at"], "alert-channels")
 
 
 @endpoint("POST", "/alert-channels", summary="Create an alert channel", tag="alerts", roles=ADMIN,
@@ -305,10 +306,7 @@ def delete_alert_channel(principal, db, channel_id):
 
 
 def set_channel_active(principal, db, channel_id: int, active: bool) -> AlertChannel:
-    c = _channel(principal, db, channel_id)
-    c.active = active
-    db.commit()
-    return c
+    return set_active(db, _channel(principal, db, channel_id), active)
 
 
 @endpoint("POST", "/alert-channels/<int:channel_id>/deactivate", summary="Deactivate an alert channel",
@@ -352,12 +350,9 @@ def test_alert_channel(principal, db, channel_id):
 def list_alert_channel_deliveries(principal, db, channel_id, status):
     """The channel's delivery log, newest first: each message's state, attempts and every attempt's outcome."""
     c = _channel(principal, db, channel_id)
-    stmt = (select(WebhookDelivery).where(WebhookDelivery.channel_id == c.id)
-            .order_by(WebhookDelivery.created_at.desc(), WebhookDelivery.id.desc()))
-    if status is not None:
-        stmt = stmt.where(WebhookDelivery.status == status)
-    return Listing(stmt, delivery, ["id", "channel_id", "event", "status", "attempts", "response_code", "error",
-                                    "created_at", "last_attempt_at", "delivered_at"], f"alert-channel-{c.id}")
+    return delivery_log(WebhookDelivery.channel_id == c.id, status,
+                        ["id", "channel_id", "event", "status", "attempts", "response_code", "error", "created_at",
+                         "last_attempt_at", "delivered_at"], f"alert-channel-{c.id}")
 
 
 # --- rules ------------------------------------------------------------------------------------
@@ -408,9 +403,8 @@ def add_rule(principal, db, body: dict) -> AlertRule:
           response=s.page_of("AlertRule"))
 def list_alert_rules(principal, db):
     """The workspace's rules: which alerts (kinds, severities, datasets; empty: any) go to which channels."""
-    stmt = select(AlertRule).where(AlertRule.workspace_id == principal.workspace_id).order_by(AlertRule.id)
-    return Listing(stmt, rule, ["id", "name", "kinds", "severities", "dataset_ids", "channel_ids", "active"],
-                   "alert-rules")
+    return Listing(workspace_rows(principal, AlertRule), rule,
+                   ["id", "name", "kinds", "severities", "dataset_ids", "channel_ids", "active"], "alert-rules")
 
 
 @endpoint("POST", "/alert-rules", summary="Create an alert rule", tag="alerts", roles=ADMIN,

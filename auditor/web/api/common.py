@@ -113,6 +113,18 @@ def get_owned(principal, db, model, object_id: int, what: str, field: str):
     return obj
 
 
+def workspace_rows(principal, model, *order_by):
+    """``SELECT`` of the workspace's ``model`` rows, ordered by ``order_by`` (default: the id)."""
+    return select(model).where(model.workspace_id == principal.workspace_id).order_by(*(order_by or (model.id,)))
+
+
+def set_active(db, obj, active: bool):
+    """Switch ``obj`` (a channel or a webhook) on or off, commit, and return it."""
+    obj.active = active
+    db.commit()
+    return obj
+
+
 def check_quota(principal, db, model, limit: int, what: str) -> None:
     """A 409 when the workspace already has ``limit`` rows of ``model`` (``what``, plural)."""
     n = db.scalar(select(func.count()).select_from(model).where(model.workspace_id == principal.workspace_id))

@@ -14,7 +14,7 @@ from auditor.db import (
 )
 from auditor.ingest import IngestError
 from auditor.web.api import serializers as s
-from auditor.web.api.common import ADMIN, READ_OR_VENDOR, B, commit, get_dataset
+from auditor.web.api.common import ADMIN, READ_OR_VENDOR, B, commit, get_dataset, workspace_rows
 from auditor.web.api.framework import Listing, Param, endpoint
 from auditor.web.errors import ApiError
 from auditor.web.readmodels import feeds
@@ -31,7 +31,7 @@ __all__: list[str] = []  # the operations register themselves with the route tab
           response=s.page_of("Dataset"))
 def list_datasets(principal, db, name):
     """Datasets of the workspace (a vendor sees the datasets it is granted)."""
-    stmt = select(Dataset).where(Dataset.workspace_id == principal.workspace_id).order_by(Dataset.name)
+    stmt = workspace_rows(principal, Dataset, Dataset.name)
     if name:
         stmt = stmt.where(Dataset.name.contains(name, autoescape=True))
     if principal.role == Role.VENDOR:

@@ -20,7 +20,7 @@ from auditor.db import (
     VendorReport,
 )
 from auditor.jsonable import finite
-from auditor.web.api.common import B, get_dataset, get_release
+from auditor.web.api.common import B, get_dataset, get_release, workspace_rows
 from auditor.web.api.framework import Listing, Param, endpoint
 from auditor.web.api.serializers import BODIES, SCHEMAS, page_of, ref
 from auditor.web.errors import ApiError
@@ -164,7 +164,7 @@ def _price(p: VendorPrice) -> dict:
           response=page_of("VendorPrice"))
 def list_vendor_prices(principal, db):
     """Each vendor's price per label in this workspace (what plans cost their designs with)."""
-    stmt = select(VendorPrice).where(VendorPrice.workspace_id == principal.workspace_id).order_by(VendorPrice.vendor)
+    stmt = workspace_rows(principal, VendorPrice, VendorPrice.vendor)
     return Listing(stmt, _price, ["vendor", "price_per_label", "currency", "updated_at"], "vendor-prices")
 
 

@@ -25,6 +25,8 @@ from auditor.web.api.common import (
     delete_answer,
     get_owned,
     publish_delivery,
+    set_active,
+    workspace_rows,
 )
 from auditor.web.api.framework import Listing, Param, endpoint
 from auditor.web.errors import ApiError
@@ -114,8 +116,7 @@ def _get(principal, db, webhook_id: int) -> Webhook:
           response=s.page_of("Webhook"))
 def list_webhooks(principal, db):
     """The workspace's outgoing webhooks (never their secrets)."""
-    stmt = select(Webhook).where(Webhook.workspace_id == principal.workspace_id).order_by(Webhook.id)
-    return Listing(stmt, webhook, _WEBHOOK_COLUMNS, "webhooks")
+    return Listing(workspace_rows(principal, Webhook), webhook, _WEBHOOK_COLUMNS, "webhooks")
 
 
 @endpoint("POST", "/webhooks", summary="Create a webhook", tag="webhooks", roles=ADMIN,
@@ -151,11 +152,17 @@ def delete_webhook(principal, db, webhook_id):
     return delete_answer(db, _get(principal, db, webhook_id), webhook)
 
 
+def delivery_log(owner, status: str | None, columns: list[str], name: str) -> Listing:
+    """The deliveries matching ``owner`` (a webhook's or an alert channel's), newest first, only
+    those in ``status`` when given: the one delivery log both the webhook and channel endpoints list."""
+    stmt = select(WebhookDelivery).where(owner).order_by(WebhookDelivery.created_at.desc(), WebhookDelivery.id.desc())
+    if status is not None:
+        stmt = stmt.where(WebhookDelivery.status == status)
+    return Listing(stmt, delivery, columns, name)
+
+
 def _set_active(principal, db, webhook_id: int, active: bool) -> dict:
-    h = _get(principal, db, webhook_id)
-    h.active = active
-    db.commit()
-    return webhook(h)
+    return webhook(set_active(db, _get(principal, db, webhook_id), active))
 
 
 @endpoint("POST", "/webhooks/<int:webhook_id>/deactivate", summary="Deactivate a webhook", tag="webhooks",
@@ -194,8 +201,4 @@ def send_test_delivery(principal, db, webhook_id):
 def list_webhook_deliveries(principal, db, webhook_id, status):
     """The delivery log, newest first: each delivery's state, attempts, last answer and every attempt's outcome."""
     h = _get(principal, db, webhook_id)
-    stmt = (select(WebhookDelivery).where(WebhookDelivery.webhook_id == h.id)
-            .order_by(WebhookDelivery.created_at.desc(), WebhookDelivery.id.desc()))
-    if status is not None:
-        stmt = stmt.where(WebhookDelivery.status == status)
-    return Listing(stmt, delivery, _DELIVERY_COLUMNS, f"webhook-{h.id}-deliveries")
+    return delivery_log(WebhookDelivery.webhook_id == h.id, status, _DELIVERY_COLUMNS, f"webhook-{h.id}-deliveries")
