@@ -212,16 +212,7 @@ def dataset_part(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:
     expert_counts = _pool_counts(snap, experts) if experts else None
     # Pairwise Cohen's kappa once over everyone: a pair's kappa depends only on the two
     # annotators' shared items, so each vendor's mean is read off the same matrix.
-    limit = options.pairwise_max_annotations
-    with_pairs = limit is None or len(ann) <= limit
-    if not with_pairs:
-        notes.append(f"pairwise Cohen's kappa left out: {len(ann)} annotations > "
-                     f"{options.pairwise_max_annotations} (AUDITOR_AUDIT_PAIRWISE_MAX_ANNOTATIONS)")
-    elif ann.n_annotators > PAIRWISE_MAX_ANNOTATORS:
-        # Its results are annotators × annotators matrices: 100,000 annotators would need 75 GiB each.
-        with_pairs = False
-        notes.append(f"pairwise Cohen's kappa left out: {ann.n_annotators} annotators > {PAIRWISE_MAX_ANNOTATORS} "
-                     "(its annotator × annotator matrices would not fit in memory)")
+    with_pairs = _pairwise_fits(ann, options, notes)
     overall, pairwise = _agreement_rows(ann if with_pairs else ann.counts(), options, vendor=None, key=(3,))
     for k, (vendor, members) in enumerate(sorted(vendors.items())):
         # The vendor's own per-item counts carry everything its bounds and coefficients need.
@@ -247,33 +238,58 @@ def dataset_part(snap: AuditSnapshot, options: AuditOptions) -> dict[str, Any]:
 
     out["agreements"] += overall
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        best = best_performance(counts.counts, rng=_rng(options, 4))
-    for metric, value in best.scores.items():
-        out["best_scores"].append({
-            "metric": metric, "value": float(value), "std_error": finite(best.standard_errors.get(metric)),
-            "n_items": best.n_items, "alpha": [finite(a) for a in np.asarray(best.alpha, dtype=float)],
-        })
-    notes += [f"BEST: {w.message}" for w in caught]
-
-    if (counts.counts.sum(axis=1) >= 2).any():
-        combiner, scorer = _hard_pair(len(snap.labels))
-        try:
-            curve = power_curve(counts, combiner=combiner, scorer=scorer, n_bootstrap=options.n_bootstrap,
-                                confidence=options.confidence, rng=_rng(options, 5))
-        except StatsInputError as exc:  # e.g. too costly to compute exactly: the rest of the audit stands
-            notes.append(f"power curve not computed: {exc}")
-        else:
-            out["power_curves"].append(_curve_row(curve, options=options, seed_key=(5,)))
-            notes += _monte_carlo_note(curve, "power curve")
-    else:
-        notes.append("power curve: no item has two labels")
+    out["best_scores"] += _best_rows(counts, options, notes)
+    out["power_curves"] += _power_curve_rows(snap, counts, options, notes)
 
     if (snap.gold >= 0).any():
         summary["assumptions"] = _assumptions(snap, ann, notes)
     out["summary"], out["notes"] = summary, notes
     return out
+
+
+def _pairwise_fits(ann, options: AuditOptions, notes: list[str]) -> bool:
+    """Whether pairwise Cohen's kappa is computed on these annotations (a note says why not)."""
+    limit = options.pairwise_max_annotations
+    if limit is not None and len(ann) > limit:
+        notes.append(f"pairwise Cohen's kappa left out: {len(ann)} annotations > "
+                     f"{options.pairwise_max_annotations} (AUDITOR_AUDIT_PAIRWISE_MAX_ANNOTATIONS)")
+        return False
+    if ann.n_annotators > PAIRWISE_MAX_ANNOTATORS:
+        # Its results are annotators × annotators matrices: 100,000 annotators would need 75 GiB each.
+        notes.append(f"pairwise Cohen's kappa left out: {ann.n_annotators} annotators > {PAIRWISE_MAX_ANNOTATORS} "
+                     "(its annotator × annotator matrices would not fit in memory)")
+        return False
+    return True
+
+
+def _best_rows(counts: LabelCounts, options: AuditOptions, notes: list[str]) -> list[dict[str, Any]]:
+    """BEST's score of each metric on the labelled items (its warnings become notes)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        best = best_performance(counts.counts, rng=_rng(options, 4))
+    rows = [{
+        "metric": metric, "value": float(value), "std_error": finite(best.standard_errors.get(metric)),
+        "n_items": best.n_items, "alpha": [finite(a) for a in np.asarray(best.alpha, dtype=float)],
+    } for metric, value in best.scores.items()]
+    notes += [f"BEST: {w.message}" for w in caught]
+    return rows
+
+
+def _power_curve_rows(snap: AuditSnapshot, counts: LabelCounts, options: AuditOptions,
+                      notes: list[str]) -> list[dict[str, Any]]:
+    """The dataset's power curve (none, with a note, when no item has two labels or it is refused)."""
+    if not (counts.counts.sum(axis=1) >= 2).any():
+        notes.append("power curve: no item has two labels")
+        return []
+    combiner, scorer = _hard_pair(len(snap.labels))
+    try:
+        curve = power_curve(counts, combiner=combiner, scorer=scorer, n_bootstrap=options.n_bootstrap,
+                            confidence=options.confidence, rng=_rng(options, 5))
+    except StatsInputError as exc:  # e.g. too costly to compute exactly: the rest of the audit stands
+        notes.append(f"power curve not computed: {exc}")
+        return []
+    notes += _monte_carlo_note(curve, "power curve")
+    return [_curve_row(curve, options=options, seed_key=(5,))]
 
 
 def _pool_counts(snap: AuditSnapshot, members: list[int]) -> np.ndarray:
@@ -568,23 +584,13 @@ def release_arrays(info: Mapping[str, Any], counts: np.ndarray, hard: np.ndarray
     leaves the anytime verdict undefined).
     """
     rid = int(info["release_id"])
-    L = len(info["labels"])
     labeled = counts.sum(axis=1) > 0
     notes: list[str] = []
     if not labeled.any() or upper.get("u_t") is None:
         return {"certifications": [], "power_curves": [],
                 "notes": [f"release {rid}: none of its items has a human label yet"]}
     lb = lower_bound(counts[labeled], hard[labeled])
-    scores: dict[str, Any] = {}
-    for bound, col in BOUND_COLUMNS.items():
-        u, n_u = upper[f"u_{col}"], upper[f"n_{col}"]
-        for method in ("hms", "oms"):
-            if u is None:
-                scores[f"{bound}/{method}"] = {"score": None, "t_u": None, "t_l": None}
-                continue
-            c = confidence(lb.value, u, n_u, n_lower=lb.n_items, tau=options.tau, method=method)
-            scores[f"{bound}/{method}"] = {"score": finite(c.score), "t_u": finite(c.t_u), "t_l": finite(c.t_l),
-                                           **({"clamped": True} if c.clamped else {})}
+    scores = _paper_scores(lb, upper, options)
     col = BOUND_COLUMNS[options.bound]
     # The anytime columns hold the configured anytime method's verdict (the betting one unless
     # the badge is set to the fan pair); both are in the details.
@@ -619,12 +625,21 @@ def release_arrays(info: Mapping[str, Any], counts: np.ndarray, hard: np.ndarray
                     "model": info["model"], "version": info["version"], "anytime": state,
                     "anytime_new_items": None if anytime is None else anytime.get("new_items")},
     }
-    curves = []
-    lc = LabelCounts(counts[labeled], tuple(info["labels"]), tuple(range(int(labeled.sum()))))
+    curves = _equivalence_rows(rid, tuple(info["labels"]), counts[labeled], hard[labeled],
+                               None if probs is None else probs[labeled], options, notes)
+    return {"certifications": [cert], "power_curves": curves, "notes": notes}
+
+
+def _equivalence_rows(rid: int, labels: tuple, counts: np.ndarray, hard: np.ndarray, probs: np.ndarray | None,
+                      options: AuditOptions, notes: list[str]) -> list[dict[str, Any]]:
+    """The release's survey equivalence, hard labels and (with probabilities) soft, on its
+    labelled items (``counts``, ``hard`` and ``probs`` already restricted to them)."""
+    curves: list[dict[str, Any]] = []
+    lc = LabelCounts(counts, labels, tuple(range(counts.shape[0])))
     if (lc.counts.sum(axis=1) >= 2).any():
-        pairs = [(_hard_pair(L), hard[labeled], 6)]
+        pairs = [(_hard_pair(len(labels)), hard, 6)]
         if probs is not None:
-            pairs.append((SOFT_PAIR, probs[labeled], 7))
+            pairs.append((SOFT_PAIR, probs, 7))
         for (combiner, scorer), pred, key in pairs:
             try:
                 eq = survey_equivalence(lc, pred, combiner=combiner, scorer=scorer, n_bootstrap=options.n_bootstrap,
@@ -655,7 +670,22 @@ def release_arrays(info: Mapping[str, Any], counts: np.ndarray, hard: np.ndarray
             curves.append(row)
     else:
         notes.append(f"release {rid}: survey equivalence needs items with two labels")
-    return {"certifications": [cert], "power_curves": curves, "notes": notes}
+    return curves
+
+
+def _paper_scores(lb, upper: Mapping[str, Any], options: AuditOptions) -> dict[str, Any]:
+    """The paper's confidence scores (HMS and OMS) against U_t and U_e, keyed ``bound/method``."""
+    scores: dict[str, Any] = {}
+    for bound, col in BOUND_COLUMNS.items():
+        u, n_u = upper[f"u_{col}"], upper[f"n_{col}"]
+        for method in ("hms", "oms"):
+            if u is None:
+                scores[f"{bound}/{method}"] = {"score": None, "t_u": None, "t_l": None}
+                continue
+            c = confidence(lb.value, u, n_u, n_lower=lb.n_items, tau=options.tau, method=method)
+            scores[f"{bound}/{method}"] = {"score": finite(c.score), "t_u": finite(c.t_u), "t_l": finite(c.t_l),
+                                           **({"clamped": True} if c.clamped else {})}
+    return scores
 
 
 def release_inline(snap: AuditSnapshot, release: ReleaseSnapshot, upper: Mapping[str, Any],

@@ -72,10 +72,10 @@ def connect_label_studio(ls_url: str, project_id: int, dataset: str, token: str 
     Running it again catches up. The worker's beat task does the same every
     AUDITOR_LABELSTUDIO_SYNC_SECONDS; webhooks bring each change at once.
     """
-    from auditor.cli.ingest import _request_audit, _session
+    from auditor.cli.ingest import _session
     from auditor.connectors.labelstudio import credentials, store
     from auditor.connectors.labelstudio.mapping import VendorMap, choice_labels
-    from auditor.db import Dataset, make_engine, make_session_factory
+    from auditor.db import Dataset
     from auditor.ingest import IngestError
 
     if token is not None and token_env is not None:
@@ -98,24 +98,7 @@ def connect_label_studio(ls_url: str, project_id: int, dataset: str, token: str 
             stored_token = _stored_token(session, workspace, dataset, url, project_id)
     client = project = None
     if not no_sync:
-        import os
-
-        from auditor.connectors.errors import ConnectorError
-        from auditor.connectors.labelstudio.sync import make_client
-
-        the_token = token or (os.environ.get(token_env) if token_env else stored_token) or \
-            (os.environ.get("LABEL_STUDIO_API_KEY") if token_env is None else None)
-        if not the_token:
-            raise click.UsageError(f"no Label Studio token: pass --token, or set {token_env or 'LABEL_STUDIO_API_KEY'}"
-                                   " (or --no-sync to store the connector unchecked)")
-        try:
-            client = make_client(url, the_token)
-            project = client.projects.get(id=project_id)
-        except ConnectorError as exc:
-            raise click.ClickException(str(exc)) from None
-        except Exception as exc:
-            raise click.ClickException(f"cannot read project {project_id} at {url}: {type(exc).__name__}: "
-                                       f"{str(exc)[:300]}") from None
+        client, project = _open_project(url, project_id, token or stored_token, token_env)
     with _session(database_url) as session:
         try:
             from auditor.ingest import get_dataset
@@ -138,40 +121,11 @@ def connect_label_studio(ls_url: str, project_id: int, dataset: str, token: str 
         click.echo(f"webhook header (shown once; the webhook in Label Studio sends it): "
                    f"{credentials.SECRET_HEADER}: {secret}")
     if register_webhook:
-        if secret is None:
-            raise click.ClickException("--register-webhook needs the secret, shown only when it is made: "
-                                       "add --rotate-secret")
-        if client is None:
-            raise click.ClickException("--register-webhook talks to Label Studio: drop --no-sync")
-        hook_url = f"{register_webhook.rstrip('/')}/hooks/label-studio/{connector_id}"
-        try:
-            client.webhooks.create(url=hook_url, project=project_id, headers={credentials.SECRET_HEADER: secret},
-                                   send_payload=True, send_for_all_actions=False, actions=_ACTIONS)
-        except Exception as exc:
-            raise click.ClickException(f"could not create the webhook in Label Studio: {type(exc).__name__}: "
-                                       f"{str(exc)[:300]}") from None
-        click.echo(f"webhook created in Label Studio: {hook_url}")
+        _register_webhook(client, register_webhook, secret, connector_id, project_id)
     if no_sync:
         click.echo("not checked against Label Studio and not synced (--no-sync)")
         return
-    from auditor.connectors.errors import ConnectorError
-    from auditor.connectors.labelstudio.sync import sync_connector
-
-    engine = make_engine(database_url)
-    try:
-        try:
-            result = sync_connector(make_session_factory(engine), connector_id, client=client)
-        except ConnectorError as exc:
-            raise click.ClickException(f"sync failed: {exc}") from None
-    finally:
-        engine.dispose()
-    click.echo(f"synced: {result.message}")
-    for q in result.quarantine[:20]:
-        click.echo(f"quarantined: task {q.task_id} annotation {q.ls_id}: {q.reason} (fix: {q.hint})", err=True)
-    if len(result.quarantine) > 20:
-        click.echo(f"... and {len(result.quarantine) - 20} more quarantined (listed on the dataset's feeds)", err=True)
-    if result.changed:
-        _request_audit(result.dataset_id, database_url)
+    _sync_now(database_url, connector_id, client)
 
 
 def _stored_token(session, workspace: str, dataset: str, url: str, project_id: int) -> str | None:
@@ -206,3 +160,70 @@ def _check_choices(project, from_name, label_map, dataset_labels, choice_labels)
     if missing:
         raise IngestError(f"the choices {', '.join(missing)} of control {control!r} are not labels of the dataset "
                           f"({dataset_labels}): map them with --label CHOICE=LABEL")
+
+
+def _open_project(url: str, project_id: int, token: str | None, token_env: str | None):
+    """A Label Studio client and the project, with the token given or stored, else read from
+    ``token_env`` (or LABEL_STUDIO_API_KEY); a clear error when none is found or the project
+    cannot be read."""
+    import os
+
+    from auditor.connectors.errors import ConnectorError
+    from auditor.connectors.labelstudio.sync import make_client
+
+    the_token = token or (os.environ.get(token_env) if token_env else None) or \
+        (os.environ.get("LABEL_STUDIO_API_KEY") if token_env is None else None)
+    if not the_token:
+        raise click.UsageError(f"no Label Studio token: pass --token, or set {token_env or 'LABEL_STUDIO_API_KEY'}"
+                               " (or --no-sync to store the connector unchecked)")
+    try:
+        client = make_client(url, the_token)
+        return client, client.projects.get(id=project_id)
+    except ConnectorError as exc:
+        raise click.ClickException(str(exc)) from None
+    except Exception as exc:
+        raise click.ClickException(f"cannot read project {project_id} at {url}: {type(exc).__name__}: "
+                                   f"{str(exc)[:300]}") from None
+
+
+def _register_webhook(client, base_url: str, secret: str | None, connector_id: int, project_id: int) -> None:
+    """Create the connector's webhook in Label Studio (it needs the secret just made)."""
+    from auditor.connectors.labelstudio import credentials
+
+    if secret is None:
+        raise click.ClickException("--register-webhook needs the secret, shown only when it is made: "
+                                   "add --rotate-secret")
+    if client is None:
+        raise click.ClickException("--register-webhook talks to Label Studio: drop --no-sync")
+    hook_url = f"{base_url.rstrip('/')}/hooks/label-studio/{connector_id}"
+    try:
+        client.webhooks.create(url=hook_url, project=project_id, headers={credentials.SECRET_HEADER: secret},
+                               send_payload=True, send_for_all_actions=False, actions=_ACTIONS)
+    except Exception as exc:
+        raise click.ClickException(f"could not create the webhook in Label Studio: {type(exc).__name__}: "
+                                   f"{str(exc)[:300]}") from None
+    click.echo(f"webhook created in Label Studio: {hook_url}")
+
+
+def _sync_now(database_url: str | None, connector_id: int, client) -> None:
+    """The first pull sync, its quarantined annotations listed, and an audit requested if it changed data."""
+    from auditor.cli.ingest import _request_audit
+    from auditor.connectors.errors import ConnectorError
+    from auditor.connectors.labelstudio.sync import sync_connector
+    from auditor.db import make_engine, make_session_factory
+
+    engine = make_engine(database_url)
+    try:
+        try:
+            result = sync_connector(make_session_factory(engine), connector_id, client=client)
+        except ConnectorError as exc:
+            raise click.ClickException(f"sync failed: {exc}") from None
+    finally:
+        engine.dispose()
+    click.echo(f"synced: {result.message}")
+    for q in result.quarantine[:20]:
+        click.echo(f"quarantined: task {q.task_id} annotation {q.ls_id}: {q.reason} (fix: {q.hint})", err=True)
+    if len(result.quarantine) > 20:
+        click.echo(f"... and {len(result.quarantine) - 20} more quarantined (listed on the dataset's feeds)", err=True)
+    if result.changed:
+        _request_audit(result.dataset_id, database_url)

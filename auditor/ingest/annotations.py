@@ -177,22 +177,13 @@ def existing_items_probe(src: str, *, pg: bool) -> str:
             f"AND i.external_id = s.item_ext AND i.id <= :m) LIMIT 1")
 
 
-def _merge_annotations(b: batch.Batch, src: str, ann: str, n_rows: int, labels: Sequence[str],
-                       tables: list[str]) -> batch.ImportResult:
+def _put_items(b: batch.Batch, src: str, L: int, *, fresh_partition: bool):
+    """Insert the batch's new items with their counts (items that had no annotation take the
+    batch's counts). Returns whether the dataset had items, the largest item id before, the
+    batch's items as a temporary table ext → id when the insert gave it (else None), and the
+    number of new items."""
     sql = b.sql
     d = b.dataset.id
-    w = b.dataset.workspace_id
-    batch.lock_for_write(b)
-    # Under the dataset's lock. A dataset's first annotations (its items may exist already:
-    # predictions or gold first) go into a new table, not yet attached, whose key is then
-    # built in one sorted pass and which is then attached as the dataset's partition, as
-    # the bulk path does: the same cost as into an empty dataset, not a key probe per row.
-    fresh_partition = sql.pg and not has_annotation_partition(sql.conn, d)
-    target = create_annotation_partition_table(sql.conn, d) if fresh_partition else "annotation"
-    L = len(labels)
-
-    new_annotators = _merge_annotators(b, ann)
-
     # Items: new ones arrive with their counts; ids above max_before are this batch's.
     had_items = sql.scalar("SELECT 1 FROM item WHERE dataset_id = :d LIMIT 1", {"d": d}) is not None
     max_before = int(sql.scalar("SELECT coalesce(max(id), 0) FROM item"))
@@ -221,6 +212,35 @@ def _merge_annotations(b: batch.Batch, src: str, ann: str, n_rows: int, labels: 
     if had_items and fresh_partition:  # the upsert counted the updated items too
         new_items = int(sql.scalar("SELECT count(*) FROM item WHERE dataset_id = :d AND id > :m",
                                    {"d": d, "m": max_before}))
+    return had_items, max_before, items, new_items
+
+
+def _add_count_deltas(sql, old: str, L: int) -> None:
+    """Existing items' label counts moved by the batch's new and changed pairs (table ``old``)."""
+    deltas = [f"sum(CASE WHEN new_label = {c} THEN 1 ELSE 0 END) - "
+              f"sum(CASE WHEN old_label = {c} THEN 1 ELSE 0 END) AS d{c}" for c in range(L)]
+    new_vec = sql.vec([f"{sql.elem('item.label_counts', c)} + g.d{c}" for c in range(L)])
+    sql.run(f"UPDATE item SET label_counts = {new_vec} FROM (SELECT item_id, {', '.join(deltas)} FROM {old} "
+            f"WHERE old_label IS NULL OR old_label <> new_label GROUP BY item_id) g WHERE item.id = g.item_id")
+
+
+def _merge_annotations(b: batch.Batch, src: str, ann: str, n_rows: int, labels: Sequence[str],
+                       tables: list[str]) -> batch.ImportResult:
+    sql = b.sql
+    d = b.dataset.id
+    w = b.dataset.workspace_id
+    batch.lock_for_write(b)
+    # Under the dataset's lock. A dataset's first annotations (its items may exist already:
+    # predictions or gold first) go into a new table, not yet attached, whose key is then
+    # built in one sorted pass and which is then attached as the dataset's partition, as
+    # the bulk path does: the same cost as into an empty dataset, not a key probe per row.
+    fresh_partition = sql.pg and not has_annotation_partition(sql.conn, d)
+    target = create_annotation_partition_table(sql.conn, d) if fresh_partition else "annotation"
+    L = len(labels)
+
+    new_annotators = _merge_annotators(b, ann)
+
+    had_items, max_before, items, new_items = _put_items(b, src, L, fresh_partition=fresh_partition)
     # Without a partition before this batch no pair can exist: every row is inserted (a pair
     # twice in the batch fails the new key, and the rows are named below).
     touches_old = (had_items and not fresh_partition
@@ -289,11 +309,7 @@ def _merge_annotations(b: batch.Batch, src: str, ann: str, n_rows: int, labels: 
     if n_relabel:  # a relabel replaces a label already summed into the quality windows: rebuild them
         sql.run(f"UPDATE quality_state SET data_version = {STALE} WHERE dataset_id = :d", params)
     if touches_old and (n_old_new or n_relabel):
-        deltas = [f"sum(CASE WHEN new_label = {c} THEN 1 ELSE 0 END) - "
-                  f"sum(CASE WHEN old_label = {c} THEN 1 ELSE 0 END) AS d{c}" for c in range(L)]
-        new_vec = sql.vec([f"{sql.elem('item.label_counts', c)} + g.d{c}" for c in range(L)])
-        sql.run(f"UPDATE item SET label_counts = {new_vec} FROM (SELECT item_id, {', '.join(deltas)} FROM {old} "
-                f"WHERE old_label IS NULL OR old_label <> new_label GROUP BY item_id) g WHERE item.id = g.item_id")
+        _add_count_deltas(sql, old, L)
 
     stats = {"rows": n_rows, "inserted": inserted, "relabeled": n_relabel,
              "unchanged": n_old - n_old_new - n_relabel, "new_items": new_items, "new_annotators": new_annotators}

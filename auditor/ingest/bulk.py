@@ -290,6 +290,105 @@ def _blocks(source: Source, delimiter: str, n_columns: int, used: Sequence[str],
         raise Fallback("a row the bulk reader cannot place")
 
 
+@dataclass
+class _Checked:
+    """One block's columns and, per row, what is wrong with it (each mask one check)."""
+
+    item: pa.Array
+    annotator: pa.Array
+    label: pa.Array
+    code: np.ndarray
+    tier: pa.Array
+    vendor: pa.Array
+    ts_text: pa.Array | None
+    ts: np.ndarray | None
+    miss_item: np.ndarray
+    miss_ann: np.ndarray
+    miss_label: np.ndarray
+    unknown: np.ndarray
+    bad_tier: np.ndarray
+    bad_ts: np.ndarray
+    far: np.ndarray
+    long_item: np.ndarray
+    long_ann: np.ndarray
+    long_vendor: np.ndarray
+
+    def bad(self) -> np.ndarray:
+        return (self.miss_item | self.miss_ann | self.miss_label | self.unknown | self.bad_tier | self.bad_ts
+                | self.far | self.long_item | self.long_ann | self.long_vendor)
+
+    def row_errors(self, i: int, row: int, label_names: list[str]) -> list[RowError]:
+        """The errors of the block's row ``i`` (row ``row`` of the file), as the readers word them."""
+        errors = []
+        for mask, name in ((self.miss_item, "item_id"), (self.miss_ann, "annotator_id"), (self.miss_label, "label")):
+            if mask[i]:
+                errors.append(RowError(row, name, "missing"))
+        for mask, name, values in ((self.long_item, "item_id", self.item),
+                                   (self.long_ann, "annotator_id", self.annotator)):
+            if mask[i]:
+                errors.append(RowError(row, name, f"is {len(values[i].as_py())} characters long; ids "
+                                                  f"have at most {MAX_ID_LENGTH}"))
+        if self.long_vendor[i]:
+            errors.append(RowError(row, "vendor", f"is {len(self.vendor[i].as_py())} characters long; at "
+                                                  f"most {MAX_NAME_LENGTH}"))
+        if self.unknown[i]:
+            errors.append(RowError(row, "label", f"{self.label[i].as_py()!r} is not one of the dataset's "
+                                                 f"labels {label_names}"))
+        if self.bad_tier[i]:
+            errors.append(RowError(row, "tier", f"{self.tier[i].as_py()!r} is not one of {list(TIERS)}"))
+        if self.bad_ts[i]:
+            errors.append(RowError(row, "timestamp", f"{self.ts_text[i].as_py()!r} is not an ISO 8601 date-time"))
+        if self.far[i]:
+            errors.append(RowError(row, "timestamp", timestamps.refusal(repr(self.ts_text[i].as_py()))))
+        return errors
+
+
+def _check_block(batch: pa.RecordBatch, col: dict[str, str], n: int, label_set: pa.Array,
+                 defaults: AnnotationDefaults) -> _Checked:
+    """Every check the row readers make, on one block at once (raises :class:`Fallback` on a
+    blank row, which the readers decide)."""
+    item, annotator, label = (_column(batch, col[k]) for k in ("item_id", "annotator_id", "label"))
+    assert item is not None and annotator is not None and label is not None
+    miss_item = pc.binary_length(item).to_numpy() == 0
+    miss_ann = pc.binary_length(annotator).to_numpy() == 0
+    miss_label = pc.binary_length(label).to_numpy() == 0
+    if (miss_item & miss_ann & miss_label).any():
+        # A blank line (skipped by the readers) or a row of empty fields: let them decide.
+        raise Fallback("a blank row")
+    code = pc.fill_null(pc.index_in(label, value_set=label_set), -1).to_numpy()
+    tier = _with_default(_column(batch, col.get("tier")), n, defaults.tier)
+    bad_tier = ~(pc.is_in(tier, value_set=pa.array(TIERS)).to_numpy(zero_copy_only=False)
+                 | pc.is_null(tier).to_numpy(zero_copy_only=False))
+    vendor = _with_default(_column(batch, col.get("vendor")), n, defaults.vendor)
+    ts_text = _column(batch, col.get("timestamp"))
+    bad_ts = np.zeros(n, bool)
+    present = np.zeros(n, bool)
+    if ts_text is not None:
+        present = pc.binary_length(ts_text).to_numpy() > 0
+        bad_ts = present & ~pc.fill_null(pc.match_substring_regex(ts_text, TS_PATTERN), False).to_numpy(
+            zero_copy_only=False)
+    ts = _timestamps(ts_text, present & ~bad_ts) if ts_text is not None else None
+    return _Checked(
+        item=item, annotator=annotator, label=label, code=code, tier=tier, vendor=vendor, ts_text=ts_text, ts=ts,
+        miss_item=miss_item, miss_ann=miss_ann, miss_label=miss_label, unknown=(code < 0) & ~miss_label,
+        bad_tier=bad_tier, bad_ts=bad_ts, far=np.zeros(n, bool) if ts is None else _out_of_range(ts),
+        long_item=pc.fill_null(pc.utf8_length(item), 0).to_numpy() > MAX_ID_LENGTH,
+        long_ann=pc.fill_null(pc.utf8_length(annotator), 0).to_numpy() > MAX_ID_LENGTH,
+        long_vendor=pc.fill_null(pc.utf8_length(vendor), 0).to_numpy() > MAX_NAME_LENGTH,
+    )
+
+
+def _annotator_rows(aggregates: list[pa.Table], annotators: Registry) -> list[tuple]:
+    """Per annotator of the file: name, first row, and the smallest and largest vendor and tier given."""
+    per_annotator = pa.concat_tables(aggregates).group_by("a").aggregate([
+        ("r_min", "min"), ("v_min", "min"), ("v_max", "max"), ("t_min", "min"), ("t_max", "max")]
+    ).sort_by("a")
+    names = annotators.values().take(per_annotator.column("a")).to_pylist()
+    return list(zip(names, *(per_annotator.column(c).to_pylist() for c in
+                             ("r_min_min", "v_min_min", "v_max_max", "t_min_min", "t_max_max")),
+                    strict=True))
+
+
 def stream_long_csv(source: Source, *, delimiter: str, columns: dict[str, int], n_columns: int,
                     labels: Sequence[str], defaults: AnnotationDefaults,
                     new_item_ids: Callable[[pa.Array], np.ndarray],
@@ -321,58 +420,13 @@ def stream_long_csv(source: Source, *, delimiter: str, columns: dict[str, int], 
         n = batch.num_rows
         if n == 0:
             continue
-        item, annotator, label = (_column(batch, col[k]) for k in ("item_id", "annotator_id", "label"))
-        assert item is not None and annotator is not None and label is not None
-        miss_item = pc.binary_length(item).to_numpy() == 0
-        miss_ann = pc.binary_length(annotator).to_numpy() == 0
-        miss_label = pc.binary_length(label).to_numpy() == 0
-        if (miss_item & miss_ann & miss_label).any():
-            # A blank line (skipped by the readers) or a row of empty fields: let them decide.
-            raise Fallback("a blank row")
-        code = pc.fill_null(pc.index_in(label, value_set=label_set), -1).to_numpy()
-        unknown = (code < 0) & ~miss_label
-        tier = _with_default(_column(batch, col.get("tier")), n, defaults.tier)
-        bad_tier = ~(pc.is_in(tier, value_set=pa.array(TIERS)).to_numpy(zero_copy_only=False)
-                     | pc.is_null(tier).to_numpy(zero_copy_only=False))
-        vendor = _with_default(_column(batch, col.get("vendor")), n, defaults.vendor)
-        ts_text = _column(batch, col.get("timestamp"))
-        bad_ts = np.zeros(n, bool)
-        present = np.zeros(n, bool)
-        if ts_text is not None:
-            present = pc.binary_length(ts_text).to_numpy() > 0
-            bad_ts = present & ~pc.fill_null(pc.match_substring_regex(ts_text, TS_PATTERN), False).to_numpy(
-                zero_copy_only=False)
-        ts = _timestamps(ts_text, present & ~bad_ts) if ts_text is not None else None
-        far = np.zeros(n, bool) if ts is None else _out_of_range(ts)
-        long_item = pc.fill_null(pc.utf8_length(item), 0).to_numpy() > MAX_ID_LENGTH
-        long_ann = pc.fill_null(pc.utf8_length(annotator), 0).to_numpy() > MAX_ID_LENGTH
-        long_vendor = pc.fill_null(pc.utf8_length(vendor), 0).to_numpy() > MAX_NAME_LENGTH
-        bad = (miss_item | miss_ann | miss_label | unknown | bad_tier | bad_ts | far | long_item | long_ann
-               | long_vendor)
+        c = _check_block(batch, col, n, label_set, defaults)
+        item, annotator, code, vendor, tier, ts = c.item, c.annotator, c.code, c.vendor, c.tier, c.ts
+        bad = c.bad()
         if bad.any():
             bad_rows += int(np.count_nonzero(bad))
             for i in np.flatnonzero(bad)[:max(MAX_REPORTED_ERRORS - len(errors), 0)]:
-                row = rows + int(i) + 1
-                for mask, name in ((miss_item, "item_id"), (miss_ann, "annotator_id"), (miss_label, "label")):
-                    if mask[i]:
-                        errors.append(RowError(row, name, "missing"))
-                for mask, name, values in ((long_item, "item_id", item), (long_ann, "annotator_id", annotator)):
-                    if mask[i]:
-                        errors.append(RowError(row, name, f"is {len(values[i].as_py())} characters long; ids "
-                                                          f"have at most {MAX_ID_LENGTH}"))
-                if long_vendor[i]:
-                    errors.append(RowError(row, "vendor", f"is {len(vendor[i].as_py())} characters long; at "
-                                                          f"most {MAX_NAME_LENGTH}"))
-                if unknown[i]:
-                    errors.append(RowError(row, "label", f"{label[i].as_py()!r} is not one of the dataset's "
-                                                         f"labels {label_names}"))
-                if bad_tier[i]:
-                    errors.append(RowError(row, "tier", f"{tier[i].as_py()!r} is not one of {list(TIERS)}"))
-                if bad_ts[i]:
-                    errors.append(RowError(row, "timestamp",
-                                           f"{ts_text[i].as_py()!r} is not an ISO 8601 date-time"))
-                if far[i]:
-                    errors.append(RowError(row, "timestamp", timestamps.refusal(repr(ts_text[i].as_py()))))
+                errors += c.row_errors(int(i), rows + int(i) + 1, label_names)
         if errors:
             rows += n
             continue  # keep reading only to find more errors
@@ -405,12 +459,6 @@ def stream_long_csv(source: Source, *, delimiter: str, columns: dict[str, int], 
         raise ImportRejected(errors, source=source.name, bad_rows=bad_rows)
     if rows == 0:
         raise ImportRejected([RowError(0, None, "the file holds no annotations")], source=source.name)
-    per_annotator = pa.concat_tables(aggregates).group_by("a").aggregate([
-        ("r_min", "min"), ("v_min", "min"), ("v_max", "max"), ("t_min", "min"), ("t_max", "max")]
-    ).sort_by("a")
-    names = annotators.values().take(per_annotator.column("a")).to_pylist()
-    annotator_rows = list(zip(names, *(per_annotator.column(c).to_pylist() for c in
-                                       ("r_min_min", "v_min_min", "v_max_max", "t_min_min", "t_max_max")),
-                              strict=True))
+    annotator_rows = _annotator_rows(aggregates, annotators)
     return Loaded(n_rows=rows, items=items.values(), item_ids=item_ids.array, item_counts=counts.array,
                   annotator_rows=annotator_rows)

@@ -476,6 +476,31 @@ class _IdRanges:
             self.conn = None
 
 
+def _copy_items(sql, d: int, loaded, known: dict) -> np.ndarray:
+    """Copy the batch's new items in with their counts; items the dataset had (``known``)
+    take their counts by one update. Returns the new items' ids."""
+    raw = sql.conn.connection.driver_connection
+    names, ids, counts = loaded.items, loaded.item_ids, loaded.item_counts
+    existing = np.zeros(len(ids), bool)
+    if known:
+        # Items that were there take their counts; only the others are copied in.
+        existing = np.isin(ids, np.fromiter(known.values(), np.int64, len(known)))
+        if existing.any():
+            counted = sql.temp_table("id BIGINT, dataset_id INTEGER, external_id TEXT, label_counts INTEGER[]")
+            with raw.cursor() as cur, cur.copy(f"COPY {counted} (id, dataset_id, external_id, label_counts) "
+                                               f"FROM STDIN") as copy:
+                for block in bulk.item_copy_text(names.filter(pa.array(existing)), d, ids[existing],
+                                                 counts[existing]):
+                    copy.write(block)
+            sql.analyze(counted)
+            sql.run(f"UPDATE item SET label_counts = c.label_counts FROM {counted} c WHERE item.id = c.id")
+        names, ids, counts = names.filter(pa.array(~existing)), ids[~existing], counts[~existing]
+    with raw.cursor() as cur, cur.copy("COPY item (id, dataset_id, external_id, label_counts) FROM STDIN") as copy:
+        for block in bulk.item_copy_text(names, d, ids, counts):
+            copy.write(block)
+    return ids
+
+
 def _bulk_first_load(b: batch.Batch, header: list[str], labels: Sequence[str], defaults: AnnotationDefaults,
                      progress, load: _PartitionLoad) -> batch.ImportResult:
     sql = b.sql
@@ -538,25 +563,7 @@ def _bulk_first_load(b: batch.Batch, header: list[str], labels: Sequence[str], d
                 {"w": w, "ids": created, "crowd": Tier.CROWD.value})
     _merge_annotators(b, ann)
     sql.run("UPDATE import_batch SET row_count = :n WHERE id = :b", {"n": loaded.n_rows, "b": b.batch_id})
-    raw = sql.conn.connection.driver_connection
-    names, ids, counts = loaded.items, loaded.item_ids, loaded.item_counts
-    existing = np.zeros(len(ids), bool)
-    if known:
-        # Items that were there take their counts; only the others are copied in.
-        existing = np.isin(ids, np.fromiter(known.values(), np.int64, len(known)))
-        if existing.any():
-            counted = sql.temp_table("id BIGINT, dataset_id INTEGER, external_id TEXT, label_counts INTEGER[]")
-            with raw.cursor() as cur, cur.copy(f"COPY {counted} (id, dataset_id, external_id, label_counts) "
-                                               f"FROM STDIN") as copy:
-                for block in bulk.item_copy_text(names.filter(pa.array(existing)), d, ids[existing],
-                                                 counts[existing]):
-                    copy.write(block)
-            sql.analyze(counted)
-            sql.run(f"UPDATE item SET label_counts = c.label_counts FROM {counted} c WHERE item.id = c.id")
-        names, ids, counts = names.filter(pa.array(~existing)), ids[~existing], counts[~existing]
-    with raw.cursor() as cur, cur.copy("COPY item (id, dataset_id, external_id, label_counts) FROM STDIN") as copy:
-        for block in bulk.item_copy_text(names, d, ids, counts):
-            copy.write(block)
+    ids = _copy_items(sql, d, loaded, known)
     load.wait()
     attach_annotation_partition(sql.conn, d, with_key=False)
     n_rows, new_items, new_annotators = loaded.n_rows, len(ids), len(created)

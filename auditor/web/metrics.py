@@ -162,6 +162,30 @@ def database_families(engine: Engine) -> list[Metric]:
             .where(WebhookDelivery.status.in_([DeliveryStatus.PENDING.value, DeliveryStatus.FAILED.value]))
             .group_by(WebhookDelivery.status)).all()
 
+    dataset_families = _dataset_families(rows)
+    histogram = _histogram("auditor_audit_duration_seconds", "Duration of succeeded audits "
+                           "(claim to result write), over every worker.", AUDIT_BUCKETS, durations)
+    queued_histogram = _histogram(
+        "auditor_audit_queued_seconds", "Time from an audit's request (the write that asked for it) to a worker "
+        "starting it, over every run that started.", QUEUED_BUCKETS, queued)
+    runs_family = GaugeMetricFamily("auditor_audit_runs", "Audit runs in each status now.", labels=["status"])
+    for status in AuditStatus:
+        runs_family.add_metric([status.value], float(dict((str(s), n) for s, n in runs).get(status.value, 0)))
+    alert_family = CounterMetricFamily("auditor_alerts", "Alerts raised, by kind and severity.",
+                                       labels=["kind", "severity"])
+    for kind, severity, n in alerts:
+        alert_family.add_metric([kind, str(severity)], float(n))
+    delivery_family = GaugeMetricFamily("auditor_webhook_deliveries", "Outgoing webhook deliveries still "
+                                        "being retried (pending) or given up (failed).", labels=["status"])
+    by_status = {str(s): n for s, n in deliveries}
+    for status in (DeliveryStatus.PENDING.value, DeliveryStatus.FAILED.value):
+        delivery_family.add_metric([status], float(by_status.get(status, 0)))
+    return [*dataset_families, histogram, queued_histogram, runs_family, alert_family, delivery_family]
+
+
+def _dataset_families(rows) -> list[Metric]:
+    """Per dataset (the most lagging first): its audit lag, its last audit's duration and
+    time, and how many datasets the series leave out."""
     labels = ["workspace", "dataset_id", "dataset"]
     lag_family = GaugeMetricFamily("auditor_audit_lag_versions", "Data versions a dataset's last succeeded "
                                    "audit is behind its newest data (0: current).", labels=labels)
@@ -181,32 +205,15 @@ def database_families(engine: Engine) -> list[Metric]:
     omitted = GaugeMetricFamily("auditor_metrics_datasets_omitted", "Datasets left out of the per-dataset "
                                 f"series (at most {MAX_DATASETS} are listed, the most lagging first).",
                                 value=max(0, total - len(rows)))
-    count, total_seconds, *cumulative = durations
-    buckets = [(str(float(b)), float(c or 0)) for b, c in zip(AUDIT_BUCKETS, cumulative, strict=True)]
+    return [lag_family, last_duration, last_time, omitted]
+
+
+def _histogram(name: str, documentation: str, bounds, row) -> HistogramMetricFamily:
+    """A histogram from one row of (count, sum, cumulative count per bucket bound)."""
+    count, total_seconds, *cumulative = row
+    buckets = [(str(float(b)), float(c or 0)) for b, c in zip(bounds, cumulative, strict=True)]
     buckets.append(("+Inf", float(count or 0)))
-    histogram = HistogramMetricFamily("auditor_audit_duration_seconds", "Duration of succeeded audits "
-                                      "(claim to result write), over every worker.",
-                                      buckets=buckets, sum_value=float(total_seconds or 0.0))
-    q_count, q_seconds, *q_cumulative = queued
-    q_buckets = [(str(float(b)), float(c or 0)) for b, c in zip(QUEUED_BUCKETS, q_cumulative, strict=True)]
-    q_buckets.append(("+Inf", float(q_count or 0)))
-    queued_histogram = HistogramMetricFamily(
-        "auditor_audit_queued_seconds", "Time from an audit's request (the write that asked for it) to a worker "
-        "starting it, over every run that started.", buckets=q_buckets, sum_value=float(q_seconds or 0.0))
-    runs_family = GaugeMetricFamily("auditor_audit_runs", "Audit runs in each status now.", labels=["status"])
-    for status in AuditStatus:
-        runs_family.add_metric([status.value], float(dict((str(s), n) for s, n in runs).get(status.value, 0)))
-    alert_family = CounterMetricFamily("auditor_alerts", "Alerts raised, by kind and severity.",
-                                       labels=["kind", "severity"])
-    for kind, severity, n in alerts:
-        alert_family.add_metric([kind, str(severity)], float(n))
-    delivery_family = GaugeMetricFamily("auditor_webhook_deliveries", "Outgoing webhook deliveries still "
-                                        "being retried (pending) or given up (failed).", labels=["status"])
-    by_status = {str(s): n for s, n in deliveries}
-    for status in (DeliveryStatus.PENDING.value, DeliveryStatus.FAILED.value):
-        delivery_family.add_metric([status], float(by_status.get(status, 0)))
-    return [lag_family, last_duration, last_time, omitted, histogram, queued_histogram, runs_family, alert_family,
-            delivery_family]
+    return HistogramMetricFamily(name, documentation, buckets=buckets, sum_value=float(total_seconds or 0.0))
 
 
 # Messages of a Redis queue live in one list per priority step (kombu's redis transport).

@@ -157,16 +157,16 @@ def test_rejection_counts_every_bad_row_not_only_the_listed_ones():
 
 
 def test_line_bounds_name_the_row_of_the_long_line(monkeypatch):
-    from auditor.ingest import formats
+    from auditor.ingest import sources
 
-    monkeypatch.setattr(formats, "MAX_LINE_BYTES", 40)
+    monkeypatch.setattr(sources, "MAX_LINE_BYTES", 40)
     data = b"header\nshort\n" + b"y" * 100 + b"\nshort\n"
     src = open_source(data)
     with pytest.raises(ImportRejected) as info:
         list(src.chunks(max_line=40))
     assert info.value.errors[0].row == 2 and "longer than" in info.value.errors[0].reason
     for chunk_size in (1, 3, 7, 1 << 16):
-        monkeypatch.setattr(formats, "_CHUNK", chunk_size)
+        monkeypatch.setattr(sources, "_CHUNK", chunk_size)
         with pytest.raises(ImportRejected) as info:
             list(src.chunks(max_line=40))
         assert info.value.errors[0].row == 2, chunk_size

@@ -147,11 +147,11 @@ def test_item_by_item_draws_account_for_one_sample_of_n_items(monkeypatch, n_key
     indicator), the column sums are the sample's group counts, and every key's counts are
     those groups' keys. Blocks of a few items exercise blocks within one key, blocks over
     several, blocks cut at the keys' starts and constant columns."""
-    from auditor.stats.equivalence import curve
+    from auditor.stats.equivalence import resample
 
-    monkeypatch.setattr(curve, "_draw_items", lambda n_items, n_groups: True)
-    monkeypatch.setattr(curve, "_BLOCK", blocks[0])
-    monkeypatch.setattr(curve, "_MIN_BLOCK", blocks[1])
+    monkeypatch.setattr(resample, "_draw_items", lambda n_items, n_groups: True)
+    monkeypatch.setattr(resample, "_BLOCK", blocks[0])
+    monkeypatch.setattr(resample, "_MIN_BLOCK", blocks[1])
     rng = np.random.default_rng(4)
     n_groups = 40
     gmult = rng.integers(1, 4, n_groups)
@@ -159,7 +159,7 @@ def test_item_by_item_draws_account_for_one_sample_of_n_items(monkeypatch, n_key
     n = item_group.size
     keys = [(rng.integers(0, 6, n_groups), 6), (rng.integers(0, 3, n_groups), 3)][:n_keys]
     columns = np.column_stack([np.eye(n_groups), np.ones(n_groups), np.full(n_groups, 0.5)])
-    got = list(curve._resampled_sums(gmult, item_group, 7, np.random.default_rng(11), keys=keys, columns=columns))
+    got = list(resample._resampled_sums(gmult, item_group, 7, np.random.default_rng(11), keys=keys, columns=columns))
     assert [r.stop - r.start for r, _, _ in got] == [7]
     _, per_key, sums = got[0]
     counts = sums[:, :n_groups]
@@ -172,7 +172,7 @@ def test_item_by_item_draws_account_for_one_sample_of_n_items(monkeypatch, n_key
         for i in range(7):
             np.testing.assert_array_equal(w[i], np.bincount(key, weights=counts[i], minlength=size))
     # The same generator state gives the same replicates.
-    again = list(curve._resampled_sums(gmult, item_group, 7, np.random.default_rng(11), keys=keys, columns=columns))
+    again = list(resample._resampled_sums(gmult, item_group, 7, np.random.default_rng(11), keys=keys, columns=columns))
     np.testing.assert_array_equal(again[0][2], sums)
 
 
@@ -180,10 +180,10 @@ def test_item_by_item_draws_account_for_one_sample_of_n_items(monkeypatch, n_key
 def test_item_by_item_draws_have_the_law_of_group_draws(monkeypatch, blocks):
     """Both ways of drawing a replicate give the item bootstrap: same mean and spread (with
     one block, and with many: a multinomial over blocks, then uniform draws within)."""
-    from auditor.stats.equivalence import curve
+    from auditor.stats.equivalence import resample
 
-    monkeypatch.setattr(curve, "_BLOCK", blocks[0])
-    monkeypatch.setattr(curve, "_MIN_BLOCK", blocks[1])
+    monkeypatch.setattr(resample, "_BLOCK", blocks[0])
+    monkeypatch.setattr(resample, "_MIN_BLOCK", blocks[1])
 
     rng = np.random.default_rng(5)
     gmult = rng.integers(1, 30, 25)
@@ -192,8 +192,8 @@ def test_item_by_item_draws_have_the_law_of_group_draws(monkeypatch, blocks):
     keys = [(np.arange(25) % 4, 4)]
 
     def replicates(by_item):
-        monkeypatch.setattr(curve, "_draw_items", lambda n_items, n_groups: by_item)
-        parts = list(curve._resampled_sums(gmult, item_group, 4000, np.random.default_rng(2), keys=keys,
+        monkeypatch.setattr(resample, "_draw_items", lambda n_items, n_groups: by_item)
+        parts = list(resample._resampled_sums(gmult, item_group, 4000, np.random.default_rng(2), keys=keys,
                                            columns=columns))
         return (np.concatenate([s[:, 0] / s[:, 1] for _, _, s in parts]),
                 np.concatenate([w[0][:, 0] for _, w, _ in parts]))
@@ -534,12 +534,12 @@ def test_classifier_score_is_algorithm_1():
 
 def test_subset_path_regenerates_large_weight_sets_identically(monkeypatch):
     """Above the cache limit the bootstrap weights are redrawn from fixed seeds: same result."""
-    from auditor.stats.equivalence import curve as curve_module
+    from auditor.stats.equivalence import resample
 
     rng = np.random.default_rng(15)
     ratings, _ = _draw(rng, 80, 4, [0.2, 0.8], [0.5, 0.5])
     cached = power_curve(ratings, combiner="majority", scorer="f1", n_bootstrap=30, rng=7)
-    monkeypatch.setattr(curve_module, "_CACHE_CELLS", 10)
+    monkeypatch.setattr(resample, "_CACHE_CELLS", 10)
     lazy = power_curve(ratings, combiner="majority", scorer="f1", n_bootstrap=30, rng=7)
     np.testing.assert_allclose(lazy.mean, cached.mean, atol=1e-12)
     np.testing.assert_allclose(lazy.replicates, cached.replicates, atol=1e-12)
@@ -675,12 +675,12 @@ def _abc_case(seed: int, n_labels: int, reference: bool):
 
 def _abc_tables(pool, ref, model, kw, **constants):
     """``exact_tables`` with some of the ABC path's constants set, from an empty cache."""
-    from auditor.stats.equivalence import exact
+    from auditor.stats.equivalence import exact, subcounts
 
     exact.clear_table_cache()
     with pytest.MonkeyPatch.context() as m:
         for name, value in constants.items():
-            m.setattr(exact, name, value)
+            m.setattr(subcounts, name, value)
         tables = exact.exact_tables(pool, ref, model=model(), **kw)
     exact.clear_table_cache()
     return tables
@@ -694,7 +694,7 @@ def test_block_sums_add_as_add_at_to_the_last_bit(seed, n_distinct, n_blocks, n_
     in the block's order, then added once to its row. The distinct-row ``+=`` that replaced
     ``np.add.at`` must give exactly what per-label ``np.add.at`` of the same block sums
     gives, with ids repeated within and across blocks."""
-    from auditor.stats.equivalence import exact
+    from auditor.stats.equivalence import subcounts
 
     rng = np.random.default_rng(seed)
     sums = np.zeros((n_distinct, n_labels))
@@ -705,7 +705,7 @@ def test_block_sums_add_as_add_at_to_the_last_bit(seed, n_distinct, n_blocks, n_
         ids = rng.integers(0, n_distinct, n_p)
         rest = rng.integers(0, 9, (n_labels, n_p)).astype(np.int8)
         scaled = rng.random(n_p) * 10.0 ** rng.integers(-12, 3, n_p)
-        exact._add_block_sums(sums, first, ids, rest, scaled)
+        subcounts._add_block_sums(sums, first, ids, rest, scaled)
         once = ids[np.sort(np.unique(ids, return_index=True)[1])]  # each id of the block once
         for lab in range(n_labels):
             block = np.zeros(n_distinct)

@@ -283,14 +283,9 @@ def apply(session: Session, conn: LabelStudioConnector, changes: Changes, *, sou
     event = LabelStudioEvent(connector_id=conn.id, source=source, action=action[:40], status="unchanged")
     session.add(event)
     session.flush()
-    M = LabelStudioAnnotation
 
     # 1. The users directory: emails decide vendors.
-    emails = dict(changes.users)
-    for a in changes.annotations:
-        if a.email is not None or a.ls_user_id not in emails:
-            emails[a.ls_user_id] = a.email if a.email is not None else emails.get(a.ls_user_id)
-    directory = _update_directory(session, conn.id, emails)
+    directory = _update_directory(session, conn.id, _emails(changes))
 
     # 2. The mirror: newest state of each annotation, tombstones final.
     latest: dict[int, LSAnnotation] = {}
@@ -298,24 +293,88 @@ def apply(session: Session, conn: LabelStudioConnector, changes: Changes, *, sou
         if a.ls_id not in latest or a.updated_at >= latest[a.ls_id].updated_at:
             latest[a.ls_id] = a
     counts["duplicates"] += len(changes.annotations) - len(latest)
-    ids = sorted(set(latest) | set(changes.deleted))
+    known = _known_rows(session, conn, sorted(set(latest) | set(changes.deleted)))
+    touched = _Touched(event.id)
+    gold_tasks = _mirror_annotations(session, conn, latest, known, touched, counts, source=source)
+    session.flush()
+    if changes.unique_ground_truth:
+        _unmark_other_gold(session, conn, gold_tasks, touched)
+    # Otherwise (the pull reads Label Studio's state; an import makes every annotation of a
+    # task a ground truth) several ground truths of one item follow one rule: the one updated
+    # last is its gold label (_Writer._plan_gold); the others are neither gold nor votes, and
+    # counted (``gold_ignored``), never silently a crowd vote.
+    _mirror_deletions(session, conn, changes, known, touched, counts)
+    session.flush()
+
+    # Annotations read well now (fixed in Label Studio) or gone leave the quarantine.
+    _release_quarantine(session, conn, sorted(latest) + sorted(set(changes.deleted)), changes.deleted_tasks)
+
+    # 3.-4. What the dataset should hold, and the difference written as one batch.
+    writer = _Writer(session, conn, ds, spec, VendorMap.from_json(conn.vendor_map), directory, counts)
+    writer.plan(touched.pairs, touched.items, refresh_vendors=changes.refresh_vendors)
+    outcome = Applied("unchanged", event.id, counts, dataset_id=ds.id, unknown_users=writer.unknown_users)
+    if writer.has_changes():
+        batch_id, version = writer.write(source, action, len(changes.annotations) + len(changes.deleted))
+        for row in touched.rows:
+            row.batch_id = batch_id
+        event.status, event.batch_id, event.data_version = "changed", batch_id, version
+        outcome.status, outcome.batch_id, outcome.data_version = "changed", batch_id, version
+    event.counts = dict(counts)
+    if source == "webhook":
+        conn.last_event_at = func.now()
+    elif not touched.rows and not outcome.changed and not changes.users:
+        # A step of the pull that found everything known: no record of it (a sync every few
+        # minutes would otherwise leave a row per thousand annotations each time).
+        session.delete(event)
+    session.flush()
+    return outcome
+
+
+@dataclass
+class _Touched:
+    """The mirror rows an apply changed (each stamped with its event), and the items and
+    (item, annotator) pairs whose dataset rows must be recomputed."""
+
+    event_id: int
+    rows: list[LabelStudioAnnotation] = field(default_factory=list)
+    items: set[str] = field(default_factory=set)
+    pairs: set[tuple[str, str]] = field(default_factory=set)
+
+    def __call__(self, row: LabelStudioAnnotation) -> None:
+        if row.item_ext is not None:
+            self.items.add(row.item_ext)
+            if row.annotator_ext is not None:
+                self.pairs.add((row.item_ext, row.annotator_ext))
+        row.event_id = self.event_id
+        self.rows.append(row)
+
+
+def _emails(changes: Changes) -> dict[int, str | None]:
+    """Every user's email the changes tell: the users directory, then the annotations' own."""
+    emails = dict(changes.users)
+    for a in changes.annotations:
+        if a.email is not None or a.ls_user_id not in emails:
+            emails[a.ls_user_id] = a.email if a.email is not None else emails.get(a.ls_user_id)
+    return emails
+
+
+def _known_rows(session: Session, conn: LabelStudioConnector, ids: list[int]) -> dict[int, LabelStudioAnnotation]:
+    M = LabelStudioAnnotation
     known: dict[int, LabelStudioAnnotation] = {}
     for chunk in _chunks(ids):
         for row in session.scalars(select(M).where(M.connector_id == conn.id, M.ls_id.in_(chunk))):
             known[row.ls_id] = row
-    pairs: set[tuple[str, str]] = set()
-    items: set[str] = set()
-    touched: list[LabelStudioAnnotation] = []
+    return known
+
+
+def _mirror_annotations(session: Session, conn: LabelStudioConnector, latest: dict[int, LSAnnotation],
+                        known: dict[int, LabelStudioAnnotation], touch: _Touched, counts: dict[str, int], *,
+                        source: str) -> dict[int, int]:
+    """Write the newest state of each annotation into the mirror (an older or, from the pull,
+    identical one counts as a duplicate; a deleted one stays deleted); returns the ground
+    truths seen, task → annotation."""
+    M = LabelStudioAnnotation
     gold_tasks: dict[int, int] = {}
-
-    def touch(row: LabelStudioAnnotation) -> None:
-        if row.item_ext is not None:
-            items.add(row.item_ext)
-            if row.annotator_ext is not None:
-                pairs.add((row.item_ext, row.annotator_ext))
-        row.event_id = event.id
-        touched.append(row)
-
     for a in latest.values():
         row = known.get(a.ls_id)
         if row is not None:
@@ -339,24 +398,30 @@ def apply(session: Session, conn: LabelStudioConnector, changes: Changes, *, sou
         if a.state == GOLD:
             gold_tasks[a.task_id] = a.ls_id
         touch(row)
-    session.flush()
-    # Marking a ground truth through Label Studio's annotation API (one annotation created or
-    # updated: its ANNOTATION_CREATED / _UPDATED event) unmarks the task's other ground truths,
-    # without touching their updated_at, so no event says so: they are votes again.
-    if changes.unique_ground_truth:
-        for task_id, ls_id in gold_tasks.items():
-            for row in session.scalars(select(M).where(M.connector_id == conn.id, M.task_id == task_id,
-                                                       M.state == GOLD, M.ls_id != ls_id)):
-                row.state = VOTE
-                touch(row)
-    # Otherwise (the pull reads Label Studio's state; an import makes every annotation of a
-    # task a ground truth) several ground truths of one item follow one rule: the one updated
-    # last is its gold label (_Writer._plan_gold); the others are neither gold nor votes, and
-    # counted (``gold_ignored``), never silently a crowd vote.
+    return gold_tasks
 
+
+def _unmark_other_gold(session: Session, conn: LabelStudioConnector, gold_tasks: dict[int, int],
+                       touch: _Touched) -> None:
+    """Marking a ground truth through Label Studio's annotation API (one annotation created or
+    updated: its ANNOTATION_CREATED / _UPDATED event) unmarks the task's other ground truths,
+    without touching their updated_at, so no event says so: they are votes again."""
+    M = LabelStudioAnnotation
+    for task_id, ls_id in gold_tasks.items():
+        for row in session.scalars(select(M).where(M.connector_id == conn.id, M.task_id == task_id,
+                                                   M.state == GOLD, M.ls_id != ls_id)):
+            row.state = VOTE
+            touch(row)
+
+
+def _mirror_deletions(session: Session, conn: LabelStudioConnector, changes: Changes,
+                      known: dict[int, LabelStudioAnnotation], touch: _Touched, counts: dict[str, int]) -> None:
+    """Mark the deleted annotations and the annotations of deleted tasks; an unknown one
+    becomes a tombstone, so that a late creation event cannot bring it back."""
+    M = LabelStudioAnnotation
     for ls_id in changes.deleted:
         row = known.get(ls_id)
-        if row is None:  # never seen: a tombstone, so that a late creation event cannot bring it back
+        if row is None:
             row = M(connector_id=conn.id, ls_id=ls_id, dataset_id=conn.dataset_id, state=DELETED)
             session.add(row)
             known[ls_id] = row
@@ -374,30 +439,6 @@ def apply(session: Session, conn: LabelStudioConnector, changes: Changes, *, sou
                                                    M.state != DELETED)):
             row.state = DELETED
             touch(row)
-    session.flush()
-
-    # Annotations read well now (fixed in Label Studio) or gone leave the quarantine.
-    _release_quarantine(session, conn, sorted(latest) + sorted(set(changes.deleted)), changes.deleted_tasks)
-
-    # 3.-4. What the dataset should hold, and the difference written as one batch.
-    writer = _Writer(session, conn, ds, spec, VendorMap.from_json(conn.vendor_map), directory, counts)
-    writer.plan(pairs, items, refresh_vendors=changes.refresh_vendors)
-    outcome = Applied("unchanged", event.id, counts, dataset_id=ds.id, unknown_users=writer.unknown_users)
-    if writer.has_changes():
-        batch_id, version = writer.write(source, action, len(changes.annotations) + len(changes.deleted))
-        for row in touched:
-            row.batch_id = batch_id
-        event.status, event.batch_id, event.data_version = "changed", batch_id, version
-        outcome.status, outcome.batch_id, outcome.data_version = "changed", batch_id, version
-    event.counts = dict(counts)
-    if source == "webhook":
-        conn.last_event_at = func.now()
-    elif not touched and not outcome.changed and not changes.users:
-        # A step of the pull that found everything known: no record of it (a sync every few
-        # minutes would otherwise leave a row per thousand annotations each time).
-        session.delete(event)
-    session.flush()
-    return outcome
 
 
 def _release_quarantine(session: Session, conn: LabelStudioConnector, ls_ids: Sequence[int],
@@ -585,26 +626,9 @@ class _Writer:
         s.add(batch)
         s.flush()
         b = batch.id
-        ins = _insert(s)
         c = self.counts
 
-        # Annotators and items the batch needs.
-        if self.new_annotators:
-            rows = [{"workspace_id": ds.workspace_id, "external_id": name, "vendor": vendor, "tier": Tier.CROWD.value}
-                    for name, vendor in self.new_annotators.items()]
-            c["new_annotators"] = len(s.execute(ins(Annotator).values(rows).on_conflict_do_nothing(
-                index_elements=["workspace_id", "external_id"]).returning(Annotator.id)).all())
-        for name, vendor in self.vendor_updates.items():
-            c["vendors_set"] += s.execute(update(Annotator).where(
-                Annotator.workspace_id == ds.workspace_id, Annotator.external_id == name,
-                Annotator.vendor.is_(None)).values(vendor=vendor)).rowcount or 0
-        needed_items = sorted({i for i, _ in self.inserts} | set(self.gold))
-        if needed_items:
-            zeros = [0] * L
-            for chunk in _chunks(needed_items):
-                c["new_items"] += len(s.execute(ins(Item).values(
-                    [{"dataset_id": ds.id, "external_id": i, "label_counts": zeros} for i in chunk]
-                ).on_conflict_do_nothing(index_elements=["dataset_id", "external_id"]).returning(Item.id)).all())
+        self._write_annotators_and_items()
         item_ids = self._ids(Item, [i for i, _ in self.inserts] + list(self.gold), Item.dataset_id == ds.id)
         ann_ids = self._ids(Annotator, [a for _, a in self.inserts], Annotator.workspace_id == ds.workspace_id)
 
@@ -658,6 +682,27 @@ class _Writer:
         s.flush()
         s.expire(ds, ["data_version", "updated_at"])
         return b, version
+
+    def _write_annotators_and_items(self) -> None:
+        """The annotators and items the batch needs (new ones added, vendors filled in)."""
+        s, ds, c = self.session, self.ds, self.counts
+        ins = _insert(s)
+        if self.new_annotators:
+            rows = [{"workspace_id": ds.workspace_id, "external_id": name, "vendor": vendor, "tier": Tier.CROWD.value}
+                    for name, vendor in self.new_annotators.items()]
+            c["new_annotators"] = len(s.execute(ins(Annotator).values(rows).on_conflict_do_nothing(
+                index_elements=["workspace_id", "external_id"]).returning(Annotator.id)).all())
+        for name, vendor in self.vendor_updates.items():
+            c["vendors_set"] += s.execute(update(Annotator).where(
+                Annotator.workspace_id == ds.workspace_id, Annotator.external_id == name,
+                Annotator.vendor.is_(None)).values(vendor=vendor)).rowcount or 0
+        needed_items = sorted({i for i, _ in self.inserts} | set(self.gold))
+        if needed_items:
+            zeros = [0] * self.n_labels
+            for chunk in _chunks(needed_items):
+                c["new_items"] += len(s.execute(ins(Item).values(
+                    [{"dataset_id": ds.id, "external_id": i, "label_counts": zeros} for i in chunk]
+                ).on_conflict_do_nothing(index_elements=["dataset_id", "external_id"]).returning(Item.id)).all())
 
     def _ids(self, model, names: list[str], scope) -> dict[str, int]:
         out: dict[str, int] = {}

@@ -180,6 +180,54 @@ def _pair_means(kappa: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return weighted, unweighted
 
 
+def _bootstrap_means(item, ann, label, in_pair, entering, eligible, *, n_ann: int, n_labels: int,
+                     n_bootstrap: int, gen) -> tuple[np.ndarray, np.ndarray]:
+    """The two means of pair kappas (overlap-weighted, unweighted) in each item-bootstrap
+    resample of ``entering``, the eligible pairs fixed (see :func:`pairwise_cohen_kappa`'s notes)."""
+    n_items_total = int(item.max()) + 1
+    n_p = eligible.size
+    # Only the annotations of annotators in eligible pairs enter a resample.
+    sel = in_pair[ann]
+    s_item, s_ann, s_label = item[sel], ann[sel], label[sel]
+    boot_w = np.empty(n_bootstrap)
+    boot_u = np.empty(n_bootstrap)
+    per_item = np.bincount(s_item, minlength=n_items_total)
+    listed = int((per_item * (per_item - 1) // 2).sum()) <= _PAIR_LIST_MAX
+    if listed:
+        # Few enough label pairs to list once: each resample is then one bincount
+        # (four with many pairs × classes) over the list, weighted by the items'
+        # multiplicities.
+        first, second = _pairs_within_items(s_item, s_ann)
+        code = s_ann[first] * n_ann + s_ann[second]
+        on = np.isin(code, eligible)
+        first, second = first[on], second[on]
+        l_pair = np.searchsorted(eligible, code[on])
+        l_i, l_j, l_item = s_label[first], s_label[second], s_item[first]
+        del first, second, code, on
+        # One bincount per resample into the (pair, i, j) cells when they are few.
+        l_cell = l_pair * n_labels * n_labels + l_i * n_labels + l_j if n_p * n_labels**2 <= _PAIR_LIST_MAX else None
+    else:
+        right = _incidence(s_item, s_ann, s_label, n_ann, n_labels, n_items_total)
+    for r in range(n_bootstrap):
+        draw = gen.integers(0, entering.size, size=entering.size)
+        weights = np.bincount(entering[draw], minlength=n_items_total).astype(np.float64)
+        if listed and l_cell is not None:
+            conf = np.bincount(l_cell, weights=weights[l_item], minlength=n_p * n_labels * n_labels)
+            kb, nb = _conf_kappas(conf.reshape(n_p, n_labels, n_labels))
+        elif listed:
+            kb, nb = _pair_kappas(l_pair, l_i, l_j, weights[l_item], n_p, n_labels)
+        else:
+            # Too many label pairs to hold: one sparse product per resample, in
+            # memory bounded by the sharing annotator pairs.
+            bp, bi, bj, bc = _pair_cells(_incidence(s_item, s_ann, s_label, n_ann, n_labels, n_items_total,
+                                                    weights), right, n_ann, n_labels)
+            bkeep = np.isin(bp, eligible)
+            kb, nb = _pair_kappas(np.searchsorted(eligible, bp[bkeep]), bi[bkeep], bj[bkeep], bc[bkeep],
+                                  n_p, n_labels)
+        boot_w[r], boot_u[r] = _pair_means(kb, nb)
+    return boot_w, boot_u
+
+
 def pairwise_cohen_kappa(annotations, *, min_overlap: int = 10, n_bootstrap: int = 200,
                          confidence: float = 0.95, interval: str = "percentile",
                          rng=None) -> PairwiseKappa:
@@ -315,45 +363,8 @@ def pairwise_cohen_kappa(annotations, *, min_overlap: int = 10, n_bootstrap: int
     w_lo = w_hi = u_lo = u_hi = np.nan
     n_boot_undef = n_bootstrap if n_p == n_undefined else 0
     if n_bootstrap and n_p > n_undefined:
-        # Only the annotations of annotators in eligible pairs enter a resample.
-        sel = in_pair[ann]
-        s_item, s_ann, s_label = item[sel], ann[sel], label[sel]
-        boot_w = np.empty(n_bootstrap)
-        boot_u = np.empty(n_bootstrap)
-        per_item = np.bincount(s_item, minlength=n_items_total)
-        listed = int((per_item * (per_item - 1) // 2).sum()) <= _PAIR_LIST_MAX
-        if listed:
-            # Few enough label pairs to list once: each resample is then one bincount
-            # (four with many pairs × classes) over the list, weighted by the items'
-            # multiplicities.
-            first, second = _pairs_within_items(s_item, s_ann)
-            code = s_ann[first] * n_ann + s_ann[second]
-            on = np.isin(code, eligible)
-            first, second = first[on], second[on]
-            l_pair = np.searchsorted(eligible, code[on])
-            l_i, l_j, l_item = s_label[first], s_label[second], s_item[first]
-            del first, second, code, on
-            # One bincount per resample into the (pair, i, j) cells when they are few.
-            l_cell = l_pair * n_labels * n_labels + l_i * n_labels + l_j if n_p * n_labels**2 <= _PAIR_LIST_MAX else None
-        else:
-            right = _incidence(s_item, s_ann, s_label, n_ann, n_labels, n_items_total)
-        for r in range(n_bootstrap):
-            draw = gen.integers(0, entering.size, size=entering.size)
-            weights = np.bincount(entering[draw], minlength=n_items_total).astype(np.float64)
-            if listed and l_cell is not None:
-                conf = np.bincount(l_cell, weights=weights[l_item], minlength=n_p * n_labels * n_labels)
-                kb, nb = _conf_kappas(conf.reshape(n_p, n_labels, n_labels))
-            elif listed:
-                kb, nb = _pair_kappas(l_pair, l_i, l_j, weights[l_item], n_p, n_labels)
-            else:
-                # Too many label pairs to hold: one sparse product per resample, in
-                # memory bounded by the sharing annotator pairs.
-                bp, bi, bj, bc = _pair_cells(_incidence(s_item, s_ann, s_label, n_ann, n_labels, n_items_total,
-                                                        weights), right, n_ann, n_labels)
-                bkeep = np.isin(bp, eligible)
-                kb, nb = _pair_kappas(np.searchsorted(eligible, bp[bkeep]), bi[bkeep], bj[bkeep], bc[bkeep],
-                                      n_p, n_labels)
-            boot_w[r], boot_u[r] = _pair_means(kb, nb)
+        boot_w, boot_u = _bootstrap_means(item, ann, label, in_pair, entering, eligible, n_ann=n_ann,
+                                          n_labels=n_labels, n_bootstrap=n_bootstrap, gen=gen)
         w_lo, w_hi, n_boot_undef = _interval(boot_w, float(weighted), confidence, interval)
         u_lo, u_hi, _ = _interval(boot_u, float(unweighted), confidence, interval)
     return PairwiseKappa(

@@ -10,15 +10,14 @@ import numpy as np
 from auditor.stats.equivalence.combiners import DEFAULT_CLIP
 from auditor.stats.equivalence.curve import (
     _bounds,
-    _check_options,
     _classifier_terms,
-    _fitted,
     _quantile,
     _validated_predictions,
     equivalence_values,
 )
-from auditor.stats.equivalence.curve import _prepare as _eq_prepare
 from auditor.stats.equivalence.exact import exact_tables
+from auditor.stats.equivalence.problem import _check_options, _fitted
+from auditor.stats.equivalence.problem import _prepare as _eq_prepare
 from auditor.stats.planning.certification_plan import (
     _REFINE_STEPS,
     MAX_NEW_ITEMS,
