@@ -108,8 +108,11 @@ def test_cli_import_enqueues_its_audit_after_commit(tmp_path, monkeypatch):
     import redis
 
     broker = _redis_or_skip()
-    queue = f"auditor-test-{uuid.uuid4().hex[:8]}"
-    _upgraded(tmp_path, monkeypatch, AUDITOR_BROKER_URL=broker, AUDITOR_CELERY_QUEUE=queue)
+    from auditor.worker import audit_queue
+
+    default = f"auditor-test-{uuid.uuid4().hex[:8]}"
+    queue = audit_queue(default)  # audits have a queue of their own, served first
+    _upgraded(tmp_path, monkeypatch, AUDITOR_BROKER_URL=broker, AUDITOR_CELERY_QUEUE=default)
     r = redis.Redis.from_url(broker)
     try:
         assert _run("datasets", "create", "d", "--labels", "x,y").exit_code == 0
@@ -130,5 +133,5 @@ def test_cli_import_enqueues_its_audit_after_commit(tmp_path, monkeypatch):
         assert out.exit_code == 0 and "imported: batch 2" in out.output
         assert "broker is unreachable; the periodic sweep will start it" in out.output
     finally:
-        r.delete(queue)
+        r.delete(queue, default)
         r.close()
