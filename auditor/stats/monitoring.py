@@ -93,8 +93,8 @@ _STATES = 120
 # --------------------------------------------------------------------------- the chain
 
 
-def _transitions(h: float, k: float, shift: float) -> np.ndarray:
-    """Brook–Evans sub-stochastic matrix of a CUSUM ``max(0, C + z - k)``, z ~ N(shift, 1)
+def _transitions(h: float, k: float, shift: float, scale: float = 1.0) -> np.ndarray:
+    """Brook–Evans sub-stochastic matrix of a CUSUM ``max(0, C + z - k)``, z ~ N(shift, scale²)
     clipped to ±``Z_CLIP`` as the chart clips it, on [0, h) in ``_STATES`` cells (cell 0
     holds C = 0)."""
     m = _STATES
@@ -104,14 +104,15 @@ def _transitions(h: float, k: float, shift: float) -> np.ndarray:
     lower = np.concatenate([[-np.inf], upper[:-1]])
 
     def cdf(x):  # P(clipped z < x)
-        return np.where(x > Z_CLIP, 1.0, np.where(x <= -Z_CLIP, 0.0, special.ndtr(x - shift)))
+        return np.where(x > Z_CLIP, 1.0, np.where(x <= -Z_CLIP, 0.0, special.ndtr((x - shift) / scale)))
 
     return cdf(upper[None, :] - centre[:, None] + k) - cdf(lower[None, :] - centre[:, None] + k)
 
 
-def crossing_probability(h: float, k: float, looks: int, shift: float = 0.0, start: float = 0.0) -> float:
-    """P(a CUSUM of N(shift, 1) increments starting at ``start`` exceeds ``h`` within ``looks`` steps)."""
-    q = _transitions(h, k, shift)
+def crossing_probability(h: float, k: float, looks: int, shift: float = 0.0, start: float = 0.0,
+                         scale: float = 1.0) -> float:
+    """P(a CUSUM of N(shift, scale²) increments starting at ``start`` exceeds ``h`` within ``looks`` steps)."""
+    q = _transitions(h, k, shift, scale)
     m = q.shape[0]
     w = 2.0 * h / (2 * m - 1)
     v = np.zeros(m)

@@ -53,9 +53,7 @@ from auditor.stats.certification import tie_credit
 from auditor.stats.monitoring import (
     DEFAULT_K,
     LOOKS_PER_YEAR,
-    accuracy_slope,
     cusum_scan,
-    minimum_detectable_shift,
     paired_sums,
 )
 from auditor.stats.quality_records import _code_records, _Coded, _distinct, _gold_codes
@@ -440,28 +438,31 @@ def _explained_rises_removed(rows: list[dict], near: int = 2) -> list[dict]:
 def _sensitivity(groups, paired: Mapping[str, np.ndarray], raw: Mapping[str, np.ndarray], alpha: float, *,
                  n_classes: int, labels_per_item: float, k: float, looks: int, recent: int = 4) -> list[dict]:
     """Per group and metric: units per window (mean of its last ``recent`` windows with
-    data), the units' spread, and the smallest drop detected within 4 windows with 90%
-    probability, on the paired scale and in accuracy (see
-    :func:`auditor.stats.monitoring.accuracy_slope`)."""
+    data), the paired units' spread, and the smallest drop detected within 4 windows with
+    90% probability, in accuracy and on the paired scale (see
+    :mod:`auditor.stats.detectability`)."""
+    from auditor.stats.detectability import accuracy_response, minimum_detectable_drop
 
     per_group, _, _ = _budget(alpha, paired)
     out = []
     for metric in QualityMonitor.METRICS:
         arr = paired[metric]
+        r_all = raw[metric].sum(axis=(0, 1))
         for gi in np.flatnonzero(arr[..., 0].sum(axis=1) > 0):
             n, s1, s2 = arr[gi].sum(axis=0)
             sd = float(np.sqrt(max((s2 - s1 * s1 / n) / max(n - 1, 1), 0.0)))
             with_data = arr[gi, :, 0][arr[gi, :, 0] > 0]
             volume = float(with_data[-recent:].mean())
-            mdd = float(minimum_detectable_shift(volume, sd, float(per_group[gi]), k=k, looks=looks,
-                                                 baseline_units=n)[0])
             if metric == "gold_accuracy":
-                slope = 1.0
+                # x = own correctness - the others' mean: E[x²] falls by 1 - 2 (their accuracy)
+                slope, gamma = 1.0, 1.0 - 2.0 * float(r_all[1] / r_all[0])
             else:
                 r = raw[metric][gi].sum(axis=0)
-                slope = accuracy_slope(n_classes, labels_per_item, r[1] / r[0]) if r[0] > 0 else float("nan")
-            acc = mdd / slope if slope and np.isfinite(slope) and slope > 0 else float("nan")
-            out.append(dict(zip(SENSITIVITY_COLUMNS, (groups[gi], metric, volume, sd, mdd, acc), strict=True)))
+                resp = accuracy_response(n_classes, labels_per_item, r[1] / r[0], r[2] / r[0]) if r[0] > 0 else None
+                slope, gamma = (resp.slope, resp.gamma) if resp is not None else (float("nan"), float("nan"))
+            acc = minimum_detectable_drop(volume, float(s1 / n), sd, slope, gamma, float(per_group[gi]), k=k,
+                                          looks=looks, baseline_units=n)
+            out.append(dict(zip(SENSITIVITY_COLUMNS, (groups[gi], metric, volume, sd, acc * slope, acc), strict=True)))
     return out
 
 
