@@ -10,7 +10,9 @@ the first two moments of the leave-one-out credit, is an interval for the mean a
 
 * at one end every item is equally hard (one accuracy ``p``, matched on the mean credit);
 * at the other the hard items are pure guesses (accuracy ``1/L``) mixed with easy ones,
-  the mixture matched on both moments: the most heterogeneous difficulty the data allow.
+  the mixture matched on both moments: the most heterogeneous difficulty the data allow
+  (with one other label per item the credit is 0 or 1, its square adds nothing, and the
+  easy items are taken as certain).
 
 The homogeneous end gives the largest slope (it over-promises on a mixed dataset), the
 guessing end the smallest. The response used is the midpoint of the two ends; the
@@ -130,7 +132,12 @@ def accuracy_response(n_classes: int, labels_per_item: float, credit_mean: float
             resid = w * c_sq[0] + (1 - w) * c_sq - credit_square
         ok = np.flatnonzero((w >= 0) & (w <= 1) & np.isfinite(resid))
         cross = ok[:-1][np.sign(resid[ok[:-1]]) != np.sign(resid[ok[1:]])] if ok.size > 1 else ok[:0]
-        if cross.size:
+        if ok.size and np.allclose(resid[ok], 0.0, atol=1e-12) and w[-1] > 0:
+            # one other label: the credit is 0 or 1 and its square says nothing; the most
+            # heterogeneous mixture the mean allows is guesses and certainties
+            het = (w[-1] * slope[0] + (1 - w[-1]) * slope[-1], w[-1] * gamma[0] + (1 - w[-1]) * gamma[-1],
+                   w[-1] / L + (1 - w[-1]))
+        elif cross.size:
             i = int(cross[-1])
             t = resid[i] / (resid[i] - resid[i + 1])
             ww = float(w[i] + t * (w[i + 1] - w[i]))

@@ -352,7 +352,8 @@ class ChangeReport:
 CHANGE_COLUMNS = ("group", "metric", "direction", "detected_at", "start", "before", "before_low", "before_high",
                   "after", "after_low", "after_high", "evidence")
 DATASET_COLUMNS = ("metric", "direction", "detected_at", "start", "before", "after", "evidence")
-SENSITIVITY_COLUMNS = ("group", "metric", "units_per_window", "unit_sd", "min_drop", "min_drop_accuracy")
+SENSITIVITY_COLUMNS = ("group", "metric", "units_per_window", "unit_sd", "min_drop", "min_drop_accuracy",
+                       "others_accuracy_low", "others_accuracy_high")
 
 
 def _label_scores(coded: _Coded, gold) -> dict[str, np.ndarray]:
@@ -456,13 +457,16 @@ def _sensitivity(groups, paired: Mapping[str, np.ndarray], raw: Mapping[str, np.
             if metric == "gold_accuracy":
                 # x = own correctness - the others' mean: E[x²] falls by 1 - 2 (their accuracy)
                 slope, gamma = 1.0, 1.0 - 2.0 * float(r_all[1] / r_all[0])
+                span = (float(r_all[1] / r_all[0]),) * 2
             else:
                 r = raw[metric][gi].sum(axis=0)
                 resp = accuracy_response(n_classes, labels_per_item, r[1] / r[0], r[2] / r[0]) if r[0] > 0 else None
                 slope, gamma = (resp.slope, resp.gamma) if resp is not None else (float("nan"), float("nan"))
+                span = (resp.accuracy_low, resp.accuracy_high) if resp is not None else (float("nan"),) * 2
             acc = minimum_detectable_drop(volume, float(s1 / n), sd, slope, gamma, float(per_group[gi]), k=k,
                                           looks=looks, baseline_units=n)
-            out.append(dict(zip(SENSITIVITY_COLUMNS, (groups[gi], metric, volume, sd, acc * slope, acc), strict=True)))
+            out.append(dict(zip(SENSITIVITY_COLUMNS, (groups[gi], metric, volume, sd, acc * slope, acc, *span),
+                                strict=True)))
     return out
 
 

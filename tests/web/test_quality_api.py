@@ -95,6 +95,7 @@ def test_the_monitor_says_what_it_can_see(app, history):
     for r in agreement.values():
         assert r["units_per_window"] == pytest.approx(150) and r["within_windows"] == 4 and r["power"] == 0.9
         assert 0 < r["min_drop"] < 0.2 and 0 < r["min_drop_accuracy"] < 0.3
+        assert 0.5 < r["others_accuracy_low"] <= r["others_accuracy_high"] <= 1
     own = client.get(f"/api/v1/datasets/{ds}/quality/sensitivity?grouping=annotator",
                      headers=tenant.auth("vendor")).get_json()["items"]
     assert own and all(r["group"].startswith("acme-") for r in own)

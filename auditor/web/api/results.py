@@ -352,4 +352,6 @@ def quality_sensitivity(principal, db, dataset_id, grouping, group):
     return {"items": [{"grouping": grouping, "group": str(r["group"]), "metric": r["metric"],
                        "units_per_window": finite(r["units_per_window"]), "unit_sd": finite(r["unit_sd"]),
                        "min_drop": finite(r["min_drop"]), "min_drop_accuracy": finite(r["min_drop_accuracy"]),
+                       "others_accuracy_low": finite(r.get("others_accuracy_low")),
+                       "others_accuracy_high": finite(r.get("others_accuracy_high")),
                        "within_windows": 4, "power": 0.9} for r in rows]}

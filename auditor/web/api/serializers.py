@@ -354,7 +354,11 @@ SCHEMAS: dict[str, dict] = {
         min_drop=_n("number", "Smallest drop of the group's mean difference against the other groups that "
                               "the detector finds within 4 windows with 90% probability at this volume."),
         min_drop_accuracy=_n("number", "The same drop in accuracy (on gold: the same number; on agreement: "
-                                       "through the symmetric-annotator model's slope)."),
+                                       "through the paired difference's response to accuracy, at the midpoint "
+                                       "of the interval below)."),
+        others_accuracy_low=_n("number", "Low end of the other labels' mean accuracy the data allow (agreement: "
+                                         "the hard items pure guesses; gold: the measured accuracy)."),
+        others_accuracy_high=_n("number", "High end (agreement: every item equally hard)."),
         within_windows=INT, power=NUM),
     "QualityChange": _obj(["grouping", "group", "metric", "direction", "detected_at", "start"],
                           id=INT, dataset_id=INT, audit_run_id=_n("integer"),
