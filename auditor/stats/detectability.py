@@ -150,7 +150,7 @@ def accuracy_response(n_classes: int, labels_per_item: float, credit_mean: float
 
 def minimum_detectable_drop(n_per_window: float, mean: float, sd: float, slope: float, gamma: float,
                             alpha: float, *, k: float = DEFAULT_K, looks: int = LOOKS_PER_YEAR, within: int = 4,
-                            power: float = 0.9, baseline_units: float | None = None) -> float:
+                            power: float = 0.9, baseline_units: float | None = None, skewness: float = 0.0) -> float:
     """Smallest drop of a group's accuracy detected within ``within`` windows with
     probability ``power`` by the drop CUSUM of a stream whose yearly false-alarm rate is
     ``alpha``, at ``n_per_window`` units a window whose paired differences have ``mean``
@@ -160,7 +160,8 @@ def minimum_detectable_drop(n_per_window: float, mean: float, sd: float, slope: 
     ``-d gamma`` (:func:`accuracy_response`; for gold accuracy ``slope`` = 1): the
     standardised weekly shift is ``d slope / (sd sqrt(1/n + 1/N))`` and the weekly value's
     spread grows with the post-drop variance, which the chain of
-    :func:`auditor.stats.monitoring.crossing_probability` is given. NaN when no drop up to
+    :func:`auditor.stats.monitoring.crossing_probability` is given, with the correction the
+    chart makes for the units' ``skewness`` (before the drop). NaN when no drop up to
     the whole accuracy is detected so, or the inputs say nothing.
     """
     n, N = float(n_per_window), (np.inf if baseline_units is None else float(baseline_units))
@@ -169,11 +170,21 @@ def minimum_detectable_drop(n_per_window: float, mean: float, sd: float, slope: 
     h = cusum_threshold(alpha * DROP_SHARE * (1 - SHEWHART_SHARE), k, looks)
     se0 = sd * np.sqrt(1.0 / n + 1.0 / N)
     m2 = sd * sd + mean * mean
+    inv_base = 0.0 if not np.isfinite(N) else 1.0 / N
+    window_skew = float(skewness) * (1.0 / n ** 2 - inv_base ** 2) / (1.0 / n + inv_base) ** 1.5 if skewness else 0.0
+
+    # the baseline's error is shared by every window after the drop: integrate over it
+    # (Gauss–Hermite) rather than counting it into each window's independent noise
+    nodes, weights = np.polynomial.hermite_e.hermegauss(9)
+    weights = weights / weights.sum()
+    base_sd = sd * np.sqrt(inv_base)
 
     def detected(d: float) -> float:
         var1 = max(m2 - d * gamma - (mean - d * slope) ** 2, 1e-12)
-        scale = np.sqrt(var1 / n + sd * sd / N) / se0
-        return crossing_probability(h, k, within, shift=d * slope / se0, scale=float(scale))
+        scale = float(np.sqrt(var1 / n) / se0)
+        return float(sum(w * crossing_probability(h, k, within, shift=(d * slope + e * base_sd) / se0, scale=scale,
+                                                  skew=-window_skew)
+                         for e, w in zip(nodes, weights, strict=True)))
 
     if detected(1.0) < power:
         return float("nan")

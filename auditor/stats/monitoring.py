@@ -66,7 +66,7 @@ __all__ = [
 ]
 
 #: Reference value of the CUSUMs (half the standardised weekly shift they are tuned to).
-DEFAULT_K = 0.5
+DEFAULT_K = 1.0
 #: Looks per false-alarm period: a year of weekly windows.
 LOOKS_PER_YEAR = 52
 #: Units a baseline needs (over at least two windows) before its group is looked at.
@@ -74,6 +74,9 @@ MIN_BASELINE_UNITS = 20
 #: Standardised weekly values are clipped here: one extreme week (the units' skew puts
 #: more weeks out there than a normal law would) cannot raise an alarm on its own.
 Z_CLIP = 5.0
+#: The skewness of a window's standardised mean is corrected up to this size (beyond it the
+#: window has too few units for a correction to mean anything).
+SKEW_LIMIT = 1.0
 #: Windows the dataset level's baseline needs (its spread is estimated from their means).
 BETWEEN_MIN_WINDOWS = 6
 #: Share of a stream's false-alarm budget for single windows far out (the rest: the CUSUM).
@@ -93,26 +96,33 @@ _STATES = 120
 # --------------------------------------------------------------------------- the chain
 
 
-def _transitions(h: float, k: float, shift: float, scale: float = 1.0) -> np.ndarray:
-    """Brook–Evans sub-stochastic matrix of a CUSUM ``max(0, C + z - k)``, z ~ N(shift, scale²)
-    clipped to ±``Z_CLIP`` as the chart clips it, on [0, h) in ``_STATES`` cells (cell 0
-    holds C = 0)."""
+def _transitions(h: float, k: float, shift: float, scale: float = 1.0, skew: float = 0.0) -> np.ndarray:
+    """Brook–Evans sub-stochastic matrix of a CUSUM ``max(0, C + g(z) - k)``, z ~ N(shift, scale²)
+    and ``g`` the skewness correction of :func:`_standardised` for a window skewness ``skew``
+    (identity at 0), clipped to ±``Z_CLIP`` as the chart clips it, on [0, h) in ``_STATES``
+    cells (cell 0 holds C = 0)."""
     m = _STATES
     w = 2.0 * h / (2 * m - 1)
     centre = np.arange(m) * w
     upper = (np.arange(m) + 0.5) * w
     lower = np.concatenate([[-np.inf], upper[:-1]])
 
-    def cdf(x):  # P(clipped z < x)
-        return np.where(x > Z_CLIP, 1.0, np.where(x <= -Z_CLIP, 0.0, special.ndtr((x - shift) / scale)))
+    a = float(np.clip(skew, -SKEW_LIMIT, SKEW_LIMIT)) / 6.0
+
+    def g_inverse(x):  # g(z) = (1 - (1 - a z)³) / (3 a) + a is increasing
+        return x if abs(a) < 1e-12 else (1.0 - np.cbrt(1.0 - 3.0 * a * (x - a))) / a
+
+    def cdf(x):  # P(clipped g(z) < x)
+        return np.where(x > Z_CLIP, 1.0, np.where(x <= -Z_CLIP, 0.0, special.ndtr((g_inverse(x) - shift) / scale)))
 
     return cdf(upper[None, :] - centre[:, None] + k) - cdf(lower[None, :] - centre[:, None] + k)
 
 
 def crossing_probability(h: float, k: float, looks: int, shift: float = 0.0, start: float = 0.0,
-                         scale: float = 1.0) -> float:
-    """P(a CUSUM of N(shift, scale²) increments starting at ``start`` exceeds ``h`` within ``looks`` steps)."""
-    q = _transitions(h, k, shift, scale)
+                         scale: float = 1.0, skew: float = 0.0) -> float:
+    """P(a CUSUM of N(shift, scale²) increments (skewness-corrected for a window skewness
+    ``skew``, as the chart does) starting at ``start`` exceeds ``h`` within ``looks`` steps)."""
+    q = _transitions(h, k, shift, scale, skew)
     m = q.shape[0]
     w = 2.0 * h / (2 * m - 1)
     v = np.zeros(m)
@@ -323,9 +333,9 @@ def accuracy_slope(n_classes: int, labels_per_item: float, agreement: float) -> 
 
 @dataclass(frozen=True)
 class PairedSums:
-    """Per (group, window) units of paired differences (``n``, ``s1``, ``s2``), and per
-    window the dataset level (``level_n``, ``level_s1``, ``level_s2``: one unit per item,
-    the mean score of all its labels)."""
+    """Per (group, window) units of paired differences (``n``, ``s1``, ``s2``, and ``s3`` the
+    sum of cubes, for the skewness), and per window the dataset level (``level_n``,
+    ``level_s1``, ``level_s2``: one unit per item, the mean score of all its labels)."""
 
     n: np.ndarray
     s1: np.ndarray
@@ -333,6 +343,7 @@ class PairedSums:
     level_n: np.ndarray
     level_s1: np.ndarray
     level_s2: np.ndarray
+    s3: np.ndarray | None = None
 
 
 def paired_sums(item: np.ndarray, group: np.ndarray, window: np.ndarray, score: np.ndarray,
@@ -348,7 +359,7 @@ def paired_sums(item: np.ndarray, group: np.ndarray, window: np.ndarray, score: 
     empty = np.zeros((n_groups, n_windows))
     if item.size == 0:
         z = np.zeros(n_windows)
-        return PairedSums(empty, empty.copy(), empty.copy(), z, z.copy(), z.copy())
+        return PairedSums(empty, empty.copy(), empty.copy(), z, z.copy(), z.copy(), empty.copy())
     n_items = int(item.max()) + 1
     # one packed integer key per (window, item, group): a single 1-D sort
     key = (window.astype(np.int64) * n_items + item) * n_groups + group
@@ -375,6 +386,7 @@ def paired_sums(item: np.ndarray, group: np.ndarray, window: np.ndarray, score: 
     n = np.bincount(cell, minlength=size).reshape(n_groups, n_windows).astype(float)
     s1 = np.bincount(cell, weights=x, minlength=size).reshape(n_groups, n_windows)
     s2 = np.bincount(cell, weights=x * x, minlength=size).reshape(n_groups, n_windows)
+    s3 = np.bincount(cell, weights=x * x * x, minlength=size).reshape(n_groups, n_windows)
     # dataset level: per item, the mean of all its labels' scores
     lab_sum = np.add.reduceat(score[order], head)
     item_mean = np.add.reduceat(lab_sum, ihead) / np.add.reduceat(cnt, ihead)
@@ -382,7 +394,7 @@ def paired_sums(item: np.ndarray, group: np.ndarray, window: np.ndarray, score: 
     level_n = np.bincount(iwin, minlength=n_windows).astype(float)
     level_s1 = np.bincount(iwin, weights=item_mean, minlength=n_windows)
     level_s2 = np.bincount(iwin, weights=item_mean ** 2, minlength=n_windows)
-    return PairedSums(n, s1, s2, level_n, level_s1, level_s2)
+    return PairedSums(n, s1, s2, level_n, level_s1, level_s2, s3)
 
 
 def _dense_credit(label: np.ndarray, n_classes: int) -> np.ndarray:
@@ -412,27 +424,42 @@ def dense_paired_sums(label: np.ndarray, who: np.ndarray, n_groups: int, n_class
     n = np.bincount(key, minlength=size).reshape(S, n_groups, W).astype(float)
     s1 = np.bincount(key, weights=x.ravel(), minlength=size).reshape(S, n_groups, W)
     s2 = np.bincount(key, weights=(x * x).ravel(), minlength=size).reshape(S, n_groups, W)
+    s3 = np.bincount(key, weights=(x ** 3).ravel(), minlength=size).reshape(S, n_groups, W)
     level = score.mean(-1)
-    return PairedSums(n, s1, s2, np.full((S, W), float(label.shape[2])), level.sum(-1), (level ** 2).sum(-1))
+    return PairedSums(n, s1, s2, np.full((S, W), float(label.shape[2])), level.sum(-1), (level ** 2).sum(-1), s3)
 
 
 # --------------------------------------------------------------------------- the scan
 
 
-def _standardised(n, s1, s2, cn, c1, c2):
+def _standardised(n, s1, s2, cn, c1, c2, c3=None):
     """Self-starting z of one window against its baseline sums (arrays of streams), mapped
     from Student's t on the baseline's degrees of freedom to the normal scale (:func:`_t_to_z`).
+
+    With ``c3`` (the baseline's sum of cubes) the skewness of the units is removed: a window
+    mean of a few dozen skewed units (an annotator's, or gold correctness near 1) has a
+    long tail on one side, which a normal threshold takes for changes. The difference of
+    the window's mean and the baseline's has skewness
+    ``gamma = kappa3 (1/n² - 1/N²) / (sigma² (1/n + 1/N))^(3/2)``; Hall's (1992) monotone
+    transformation ``z - (gamma/6) z² + (gamma²/108) z³ + gamma/6`` maps it to a variable
+    whose skewness is zero to that order.
 
     (Weighing a window by its own spread instead of the baseline's was tried: it tamed a
     weekly redrawn item mix a little but cost most of the power against a degrading
     annotator, whose own spread grows as it degrades.)
     """
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         base_mean = c1 / cn
         var = np.maximum((c2 - cn * base_mean ** 2) / np.maximum(cn - 1, 1), 0.0)
         diff = s1 / n - base_mean
         t = diff / np.sqrt(var * (1.0 / n + 1.0 / cn))
         z = _t_to_z(t, np.maximum(cn - 1, 1))
+        if c3 is not None:
+            m2 = c2 / cn - base_mean ** 2
+            m3 = c3 / cn - 3.0 * base_mean * c2 / cn + 2.0 * base_mean ** 3
+            gamma = m3 * (1.0 / n ** 2 - 1.0 / cn ** 2) / (m2 * (1.0 / n + 1.0 / cn)) ** 1.5
+            a = np.clip(np.nan_to_num(gamma, nan=0.0, posinf=0.0, neginf=0.0), -SKEW_LIMIT, SKEW_LIMIT) / 6.0
+            z = z - a * z * z + a * a * z ** 3 / 3.0 + a
         # no spread in the baseline: rounding differences are no change, real ones are large
         flat = var <= 1e-12
         z = np.where(flat, np.where(np.abs(diff) <= 1e-9, 0.0, Z_CLIP * np.sign(diff)), z)
@@ -469,7 +496,7 @@ def _start(n: np.ndarray, s1: np.ndarray, first: int, detected: int, fallback: i
 
 def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER_YEAR,
                max_changes: int = 10, min_baseline: int = MIN_BASELINE_UNITS,
-               between: bool = False) -> list[list[dict]]:
+               between: bool = False, s3=None) -> list[list[dict]]:
     """Self-starting two-sided CUSUM on streams of per-window unit sums.
 
     Parameters
@@ -490,6 +517,9 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
         at least six windows of baseline) instead of the units' spread: for a level that
         moves from week to week with the mix of items (the dataset level), so that weekly
         noise in the mix is not taken for a change.
+    s3 : array (R, W), optional
+        Sum of cubes of the units: the units' skewness is removed from each window's
+        standardised value (see :func:`_standardised`).
 
     Returns
     -------
@@ -523,8 +553,9 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
     with np.errstate(invalid="ignore", divide="ignore"):
         mean_w = np.where(n > 0, s1 / np.where(n > 0, n, 1), 0.0)
     # cumulative sums with a leading zero column: the sum over windows a..b is cum[b + 1] - cum[a]
+    cubes = np.zeros_like(n) if s3 is None or between else np.asarray(s3, dtype=float)
     cums = [np.pad(np.cumsum(x, axis=1), ((0, 0), (1, 0)))
-            for x in (n, s1, s2, (n > 0).astype(float), mean_w, mean_w ** 2)]
+            for x in (n, s1, s2, (n > 0).astype(float), mean_w, mean_w ** 2, cubes)]
     first = np.zeros(R, dtype=np.int64)
     at_first = [np.zeros(R) for _ in cums]  # each cumulative sum at the stream's first window
     down, up = np.zeros(R), np.zeros(R)
@@ -541,7 +572,7 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
         full = base(w)
         held = base(max(w - GUARD, 0))
         use_held = held[3] >= MATURE
-        cn, c1, c2, nwin, b1, b2 = (np.where(use_held, h_, f_) for h_, f_ in zip(held, full, strict=True))
+        cn, c1, c2, nwin, b1, b2, c3 = (np.where(use_held, h_, f_) for h_, f_ in zip(held, full, strict=True))
         if between:
             ready = has & (nwin >= BETWEEN_MIN_WINDOWS)
         else:
@@ -551,7 +582,7 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
         if between:
             z = _standardised(np.ones(R), mean_w[:, w], mean_w[:, w] ** 2, nwin, b1, b2)
         else:
-            z = _standardised(n[:, w], s1[:, w], s2[:, w], cn, c1, c2)
+            z = _standardised(n[:, w], s1[:, w], s2[:, w], cn, c1, c2, None if s3 is None else c3)
         z_raw = np.where(ready, z, 0.0)
         z = np.clip(z_raw, -Z_CLIP, Z_CLIP)
         new_down = np.maximum(0.0, down - z - k)

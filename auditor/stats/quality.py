@@ -398,6 +398,7 @@ def _find_changes(groups, windows, paired: Mapping[str, np.ndarray], level: Mapp
         use = np.flatnonzero(arr[..., 0].sum(axis=1) > 0)
         if use.size:
             found = cusum_scan(arr[use, :, 0], arr[use, :, 1], arr[use, :, 2], alpha=per_group[use], k=k,
+                               s3=arr[use, :, 3] if arr.shape[-1] > 3 else None,
                                looks=looks, max_changes=max_changes)
             for gi, changes in zip(use, found, strict=True):
                 first = 0
@@ -450,8 +451,13 @@ def _sensitivity(groups, paired: Mapping[str, np.ndarray], raw: Mapping[str, np.
         arr = paired[metric]
         r_all = raw[metric].sum(axis=(0, 1))
         for gi in np.flatnonzero(arr[..., 0].sum(axis=1) > 0):
-            n, s1, s2 = arr[gi].sum(axis=0)
+            tot = arr[gi].sum(axis=0)
+            n, s1, s2 = tot[:3]
             sd = float(np.sqrt(max((s2 - s1 * s1 / n) / max(n - 1, 1), 0.0)))
+            skew = 0.0
+            if tot.size > 3 and sd > 0:
+                mu = s1 / n
+                skew = float((tot[3] / n - 3 * mu * s2 / n + 2 * mu ** 3) / (s2 / n - mu * mu) ** 1.5)
             with_data = arr[gi, :, 0][arr[gi, :, 0] > 0]
             volume = float(with_data[-recent:].mean())
             if metric == "gold_accuracy":
@@ -464,7 +470,7 @@ def _sensitivity(groups, paired: Mapping[str, np.ndarray], raw: Mapping[str, np.
                 slope, gamma = (resp.slope, resp.gamma) if resp is not None else (float("nan"), float("nan"))
                 span = (resp.accuracy_low, resp.accuracy_high) if resp is not None else (float("nan"),) * 2
             acc = minimum_detectable_drop(volume, float(s1 / n), sd, slope, gamma, float(per_group[gi]), k=k,
-                                          looks=looks, baseline_units=n)
+                                          looks=looks, baseline_units=n, skewness=skew)
             out.append(dict(zip(SENSITIVITY_COLUMNS, (groups[gi], metric, volume, sd, acc * slope, acc, *span),
                                 strict=True)))
     return out
@@ -524,7 +530,7 @@ def _paired_state(item, group, window, scores, streams, n_groups, n_windows):
     paired, level, raw = {}, {}, {}
     for metric, score in scores.items():
         ps = paired_sums(item, group, window, score, n_groups, n_windows)
-        paired[metric] = np.stack([ps.n, ps.s1, ps.s2], axis=-1)
+        paired[metric] = np.stack([ps.n, ps.s1, ps.s2, ps.s3], axis=-1)
         level[metric] = np.stack([ps.level_n, ps.level_s1, ps.level_s2], axis=-1)
         st = streams[metric]
         raw[metric] = np.stack([st.n, st.s1, st.s2], axis=-1).astype(float)
@@ -567,7 +573,7 @@ class QualityMonitor:
         self.groups: list = []
         self.windows: list = []
         self._sums = {m: np.zeros((0, 0, 3)) for m in self.METRICS}
-        self._paired = {m: np.zeros((0, 0, 3)) for m in self.METRICS}
+        self._paired = {m: np.zeros((0, 0, 4)) for m in self.METRICS}  # n, s1, s2, s3
         self._level = {m: np.zeros((0, 3)) for m in self.METRICS}
         self._labels = np.zeros((0, 0), dtype=np.int64)
         self._items_labels = np.zeros(2)  # labels and units seen (labels per item, for the sensitivity)
@@ -653,7 +659,7 @@ class QualityMonitor:
             units = quality_units(item, score, gcode, zero, G, 1)
             self._sums[metric][:, w] += np.stack([units.n[:, 0], units.s1[:, 0], units.s2[:, 0]], axis=-1)
             ps = paired_sums(item, gcode, zero, score, G, 1)
-            self._paired[metric][:, w] += np.stack([ps.n[:, 0], ps.s1[:, 0], ps.s2[:, 0]], axis=-1)
+            self._paired[metric][:, w] += np.stack([ps.n[:, 0], ps.s1[:, 0], ps.s2[:, 0], ps.s3[:, 0]], axis=-1)
             self._level[metric][w] += np.array([ps.level_n[0], ps.level_s1[0], ps.level_s2[0]])
         self._items_labels += [item.size, _distinct(item).size]
         return self._look()
@@ -713,7 +719,7 @@ class QualityMonitor:
 
     def to_state(self) -> dict:
         """Everything the monitor holds, as JSON-ready lists (see :meth:`from_state`)."""
-        return {"version": 2, "alpha": self.alpha, "k": self.k, "looks": self.looks, "n_classes": self.n_classes,
+        return {"version": 3, "alpha": self.alpha, "k": self.k, "looks": self.looks, "n_classes": self.n_classes,
                 "groups": list(self.groups), "windows": list(self.windows), "labels": self._labels.tolist(),
                 "sums": {m: v.tolist() for m, v in self._sums.items()},
                 "paired": {m: v.tolist() for m, v in self._paired.items()},
@@ -732,10 +738,15 @@ class QualityMonitor:
         for m in cls.METRICS:
             mon._sums[m] = np.asarray(state["sums"][m], dtype=float).reshape(g, w, 3)
             if "paired" in state:
-                mon._paired[m] = np.asarray(state["paired"][m], dtype=float).reshape(g, w, 3)
+                paired = np.asarray(state["paired"][m], dtype=float)
+                cols = paired.size // max(g * w, 1) if g * w else 4
+                paired = paired.reshape(g, w, cols)
+                if cols == 3:  # an earlier state: no sums of cubes (no skewness correction until rebuilt)
+                    paired = np.concatenate([paired, np.zeros((g, w, 1))], axis=-1)
+                mon._paired[m] = paired
                 mon._level[m] = np.asarray(state["level"][m], dtype=float).reshape(w, 3)
             else:
-                mon._paired[m] = np.zeros((g, w, 3))
+                mon._paired[m] = np.zeros((g, w, 4))
                 mon._level[m] = np.zeros((w, 3))
         mon._items_labels = np.asarray(state.get("items_labels", [0, 0]), dtype=float)
         mon._reported = {tuple(r) for r in state.get("reported", [])}
