@@ -214,3 +214,19 @@ def test_detect_changes_and_the_monitor_agree_and_report_the_dataset_level_once(
     sens = report.sensitivity
     assert set(sens["group"]) == set(vendors) and (sens["min_drop"] > 0).all()
     assert (sens["units_per_window"] == n_items).all()
+
+
+def test_skewed_units_at_low_volume_keep_the_false_alarm_rate_with_their_cubes():
+    """Thirty units a window with a long lower tail (an annotator's paired agreement, gold
+    correctness near 1): a normal threshold takes the tail for drops; with the sums of
+    cubes the chart removes the skewness and keeps the yearly rate."""
+    rng = np.random.default_rng(12)
+    R, per, alpha = 4000, 30, 0.05
+    x = -rng.exponential(1.0, size=(R, WEEKS, per))
+    n = np.full((R, WEEKS), float(per))
+    s1, s2, s3 = x.sum(-1), (x * x).sum(-1), (x ** 3).sum(-1)
+    plain = np.mean([bool(f) for f in cusum_scan(n, s1, s2, alpha=alpha, max_changes=1)])
+    fixed = np.mean([bool(f) for f in cusum_scan(n, s1, s2, alpha=alpha, max_changes=1, s3=s3)])
+    se = np.sqrt(alpha * (1 - alpha) / R)
+    assert fixed <= alpha + 4 * se, fixed
+    assert plain > fixed + 4 * se, (plain, fixed)

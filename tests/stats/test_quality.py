@@ -286,3 +286,27 @@ def test_monitor_state_round_trips_and_continues_like_the_original():
     np.testing.assert_allclose(merged["low"], merged["agreement_low"], rtol=1e-12)
     np.testing.assert_array_equal(merged["n_labels"], merged["n_labels_offline"])
     assert (rows["low"] <= rows["value"]).all() and (rows["value"] <= rows["high"]).all()
+
+
+def test_a_state_stored_without_sums_of_cubes_is_read_without_a_skewness_correction():
+    """States stored before the skewness correction hold three paired columns: they load,
+    their cubes are zero (the chart then standardises as before), and the next write
+    stores four."""
+    import json
+
+    rng = np.random.default_rng(3)
+    counts = rng.multinomial(3, [0.6, 0.3, 0.1], size=200)
+    mon = QualityMonitor()
+    item = np.repeat(np.arange(200), 3)
+    label = np.concatenate([np.repeat(np.arange(3), c) for c in counts])
+    mon.add_batch(0, item=item, group=np.tile(["a", "b", "c"], 200), label=label, counts=counts)
+    state = json.loads(json.dumps(mon.to_state()))
+    assert state["version"] == 3 and np.asarray(state["paired"]["agreement"]).shape[-1] == 4
+    for m in state["paired"]:
+        state["paired"][m] = np.asarray(state["paired"][m])[..., :3].tolist()
+    state["version"] = 2
+    old = QualityMonitor.from_state(state)
+    paired = old._paired["agreement"]
+    assert paired.shape[-1] == 4 and not paired[..., 3].any()
+    np.testing.assert_allclose(paired[..., :3], mon._paired["agreement"][..., :3])
+    assert np.asarray(old.to_state()["paired"]["agreement"]).shape[-1] == 4
