@@ -34,6 +34,7 @@ from auditor.stats.monitoring import (
     SHEWHART_SHARE,
     crossing_probability,
     cusum_threshold,
+    skew_terms,
 )
 
 __all__ = ["AccuracyResponse", "accuracy_response", "minimum_detectable_drop"]
@@ -171,7 +172,7 @@ def minimum_detectable_drop(n_per_window: float, mean: float, sd: float, slope: 
     se0 = sd * np.sqrt(1.0 / n + 1.0 / N)
     m2 = sd * sd + mean * mean
     inv_base = 0.0 if not np.isfinite(N) else 1.0 / N
-    window_skew = float(skewness) * (1.0 / n ** 2 - inv_base ** 2) / (1.0 / n + inv_base) ** 1.5 if skewness else 0.0
+    bias, window_skew = (float(v) for v in skew_terms(skewness, n, N))
 
     # the baseline's error is shared by every window after the drop: integrate over it
     # (Gauss–Hermite) rather than counting it into each window's independent noise
@@ -182,7 +183,8 @@ def minimum_detectable_drop(n_per_window: float, mean: float, sd: float, slope: 
     def detected(d: float) -> float:
         var1 = max(m2 - d * gamma - (mean - d * slope) ** 2, 1e-12)
         scale = float(np.sqrt(var1 / n) / se0)
-        return float(sum(w * crossing_probability(h, k, within, shift=(d * slope + e * base_sd) / se0, scale=scale,
+        return float(sum(w * crossing_probability(h, k, within, shift=(d * slope + e * base_sd) / se0 + bias,
+                                                  scale=scale,
                                                   skew=-window_skew)
                          for e, w in zip(nodes, weights, strict=True)))
 

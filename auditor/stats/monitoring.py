@@ -63,6 +63,7 @@ __all__ = [
     "false_alarm_rate",
     "minimum_detectable_shift",
     "paired_sums",
+    "skew_terms",
 ]
 
 #: Reference value of the CUSUMs (half the standardised weekly shift they are tuned to).
@@ -77,10 +78,12 @@ Z_CLIP = 5.0
 #: The skewness of a window's standardised mean is corrected up to this size (beyond it the
 #: window has too few units for a correction to mean anything).
 SKEW_LIMIT = 1.0
+#: Baseline units needed before their skewness is used.
+SKEW_MIN_UNITS = 200
 #: Windows the dataset level's baseline needs (its spread is estimated from their means).
 BETWEEN_MIN_WINDOWS = 6
 #: Share of a stream's false-alarm budget for single windows far out (the rest: the CUSUM).
-SHEWHART_SHARE = 0.2
+SHEWHART_SHARE = 0.05
 #: The single-window limit is never nearer than this many standard errors.
 SHEWHART_FLOOR = 6.0
 #: Windows held out of the self-starting baseline: a change's first windows are compared
@@ -89,7 +92,7 @@ GUARD = 3
 #: Windows a baseline needs before the latest ``GUARD`` are held out of it.
 MATURE = 6
 #: Share of a stream's false-alarm budget spent on drops (the rest on rises).
-DROP_SHARE = 0.8
+DROP_SHARE = 0.9
 _STATES = 120
 
 
@@ -432,17 +435,16 @@ def dense_paired_sums(label: np.ndarray, who: np.ndarray, n_groups: int, n_class
 # --------------------------------------------------------------------------- the scan
 
 
-def _standardised(n, s1, s2, cn, c1, c2, c3=None):
+def _standardised(n, s1, s2, cn, c1, c2, skewness=None):
     """Self-starting z of one window against its baseline sums (arrays of streams), mapped
     from Student's t on the baseline's degrees of freedom to the normal scale (:func:`_t_to_z`).
 
-    With ``c3`` (the baseline's sum of cubes) the skewness of the units is removed: a window
+    With the units' ``skewness`` (per stream) it is removed: a window
     mean of a few dozen skewed units (an annotator's, or gold correctness near 1) has a
-    long tail on one side, which a normal threshold takes for changes. The difference of
-    the window's mean and the baseline's has skewness
-    ``gamma = kappa3 (1/n² - 1/N²) / (sigma² (1/n + 1/N))^(3/2)``; Hall's (1992) monotone
-    transformation ``z - (gamma/6) z² + (gamma²/108) z³ + gamma/6`` maps it to a variable
-    whose skewness is zero to that order.
+    long tail on one side, which a normal threshold takes for changes (see
+    :func:`skew_terms` for the statistic's mean and skewness); Hall's (1992) monotone
+    transformation ``z - (g/6) z² + (g²/108) z³ + g/6`` of the centred value maps a variable
+    of skewness ``g`` to one whose skewness is zero to that order.
 
     (Weighing a window by its own spread instead of the baseline's was tried: it tamed a
     weekly redrawn item mix a little but cost most of the power against a degrading
@@ -454,16 +456,47 @@ def _standardised(n, s1, s2, cn, c1, c2, c3=None):
         diff = s1 / n - base_mean
         t = diff / np.sqrt(var * (1.0 / n + 1.0 / cn))
         z = _t_to_z(t, np.maximum(cn - 1, 1))
-        if c3 is not None:
-            m2 = c2 / cn - base_mean ** 2
-            m3 = c3 / cn - 3.0 * base_mean * c2 / cn + 2.0 * base_mean ** 3
-            gamma = m3 * (1.0 / n ** 2 - 1.0 / cn ** 2) / (m2 * (1.0 / n + 1.0 / cn)) ** 1.5
-            a = np.clip(np.nan_to_num(gamma, nan=0.0, posinf=0.0, neginf=0.0), -SKEW_LIMIT, SKEW_LIMIT) / 6.0
+        if skewness is not None:
+            bias, skew = skew_terms(skewness, n, cn)
+            a = skew / 6.0
+            z = z - bias
             z = z - a * z * z + a * a * z ** 3 / 3.0 + a
         # no spread in the baseline: rounding differences are no change, real ones are large
         flat = var <= 1e-12
         z = np.where(flat, np.where(np.abs(diff) <= 1e-9, 0.0, Z_CLIP * np.sign(diff)), z)
     return np.clip(np.nan_to_num(z, nan=0.0), -40.0, 40.0)
+
+
+def _pooled_skewness(cn, c1, c2, c3, pool) -> np.ndarray:
+    """Per stream, the skewness of the units of all baselines of its pool (central moments
+    about each stream's own mean), zero while the pool holds fewer than ``SKEW_MIN_UNITS``."""
+    pool = np.zeros(cn.shape[0], dtype=np.int64) if pool is None else np.asarray(pool, dtype=np.int64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(cn > 0, c1 / np.where(cn > 0, cn, 1), 0.0)
+        m2 = np.where(cn > 0, c2 - cn * mean ** 2, 0.0)
+        m3 = np.where(cn > 0, c3 - 3.0 * mean * c2 + 2.0 * cn * mean ** 3, 0.0)
+        units = np.bincount(pool, weights=cn)
+        v2 = np.bincount(pool, weights=m2) / units
+        v3 = np.bincount(pool, weights=m3) / units
+        g = np.where((units >= SKEW_MIN_UNITS) & (v2 > 0), v3 / v2 ** 1.5, 0.0)
+    return np.nan_to_num(g)[pool]
+
+
+def skew_terms(unit_skewness, n, baseline_units):
+    """First-order mean and skewness of the self-starting value
+    ``T = (mean_w - mean_b) / (s_b sqrt(1/n + 1/N))`` for units of skewness ``gamma``:
+    the difference of means has skewness ``gamma (1/n² - 1/N²) / (1/n + 1/N)^(3/2)``, and
+    the baseline's spread moves with its mean (cov(mean_b, s_b²) = kappa3 / N), which adds
+    ``3 gamma / (N sqrt(1/n + 1/N))`` to the skewness and ``gamma / (2 N sqrt(1/n + 1/N))``
+    to the mean (the two-sample form of the one-sample t's ``-2 gamma / sqrt(n)``). The
+    skewness is clipped to ±``SKEW_LIMIT``; NaN gives zeros."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        g = np.nan_to_num(np.asarray(unit_skewness, dtype=float), nan=0.0, posinf=0.0, neginf=0.0)
+        inv_n, inv_b = 1.0 / np.asarray(n, dtype=float), 1.0 / np.asarray(baseline_units, dtype=float)
+        rel = np.sqrt(inv_n + inv_b)
+        skew = g * ((inv_n ** 2 - inv_b ** 2) / rel ** 3 + 3.0 * inv_b / rel)
+        bias = g * inv_b / (2.0 * rel)
+    return (np.nan_to_num(bias), np.clip(np.nan_to_num(skew), -SKEW_LIMIT, SKEW_LIMIT))
 
 
 def _rate(c: float, z: float, direction: int, k: float, looks: int, between: bool = False) -> float:
@@ -496,7 +529,7 @@ def _start(n: np.ndarray, s1: np.ndarray, first: int, detected: int, fallback: i
 
 def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER_YEAR,
                max_changes: int = 10, min_baseline: int = MIN_BASELINE_UNITS,
-               between: bool = False, s3=None) -> list[list[dict]]:
+               between: bool = False, s3=None, pool=None) -> list[list[dict]]:
     """Self-starting two-sided CUSUM on streams of per-window unit sums.
 
     Parameters
@@ -519,7 +552,12 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
         noise in the mix is not taken for a change.
     s3 : array (R, W), optional
         Sum of cubes of the units: the units' skewness is removed from each window's
-        standardised value (see :func:`_standardised`).
+        standardised value (see :func:`_standardised`). It is estimated from the baselines
+        of all streams of one ``pool`` together (the groups of one dataset have units of
+        one kind, and a skewness from a few hundred units of one group is noise: the rare
+        long-tail units are often missing), once they hold ``SKEW_MIN_UNITS``.
+    pool : int array (R,), optional
+        Which streams share a skewness (default: all).
 
     Returns
     -------
@@ -582,7 +620,8 @@ def cusum_scan(n, s1, s2, *, alpha, k: float = DEFAULT_K, looks: int = LOOKS_PER
         if between:
             z = _standardised(np.ones(R), mean_w[:, w], mean_w[:, w] ** 2, nwin, b1, b2)
         else:
-            z = _standardised(n[:, w], s1[:, w], s2[:, w], cn, c1, c2, None if s3 is None else c3)
+            skew = None if s3 is None else _pooled_skewness(cn, c1, c2, c3, pool)
+            z = _standardised(n[:, w], s1[:, w], s2[:, w], cn, c1, c2, skew)
         z_raw = np.where(ready, z, 0.0)
         z = np.clip(z_raw, -Z_CLIP, Z_CLIP)
         new_down = np.maximum(0.0, down - z - k)

@@ -40,7 +40,8 @@ def _scan_panels(rng, streams, *, per_week=150, n_groups=3, slots=None, hard_sha
         ps = dense_paired_sums(d.label, d.who, n_groups, 3)
         R = S * n_groups
         found = cusum_scan(ps.n.reshape(R, WEEKS), ps.s1.reshape(R, WEEKS), ps.s2.reshape(R, WEEKS),
-                           alpha=ALPHA / (n_groups + 1), max_changes=1)
+                           alpha=ALPHA / (n_groups + 1), max_changes=1, s3=ps.s3.reshape(R, WEEKS),
+                           pool=np.repeat(np.arange(S), n_groups))
         groups += [found[i * n_groups:(i + 1) * n_groups] for i in range(S)]
         level += cusum_scan(ps.level_n, ps.level_s1, ps.level_s2, alpha=ALPHA / (n_groups + 1), max_changes=1,
                             between=True)
@@ -226,7 +227,7 @@ def test_skewed_units_at_low_volume_keep_the_false_alarm_rate_with_their_cubes()
     n = np.full((R, WEEKS), float(per))
     s1, s2, s3 = x.sum(-1), (x * x).sum(-1), (x ** 3).sum(-1)
     plain = np.mean([bool(f) for f in cusum_scan(n, s1, s2, alpha=alpha, max_changes=1)])
-    fixed = np.mean([bool(f) for f in cusum_scan(n, s1, s2, alpha=alpha, max_changes=1, s3=s3)])
+    fixed = np.mean([bool(f) for f in cusum_scan(n, s1, s2, alpha=alpha, max_changes=1, s3=s3, pool=np.arange(R))])
     se = np.sqrt(alpha * (1 - alpha) / R)
     assert fixed <= alpha + 4 * se, fixed
     assert plain > fixed + 4 * se, (plain, fixed)
