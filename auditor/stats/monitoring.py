@@ -83,7 +83,7 @@ SKEW_MIN_UNITS = 200
 #: Windows the dataset level's baseline needs (its spread is estimated from their means).
 BETWEEN_MIN_WINDOWS = 6
 #: Share of a stream's false-alarm budget for single windows far out (the rest: the CUSUM).
-SHEWHART_SHARE = 0.05
+SHEWHART_SHARE = 0.2
 #: The single-window limit is never nearer than this many standard errors.
 SHEWHART_FLOOR = 6.0
 #: Windows held out of the self-starting baseline: a change's first windows are compared
@@ -92,7 +92,7 @@ GUARD = 3
 #: Windows a baseline needs before the latest ``GUARD`` are held out of it.
 MATURE = 6
 #: Share of a stream's false-alarm budget spent on drops (the rest on rises).
-DROP_SHARE = 0.9
+DROP_SHARE = 0.8
 _STATES = 120
 
 
