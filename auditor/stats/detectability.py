@@ -37,7 +37,7 @@ from auditor.stats.monitoring import (
     skew_terms,
 )
 
-__all__ = ["AccuracyResponse", "accuracy_response", "minimum_detectable_drop"]
+__all__ = ["AccuracyResponse", "accuracy_response", "minimum_detectable_drop", "sensitivity_rows"]
 
 #: Points of the accuracy grid the symmetric model is tabulated on.
 _GRID = 201
@@ -198,3 +198,39 @@ def minimum_detectable_drop(n_per_window: float, mean: float, sd: float, slope: 
         else:
             hi = mid
     return hi
+
+
+def sensitivity_rows(paired, raw, per_group, *, metrics, n_classes: int, labels_per_item: float, k: float,
+                     looks: int, recent: int = 4) -> list[tuple]:
+    """Per group with paired units and metric: ``(group index, metric, units per window (mean
+    of its last ``recent`` windows with data), the paired units' spread, the smallest drop
+    detected within 4 windows with 90% probability on the paired scale and in accuracy, and
+    the others' accuracy interval)``, from (G, W, 3 or 4) paired sums, (G, W, 3) raw unit
+    sums and each group's yearly false-alarm rate ``per_group``."""
+    out = []
+    for metric in metrics:
+        arr = paired[metric]
+        r_all = raw[metric].sum(axis=(0, 1))
+        for gi in np.flatnonzero(arr[..., 0].sum(axis=1) > 0):
+            tot = arr[gi].sum(axis=0)
+            n, s1, s2 = tot[:3]
+            sd = float(np.sqrt(max((s2 - s1 * s1 / n) / max(n - 1, 1), 0.0)))
+            skew = 0.0
+            if tot.size > 3 and sd > 0:
+                mu = s1 / n
+                skew = float((tot[3] / n - 3 * mu * s2 / n + 2 * mu ** 3) / (s2 / n - mu * mu) ** 1.5)
+            with_data = arr[gi, :, 0][arr[gi, :, 0] > 0]
+            volume = float(with_data[-recent:].mean())
+            if metric == "gold_accuracy":
+                # x = own correctness - the others' mean: E[x²] falls by 1 - 2 (their accuracy)
+                slope, gamma = 1.0, 1.0 - 2.0 * float(r_all[1] / r_all[0])
+                span = (float(r_all[1] / r_all[0]),) * 2
+            else:
+                r = raw[metric][gi].sum(axis=0)
+                resp = accuracy_response(n_classes, labels_per_item, r[1] / r[0], r[2] / r[0]) if r[0] > 0 else None
+                slope, gamma = (resp.slope, resp.gamma) if resp is not None else (float("nan"), float("nan"))
+                span = (resp.accuracy_low, resp.accuracy_high) if resp is not None else (float("nan"),) * 2
+            acc = minimum_detectable_drop(volume, float(s1 / n), sd, slope, gamma, float(per_group[gi]), k=k,
+                                          looks=looks, baseline_units=n, skewness=skew)
+            out.append((int(gi), metric, volume, sd, acc * slope, acc, *span))
+    return out

@@ -438,42 +438,13 @@ def _explained_rises_removed(rows: list[dict], near: int = 2) -> list[dict]:
 
 
 def _sensitivity(groups, paired: Mapping[str, np.ndarray], raw: Mapping[str, np.ndarray], alpha: float, *,
-                 n_classes: int, labels_per_item: float, k: float, looks: int, recent: int = 4) -> list[dict]:
-    """Per group and metric: units per window (mean of its last ``recent`` windows with
-    data), the paired units' spread, and the smallest drop detected within 4 windows with
-    90% probability, in accuracy and on the paired scale (see
-    :mod:`auditor.stats.detectability`)."""
-    from auditor.stats.detectability import accuracy_response, minimum_detectable_drop
+                 n_classes: int, labels_per_item: float, k: float, looks: int) -> list[dict]:
+    """:func:`auditor.stats.detectability.sensitivity_rows` at each group's share of ``alpha``."""
+    from auditor.stats.detectability import sensitivity_rows
 
-    per_group, _, _ = _budget(alpha, paired)
-    out = []
-    for metric in QualityMonitor.METRICS:
-        arr = paired[metric]
-        r_all = raw[metric].sum(axis=(0, 1))
-        for gi in np.flatnonzero(arr[..., 0].sum(axis=1) > 0):
-            tot = arr[gi].sum(axis=0)
-            n, s1, s2 = tot[:3]
-            sd = float(np.sqrt(max((s2 - s1 * s1 / n) / max(n - 1, 1), 0.0)))
-            skew = 0.0
-            if tot.size > 3 and sd > 0:
-                mu = s1 / n
-                skew = float((tot[3] / n - 3 * mu * s2 / n + 2 * mu ** 3) / (s2 / n - mu * mu) ** 1.5)
-            with_data = arr[gi, :, 0][arr[gi, :, 0] > 0]
-            volume = float(with_data[-recent:].mean())
-            if metric == "gold_accuracy":
-                # x = own correctness - the others' mean: E[x²] falls by 1 - 2 (their accuracy)
-                slope, gamma = 1.0, 1.0 - 2.0 * float(r_all[1] / r_all[0])
-                span = (float(r_all[1] / r_all[0]),) * 2
-            else:
-                r = raw[metric][gi].sum(axis=0)
-                resp = accuracy_response(n_classes, labels_per_item, r[1] / r[0], r[2] / r[0]) if r[0] > 0 else None
-                slope, gamma = (resp.slope, resp.gamma) if resp is not None else (float("nan"), float("nan"))
-                span = (resp.accuracy_low, resp.accuracy_high) if resp is not None else (float("nan"),) * 2
-            acc = minimum_detectable_drop(volume, float(s1 / n), sd, slope, gamma, float(per_group[gi]), k=k,
-                                          looks=looks, baseline_units=n, skewness=skew)
-            out.append(dict(zip(SENSITIVITY_COLUMNS, (groups[gi], metric, volume, sd, acc * slope, acc, *span),
-                                strict=True)))
-    return out
+    rows = sensitivity_rows(paired, raw, _budget(alpha, paired)[0], metrics=QualityMonitor.METRICS,
+                            n_classes=n_classes, labels_per_item=labels_per_item, k=k, looks=looks)
+    return [dict(zip(SENSITIVITY_COLUMNS, (groups[gi], *rest), strict=True)) for gi, *rest in rows]
 
 
 def detect_changes(records, *, by: str = "vendor", window: str = "7D", gold=None, labels=None,
