@@ -113,7 +113,11 @@ def update_quality(session: Session, dataset: Dataset, *, up_to: int, run_id: in
         n_out = int(in_range.size - np.count_nonzero(in_range))
         if skipped is not None and n_out:
             skipped[SKIPPED_STAMPS] = skipped.get(SKIPPED_STAMPS, 0) + n_out
-        items, item_row = np.unique(item_ids, return_inverse=True)
+        # the items of the new annotations and of the newest windows' kept labels (scored again
+        # with these: labels of one item imported in different batches are paired)
+        kept = [m.open_items() for m in monitors.values()]
+        items = np.unique(np.concatenate([np.asarray(item_ids, dtype=np.int64), *kept]))
+        item_row = np.searchsorted(items, item_ids)
         # The first update reads every annotation up to the version: their counts are the items'.
         counts, gold = (item_counts(session, dataset, items, item_row=item_row, labels=labels) if since == 0
                         else item_counts(session, dataset, items))
@@ -133,7 +137,7 @@ def update_quality(session: Session, dataset: Dataset, *, up_to: int, run_id: in
                 rows = np.flatnonzero(keep & (wk == w))
                 n_level = len(mon.dataset_changes())
                 found = mon.add_batch(int(w), item=item_row[rows], group=group[rows], label=labels[rows],
-                                      counts=counts, gold=gold)
+                                      counts=counts, gold=gold, keys=items)
                 touched[grouping].add(int(w))
                 for change in found:
                     alerts.append(_record_change(session, dataset, grouping, change, run_id, bounds))

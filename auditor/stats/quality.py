@@ -548,6 +548,8 @@ class QualityMonitor:
         self._level = {m: np.zeros((0, 3)) for m in self.METRICS}
         self._labels = np.zeros((0, 0), dtype=np.int64)
         self._items_labels = np.zeros(2)  # labels and units seen (labels per item, for the sensitivity)
+        self._open_window: int | None = None  # the newest window, when its labels are kept
+        self._open = np.zeros((3, 0), dtype=np.int64)  # its labels: item id, group code, label
         self._reported: set = set()
         self._found: list[dict] = []
         self._dataset_found: list[dict] = []
@@ -570,8 +572,13 @@ class QualityMonitor:
                 self._level[m] = np.concatenate([lv, np.zeros((n_windows - lv.shape[0], 3))])
 
     def add_batch(self, window, *, item: np.ndarray, group, label: np.ndarray, counts: np.ndarray,
-                  gold: np.ndarray | None = None) -> list[dict]:
+                  gold: np.ndarray | None = None, keys: np.ndarray | None = None) -> list[dict]:
         """Score one batch, add it to ``window`` (a time-ordered key) and look for changes.
+
+        With ``keys`` the monitor keeps the labels of the newest window and scores the whole
+        window again at each batch: labels of one item that arrive in different batches
+        (each vendor importing its own file) are paired, and every label's agreement is
+        against its item's current labels. Without, each batch is scored and paired alone.
 
         Parameters
         ----------
@@ -588,6 +595,9 @@ class QualityMonitor:
             Current label counts of the items (all labels, whenever they came).
         gold : int array (N,), optional
             Gold label code per item row, -1 where unknown.
+        keys : int array (N,), optional
+            Stable ids of the items of ``counts``' rows, ascending; ``counts`` must then have
+            a row for every item of :meth:`open_items` too.
 
         Returns
         -------
@@ -596,8 +606,6 @@ class QualityMonitor:
             the dataset level in :meth:`dataset_changes`).
         """
         import pandas as pd
-
-        from auditor.stats.monitoring import paired_sums
 
         if self.windows and window < self.windows[-1]:
             raise StatsInputError(f"window {window!r} comes before the last window {self.windows[-1]!r}.")
@@ -618,6 +626,40 @@ class QualityMonitor:
         counts = np.asarray(counts)
         if self.n_classes is None:
             self.n_classes = int(counts.shape[1])
+        if keys is not None:
+            keys = np.asarray(keys, dtype=np.int64)
+            if self._open_window != w:  # a new window: the previous one is closed as it stands
+                self._open_window, self._open = w, np.zeros((3, 0), dtype=np.int64)
+            else:  # the window holds only its kept labels: clear it, score them again with these
+                self._clear(w)
+            self._open = np.concatenate([self._open, np.stack([keys[item], gcode, label])], axis=1)
+            self._add(w, self._open, counts, gold, keys)
+        else:
+            self._open_window, self._open = None, np.zeros((3, 0), dtype=np.int64)
+            self._add(w, np.stack([item, gcode, label]), counts, gold, None)
+        return self._look()
+
+    def _clear(self, w: int) -> None:
+        self._labels[:, w] = 0
+        for m in self.METRICS:
+            self._sums[m][:, w] = 0.0
+            self._paired[m][:, w] = 0.0
+            self._level[m][w] = 0.0
+        self._items_labels -= [self._open.shape[1], np.unique(self._open[0]).size]
+
+    def open_items(self) -> np.ndarray:
+        """The ids of the items of the newest window's labels (kept when batches come with ``keys``)."""
+        return np.unique(self._open[0])
+
+    def _add(self, w: int, rows: np.ndarray, counts: np.ndarray, gold, keys) -> None:
+        """Add the scores of labels ``rows`` (item, group code, label; the items as rows of
+        ``counts``, or as ids in ``keys``) to window ``w``."""
+        from auditor.stats.monitoring import paired_sums
+
+        item, gcode, label = rows
+        if keys is not None:
+            item = np.searchsorted(keys, item)
+        G = len(self.groups)
         self._labels[:, w] += np.bincount(gcode, minlength=G)
         others = counts[item].astype(np.int64)
         others[np.arange(item.size), label] -= 1
@@ -630,10 +672,10 @@ class QualityMonitor:
             units = quality_units(item, score, gcode, zero, G, 1)
             self._sums[metric][:, w] += np.stack([units.n[:, 0], units.s1[:, 0], units.s2[:, 0]], axis=-1)
             ps = paired_sums(item, gcode, zero, score, G, 1)
-            self._paired[metric][:, w] += np.stack([ps.n[:, 0], ps.s1[:, 0], ps.s2[:, 0], ps.s3[:, 0]], axis=-1)
+            self._paired[metric][:, w] += np.stack([ps.n[:, 0], ps.s1[:, 0], ps.s2[:, 0], ps.s3[:, 0]],
+                                                          axis=-1)
             self._level[metric][w] += np.array([ps.level_n[0], ps.level_s1[0], ps.level_s2[0]])
         self._items_labels += [item.size, _distinct(item).size]
-        return self._look()
 
     def _look(self) -> list[dict]:
         W = len(self.windows)
@@ -696,6 +738,7 @@ class QualityMonitor:
                 "paired": {m: v.tolist() for m, v in self._paired.items()},
                 "level": {m: v.tolist() for m, v in self._level.items()},
                 "items_labels": self._items_labels.tolist(),
+                "open": {"window": self._open_window, "labels": self._open.tolist()},
                 "reported": [list(r) for r in sorted(self._reported, key=repr)]}
 
     @classmethod
@@ -720,6 +763,9 @@ class QualityMonitor:
                 mon._paired[m] = np.zeros((g, w, 4))
                 mon._level[m] = np.zeros((w, 3))
         mon._items_labels = np.asarray(state.get("items_labels", [0, 0]), dtype=float)
+        if state.get("open") and state["open"]["window"] is not None:
+            mon._open_window = int(state["open"]["window"])
+            mon._open = np.asarray(state["open"]["labels"], dtype=np.int64).reshape(3, -1)
         mon._reported = {tuple(r) for r in state.get("reported", [])}
         return mon
 

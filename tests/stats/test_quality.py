@@ -310,3 +310,39 @@ def test_a_state_stored_without_sums_of_cubes_is_read_without_a_skewness_correct
     assert paired.shape[-1] == 4 and not paired[..., 3].any()
     np.testing.assert_allclose(paired[..., :3], mon._paired["agreement"][..., :3])
     assert np.asarray(old.to_state()["paired"]["agreement"]).shape[-1] == 4
+
+
+def test_labels_of_one_item_fed_in_different_batches_are_paired_with_keys():
+    """Vendors delivering the same items in separate batches of one window: with the items'
+    ids the monitor keeps the window's labels and gives the sums of one batch of all of them;
+    without, each batch is scored alone and nothing is paired."""
+    rng = np.random.default_rng(0)
+    n_items = 300
+    truth = rng.integers(0, 3, n_items)
+    labels = {v: np.where(rng.random(n_items) < 0.85, truth, (truth + rng.integers(1, 3, n_items)) % 3)
+              for v in "ABC"}
+    final = np.zeros((n_items, 3), dtype=np.int64)
+    for v in "ABC":
+        np.add.at(final, (np.arange(n_items), labels[v]), 1)
+    together = QualityMonitor()
+    together.add_batch(0, item=np.tile(np.arange(n_items), 3), group=np.repeat(list("ABC"), n_items),
+                       label=np.concatenate([labels[v] for v in "ABC"]), counts=final)
+    keyed, alone = QualityMonitor(), QualityMonitor()
+    counts = np.zeros((n_items, 3), dtype=np.int64)
+    ids = np.arange(n_items) * 7 + 1000  # stable ids, not rows
+    for v in "ABC":
+        np.add.at(counts, (np.arange(n_items), labels[v]), 1)
+        keyed.add_batch(0, item=np.arange(n_items), group=[v] * n_items, label=labels[v], counts=counts.copy(),
+                        keys=ids)
+        alone.add_batch(0, item=np.arange(n_items), group=[v] * n_items, label=labels[v], counts=counts.copy())
+    for m in QualityMonitor.METRICS:
+        np.testing.assert_allclose(keyed._paired[m], together._paired[m], atol=1e-9)
+        np.testing.assert_allclose(keyed._sums[m], together._sums[m], atol=1e-9)
+        np.testing.assert_allclose(keyed._level[m], together._level[m], atol=1e-9)
+    np.testing.assert_array_equal(keyed.open_items(), ids)
+    assert not alone._paired["agreement"][..., 0].any()
+    # the kept labels survive the stored state; a new window closes the old one as it stands
+    resumed = QualityMonitor.from_state(keyed.to_state())
+    resumed.add_batch(1, item=np.arange(3), group=["A", "B", "C"], label=[0, 0, 1], counts=counts[:3], keys=ids[:3])
+    np.testing.assert_allclose(resumed._paired["agreement"][:, 0], together._paired["agreement"][:, 0], atol=1e-9)
+    assert resumed.open_items().size == 3

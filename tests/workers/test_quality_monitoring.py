@@ -121,6 +121,38 @@ def test_an_audit_reads_only_what_arrived_since_the_last(factory):
     assert [updated[k] for k in sorted(updated)] == runs
 
 
+def test_vendors_importing_their_own_files_are_paired_and_a_drop_is_found(factory):
+    """The usual order: each vendor delivers its own file, and an audit runs after each
+    import. The labels of one item arrive in different audits; the newest week's labels are
+    kept and scored again, so they are paired across imports, the stored weekly agreement is
+    the offline series of all the data, and the degrading vendor is found."""
+    scenario = HistoryScenario(weeks=10, items_per_week=200, seed=17, drift=(Drift("acme-labeling", 5, -0.25),))
+    records = simulate_history(scenario)
+    frame = pd.DataFrame(records)
+    ds = make_dataset(factory, "by-vendor", list(scenario.labels))
+    vendors = sorted(frame["vendor"].unique())
+    for week in range(scenario.weeks):
+        for vendor in vendors:
+            _import_week(factory, ds, [r for r in records if r["batch"] == week and r["vendor"] == vendor])
+            out = runner.run_audit(factory, ds, task_id=f"by-vendor-{week}-{vendor}", options=OPTIONS, lease=LEASE)
+            assert out.state == "succeeded"
+    with session_scope(factory) as s:
+        changes = s.execute(select(QualityChange).where(QualityChange.dataset_id == ds,
+                                                        QualityChange.grouping == "vendor")).scalars().all()
+        rows = pd.DataFrame([{c: getattr(w, c) for c in ("group_name", "window_start", "n_labels", "value")}
+                             for w in s.execute(select(QualityWindow).where(
+                                 QualityWindow.dataset_id == ds, QualityWindow.grouping == "vendor",
+                                 QualityWindow.metric == "agreement")).scalars()])
+    assert [(c.group_name, c.direction) for c in changes] == [("acme-labeling", "drop")]
+    offline = quality_series(frame, by="vendor", window="7D", labels=list(scenario.labels)).to_frame()
+    offline["week"] = pd.to_datetime(offline["window_start"], utc=True).dt.floor("D")
+    offline["week"] -= pd.to_timedelta(offline["week"].dt.day_of_week, unit="D")
+    rows["week"] = pd.to_datetime(rows["window_start"], utc=True)
+    merged = rows.merge(offline, left_on=["group_name", "week"], right_on=["group", "week"])
+    assert len(merged) == len(rows) == len(offline) == scenario.weeks * len(vendors)
+    np.testing.assert_allclose(merged["value"], merged["agreement"], rtol=1e-9)
+
+
 def _aware(dt: datetime) -> datetime:
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
