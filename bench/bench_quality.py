@@ -8,9 +8,10 @@ Run by hand:
 Builds a dataset of ``--annotations`` labels (``--per-item`` per item, three vendors and
 ``--annotators`` annotators, spread over ``--weeks`` weekly batches), feeds its history to
 two monitors (by vendor and by annotator) batch by batch, then times what the service
-does when one more batch of ``--batch`` annotations arrives: score the batch against its
-items' current counts, add it to the current window, and evaluate the detectors' look,
-for both groupings. Prints the median and maximum over ``--repeat`` batches, and the time
+does when one more batch of ``--batch`` annotations arrives: score the newest window's
+labels (the batch and those kept from earlier batches of the window) against their items'
+current counts, replace the window's sums, and evaluate the detectors' look, for both
+groupings. Prints the median and maximum over ``--repeat`` batches, and the time
 the history took to feed. ``--smoke`` runs tiny sizes in seconds (the test suite runs it).
 
 ``--offline 100000,1000000,10000000`` instead times :func:`auditor.stats.quality.detect_changes`
@@ -109,14 +110,17 @@ def main(argv=None) -> None:
     print(f"data: {args.annotations:,} annotations on {n_items:,} items, {args.annotators} annotators, "
           f"{args.weeks} weeks ({time.perf_counter() - t0:.1f} s to build)")
     monitors = {"vendor": QualityMonitor(), "annotator": QualityMonitor()}
+    keys = np.arange(n_items)  # the items' ids: the service keeps the newest window's labels
     t0 = time.perf_counter()
     bounds = np.searchsorted(week, np.arange(args.weeks + 1))
     for w in range(args.weeks - 1):
         rows = np.arange(bounds[w], bounds[w + 1])
         item = np.repeat(rows, args.per_item)
         a = annotator[rows].ravel()
-        monitors["vendor"].add_batch(w, item=item, group=vendor_of[a], label=label[rows].ravel(), counts=counts)
-        monitors["annotator"].add_batch(w, item=item, group=names[a], label=label[rows].ravel(), counts=counts)
+        monitors["vendor"].add_batch(w, item=item, group=vendor_of[a], label=label[rows].ravel(), counts=counts,
+                                     keys=keys)
+        monitors["annotator"].add_batch(w, item=item, group=names[a], label=label[rows].ravel(), counts=counts,
+                                        keys=keys)
     print(f"history fed batch by batch: {time.perf_counter() - t0:.1f} s")
 
     last = np.arange(bounds[args.weeks - 1], bounds[args.weeks])
@@ -131,7 +135,7 @@ def main(argv=None) -> None:
         t0 = time.perf_counter()
         for key, group in (("vendor", vendor_of[a]), ("annotator", names[a])):
             monitors[key].add_batch(args.weeks - 1, item=item, group=group, label=label[rows].ravel(),
-                                    counts=counts)
+                                    counts=counts, keys=keys)
         times.append(time.perf_counter() - t0)
     times = np.asarray(times)
     print(f"one batch of {per_batch * args.per_item:,} annotations into {args.annotations:,}: "
