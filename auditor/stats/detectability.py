@@ -32,7 +32,6 @@ from auditor.stats.monitoring import (
     DROP_SHARE,
     LOOKS_PER_YEAR,
     SHEWHART_SHARE,
-    crossing_probability,
     cusum_threshold,
     skew_terms,
 )
@@ -149,55 +148,80 @@ def accuracy_response(n_classes: int, labels_per_item: float, credit_mean: float
     return AccuracyResponse((hom[0] + het[0]) / 2, (hom[1] + het[1]) / 2, min(hom[2], het[2]), max(hom[2], het[2]))
 
 
-def minimum_detectable_drop(n_per_window: float, mean: float, sd: float, slope: float, gamma: float,
-                            alpha: float, *, k: float = DEFAULT_K, looks: int = LOOKS_PER_YEAR, within: int = 4,
-                            power: float = 0.9, baseline_units: float | None = None, skewness: float = 0.0) -> float:
+#: Simulated look sequences the detection probability is estimated on (fixed seed: common
+#: random numbers, so the probability is smooth in the drop and the answer a constant).
+_DRAWS = 2000
+_SEED = 20261129
+#: Groups simulated at a time (memory: groups × draws × windows).
+_CHUNK = 64
+
+
+@lru_cache(maxsize=8)
+def _normals(within: int) -> np.ndarray:
+    """(draws, 1 + within) standard normals: the baseline's error, then each window's."""
+    return np.random.default_rng(_SEED).standard_normal((_DRAWS, 1 + within))
+
+
+def minimum_detectable_drop(n_per_window, mean, sd, slope, gamma, alpha, *, k: float = DEFAULT_K,
+                            looks: int = LOOKS_PER_YEAR, within: int = 4, power: float = 0.9,
+                            baseline_units=None, skewness=0.0):
     """Smallest drop of a group's accuracy detected within ``within`` windows with
     probability ``power`` by the drop CUSUM of a stream whose yearly false-alarm rate is
-    ``alpha``, at ``n_per_window`` units a window whose paired differences have ``mean``
-    and ``sd`` before the drop (over ``baseline_units`` units; default many).
+    ``alpha``, at ``n_per_window`` units a window whose paired differences have ``mean``,
+    ``sd`` and ``skewness`` before the drop (over ``baseline_units`` units; default many).
+    Arrays (one value per group) or scalars; the result has their broadcast shape.
 
     A drop ``d`` moves the units' mean by ``-d slope`` and their mean square by
-    ``-d gamma`` (:func:`accuracy_response`; for gold accuracy ``slope`` = 1): the
-    standardised weekly shift is ``d slope / (sd sqrt(1/n + 1/N))`` and the weekly value's
-    spread grows with the post-drop variance, which the chain of
-    :func:`auditor.stats.monitoring.crossing_probability` is given, with the correction the
-    chart makes for the units' ``skewness`` (before the drop). NaN when no drop up to
-    the whole accuracy is detected so, or the inputs say nothing.
+    ``-d gamma`` (:func:`accuracy_response`; for gold accuracy ``slope`` = 1). The chart's
+    weekly value after the drop is simulated as the chart computes it: the baseline's error
+    (shared by every window after the drop), each window's own noise at the post-drop
+    spread, the skewness correction of :func:`auditor.stats.monitoring.skew_terms` and the
+    clip; the detection probability is the share of 2,000 fixed draws whose CUSUM crosses
+    within ``within`` windows. NaN when no drop up to the whole accuracy is detected so, or
+    the inputs say nothing.
     """
-    n, N = float(n_per_window), (np.inf if baseline_units is None else float(baseline_units))
-    if not (n > 0 and sd > 0 and np.isfinite(slope) and slope > 0 and np.isfinite(gamma)):
-        return float("nan")
-    h = cusum_threshold(alpha * DROP_SHARE * (1 - SHEWHART_SHARE), k, looks)
-    se0 = sd * np.sqrt(1.0 / n + 1.0 / N)
-    m2 = sd * sd + mean * mean
-    inv_base = 0.0 if not np.isfinite(N) else 1.0 / N
-    bias, window_skew = (float(v) for v in skew_terms(skewness, n, N))
+    from auditor.stats.monitoring import Z_CLIP
 
-    # the baseline's error is shared by every window after the drop: integrate over it
-    # (Gauss–Hermite) rather than counting it into each window's independent noise
-    nodes, weights = np.polynomial.hermite_e.hermegauss(9)
-    weights = weights / weights.sum()
-    base_sd = sd * np.sqrt(inv_base)
+    args = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (
+        n_per_window, mean, sd, slope, gamma, alpha, np.inf if baseline_units is None else baseline_units, skewness)))
+    shape = args[0].shape
+    n, mean, sd, slope, gamma, alpha, N, skew = (a.ravel() for a in args)
+    ok = (n > 0) & (sd > 0) & np.isfinite(slope) & (slope > 0) & np.isfinite(gamma)
+    out = np.full(n.size, np.nan)
+    levels, which = np.unique(alpha, return_inverse=True)
+    h_all = np.array([cusum_threshold(float(a) * DROP_SHARE * (1 - SHEWHART_SHARE), k, looks) for a in levels])[which]
+    z0 = _normals(within)
+    for at in range(0, n.size, _CHUNK):
+        idx = np.flatnonzero(ok[at:at + _CHUNK]) + at
+        if not idx.size:
+            continue
+        gn, gm, gs, gsl, gg, gN, gh = n[idx], mean[idx], sd[idx], slope[idx], gamma[idx], N[idx], h_all[idx]
+        bias, wskew = skew_terms(skew[idx], gn, gN)
+        a = (wskew / 6.0)[:, None]
+        se0 = gs * np.sqrt(1.0 / gn + 1.0 / gN)
+        base = (gs * np.sqrt(1.0 / gN) / se0)[:, None, None] * z0[None, :, :1]
 
-    def detected(d: float) -> float:
-        var1 = max(m2 - d * gamma - (mean - d * slope) ** 2, 1e-12)
-        scale = float(np.sqrt(var1 / n) / se0)
-        return float(sum(w * crossing_probability(h, k, within, shift=(d * slope + e * base_sd) / se0 + bias,
-                                                  scale=scale,
-                                                  skew=-window_skew)
-                         for e, w in zip(nodes, weights, strict=True)))
+        def share(d, gn=gn, gm=gm, gs=gs, gsl=gsl, gg=gg, gh=gh, bias=bias, a=a, se0=se0, base=base):
+            var1 = np.maximum(gs * gs + gm * gm - d * gg - (gm - d * gsl) ** 2, 1e-12)
+            z = ((-d * gsl / se0)[:, None, None] - base + (np.sqrt(var1 / gn) / se0)[:, None, None] * z0[None, :, 1:]
+                 - bias[:, None, None])
+            c = np.zeros(z.shape[:2])
+            hit = np.zeros(z.shape[:2], dtype=bool)
+            for w in range(z.shape[2]):
+                zw = z[:, :, w]
+                zw = np.clip(zw - a * zw * zw + a * a * zw ** 3 / 3.0 + a, -Z_CLIP, Z_CLIP)
+                c = np.maximum(0.0, c - zw - k)
+                hit |= c > gh[:, None]
+            return hit.mean(axis=1)
 
-    if detected(1.0) < power:
-        return float("nan")
-    lo, hi = 0.0, 1.0
-    for _ in range(30):
-        mid = (lo + hi) / 2
-        if detected(mid) < power:
-            lo = mid
-        else:
-            hi = mid
-    return hi
+        lo, hi = np.zeros(idx.size), np.ones(idx.size)
+        reach = share(hi) >= power
+        for _ in range(14):  # to 1/16384 of the accuracy scale
+            mid = (lo + hi) / 2
+            below = share(mid) < power
+            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        out[idx] = np.where(reach, hi, np.nan)
+    return out.reshape(shape) if shape else float(out[0])
 
 
 def sensitivity_rows(paired, raw, per_group, *, metrics, n_classes: int, labels_per_item: float, k: float,
@@ -211,7 +235,9 @@ def sensitivity_rows(paired, raw, per_group, *, metrics, n_classes: int, labels_
     for metric in metrics:
         arr = paired[metric]
         r_all = raw[metric].sum(axis=(0, 1))
-        for gi in np.flatnonzero(arr[..., 0].sum(axis=1) > 0):
+        groups = np.flatnonzero(arr[..., 0].sum(axis=1) > 0)
+        params = []
+        for gi in groups:
             tot = arr[gi].sum(axis=0)
             n, s1, s2 = tot[:3]
             sd = float(np.sqrt(max((s2 - s1 * s1 / n) / max(n - 1, 1), 0.0)))
@@ -230,7 +256,12 @@ def sensitivity_rows(paired, raw, per_group, *, metrics, n_classes: int, labels_
                 resp = accuracy_response(n_classes, labels_per_item, r[1] / r[0], r[2] / r[0]) if r[0] > 0 else None
                 slope, gamma = (resp.slope, resp.gamma) if resp is not None else (float("nan"), float("nan"))
                 span = (resp.accuracy_low, resp.accuracy_high) if resp is not None else (float("nan"),) * 2
-            acc = minimum_detectable_drop(volume, float(s1 / n), sd, slope, gamma, float(per_group[gi]), k=k,
-                                          looks=looks, baseline_units=n, skewness=skew)
-            out.append((int(gi), metric, volume, sd, acc * slope, acc, *span))
+            params.append((volume, float(s1 / n), sd, slope, gamma, float(per_group[gi]), float(n), skew, span))
+        if not params:
+            continue
+        volume, mean, sd, slope, gamma, alpha, units, skew, spans = (list(c) for c in zip(*params, strict=True))
+        acc = np.atleast_1d(minimum_detectable_drop(volume, mean, sd, slope, gamma, alpha, k=k, looks=looks,
+                                                    baseline_units=units, skewness=skew))
+        for j, gi in enumerate(groups):
+            out.append((int(gi), metric, volume[j], sd[j], float(acc[j] * slope[j]), float(acc[j]), *spans[j]))
     return out
