@@ -35,6 +35,7 @@ GROUPINGS = ("vendor", "annotator")
 
 
 CHUNK = 1 << 20  # rows per block where a full-length int64 temporary is avoided
+KEY_LIMIT = 2**63  # packed keys beyond this rank their (window, item) pairs first
 
 
 @dataclass
@@ -167,7 +168,7 @@ def _ticks(frame: pd.DataFrame) -> tuple[np.ndarray, int, pd.Timestamp]:
     import pandas as pd
 
     col = frame["timestamp"] if "timestamp" in frame.columns else None
-    if col is None or not (isinstance(col.dtype, pd.DatetimeTZDtype) or col.dtype.kind == "M"):
+    if col is None or not isinstance(col.array, pd.arrays.DatetimeArray):
         ts = _timestamps(frame)
         first = ts.min()
     else:
@@ -284,7 +285,7 @@ def _pack(window: np.ndarray, item: np.ndarray, group: np.ndarray, label: np.nda
     and sorted in place: one array of 8 bytes a row."""
     n_windows, n_items, n_groups, n_labels = shape
     pairs = None
-    if n_windows * n_items * n_groups * n_labels >= 2**63:
+    if n_windows * n_items * n_groups * n_labels >= KEY_LIMIT:
         pairs, rank = np.unique(window.astype(np.int64) * n_items + item, return_inverse=True)
         if pairs.size * n_groups * n_labels >= 2**63:
             raise StatsInputError("too many distinct (window, item, group, label) combinations to pack.")
@@ -342,7 +343,7 @@ def _gold_codes(gold, items: tuple, labels: tuple) -> np.ndarray:
 class _Sums:
     """Per (group, window) sums of coded records; arrays of shape (n_groups, n_windows).
 
-    ``units[metric]``: (n, s1, s2, n_labels) of the units' means, as
+    ``units[metric]``: (n, s1, s2) of the units' means, as
     :func:`auditor.stats.quality.quality_units` sums them; ``paired[metric]``: as
     :func:`auditor.stats.monitoring.paired_sums` (``None`` when not asked for);
     ``x["t"]``, ``x["e"]``: (n, s1, s2) of the per-item X^t and X^e of the upper bounds.

@@ -224,15 +224,20 @@ def test_quality_units_aggregate_labels_of_one_item_into_one_unit():
     assert units.n_labels.tolist() == [[3]]
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_one_sort_sums_equal_the_per_annotation_path(seed):
+@pytest.mark.parametrize(("seed", "ranked"), [(0, False), (1, False), (2, True)])
+def test_one_sort_sums_equal_the_per_annotation_path(seed, ranked, monkeypatch):
     """detect_changes sums the records from one sort of packed keys; the monitor scores each
     annotation (tie credit against the other labels of its item, gold correctness) and sums
     with quality_units and paired_sums. On records with ties, items spread over windows,
-    several labels of one group on an item and partial gold, both give the same sums."""
+    several labels of one group on an item and partial gold, both give the same sums (also
+    when the keys are too wide to pack and the (window, item) pairs are ranked first)."""
+    from auditor.stats import quality_records
     from auditor.stats.certification import tie_credit
     from auditor.stats.monitoring import paired_sums
     from auditor.stats.quality_records import _code_records, _gold_codes, _record_sums
+
+    if ranked:
+        monkeypatch.setattr(quality_records, "KEY_LIMIT", 1000)
 
     rng = np.random.default_rng(seed)
     n_items, per_item, n_ann = 400, 4, 9
@@ -247,6 +252,7 @@ def test_one_sort_sums_equal_the_per_annotation_path(seed):
                           "timestamp": pd.Timestamp("2026-03-02", tz="UTC") + pd.to_timedelta(day, unit="D")})
     gold = {f"i{i}": int(rng.integers(0, 3)) for i in range(0, n_items, 3)}
     coded = _code_records(frame, "vendor", "7D", [0, 1, 2], "2026-03-02")
+    assert (coded.pairs is not None) == ranked
     n_windows, _, n_groups, _ = coded.shape
     sums = _record_sums(coded, _gold_codes(gold, coded.items, coded.labels))
     # the per-annotation path
