@@ -241,8 +241,8 @@ def _series(coded: _Coded, sums: _Sums, by: str, window: str, confidence: float)
     import pandas as pd
 
     agree, golds = sums.units["agreement"], sums.units["gold_accuracy"]
-    a_mean, a_lo, a_hi = _unit_interval(*agree[:3], confidence)
-    g_mean, g_lo, g_hi = _unit_interval(*golds[:3], confidence)
+    a_mean, a_lo, a_hi = _unit_interval(*agree, confidence)
+    g_mean, g_lo, g_hi = _unit_interval(*golds, confidence)
     n_labels, n_items = sums.n_labels, sums.n_items
     u = {}
     for name in ("t", "e"):
@@ -432,7 +432,7 @@ def detect_changes(records, *, by: str = "vendor", window: str = "7D", gold=None
     series = _series(coded, sums, by, window, 0.95)
     paired = {m: np.stack([ps.n, ps.s1, ps.s2], axis=-1) for m, ps in sums.paired.items()}
     level = {m: np.stack([ps.level_n, ps.level_s1, ps.level_s2], axis=-1) for m, ps in sums.paired.items()}
-    raw = {m: np.stack(st[:3], axis=-1).astype(float) for m, st in sums.units.items()}
+    raw = {m: np.stack(st, axis=-1).astype(float) for m, st in sums.units.items()}
     rows, dataset_rows = _find_changes(coded.groups, list(range(n_windows)), paired, level, raw, alpha, k=k,
                                        looks=looks, max_changes=max_changes)
     for r in rows + dataset_rows:
