@@ -174,27 +174,43 @@ def _null_maxima(k: float, looks: int, guard: int, mature: int, between: bool = 
     of independent increments does not know: the threshold is taken from these maxima.
     """
     rng = np.random.default_rng(_MC_SEED)
-    x = rng.standard_normal((_MC_STREAMS, looks + 1))
-    x = np.concatenate([x, -x])
-    cum = np.pad(np.cumsum(x, axis=1), ((0, 0), (1, 0)))
-    cum2 = np.pad(np.cumsum(x * x, axis=1), ((0, 0), (1, 0))) if between else None
-    c = np.zeros(x.shape[0])
-    best = np.zeros(x.shape[0])
+    draws = rng.standard_normal((_MC_STREAMS, looks + 1))
+    best = np.empty(2 * _MC_STREAMS)
+    block = 1 << 14  # streams at a time, laid out window by window: contiguous rows, small arrays
+    for half in (0, 1):  # the draws, then their mirror images
+        for at in range(0, _MC_STREAMS, block):
+            x = np.ascontiguousarray(draws[at:at + block].T)
+            if half:
+                np.negative(x, out=x)
+            best[half * _MC_STREAMS + at:][:x.shape[1]] = _block_maxima(x, k, looks, guard, mature, between)
+    return np.sort(best)
+
+
+def _block_maxima(x: np.ndarray, k: float, looks: int, guard: int, mature: int, between: bool) -> np.ndarray:
+    """:func:`_null_maxima` of the streams in the columns of ``x`` (windows, streams)."""
+    cum = np.zeros((x.shape[0] + 1, x.shape[1]))
+    np.cumsum(x, axis=0, out=cum[1:])
+    cum2 = None
+    if between:
+        cum2 = np.zeros_like(cum)
+        np.cumsum(x * x, axis=0, out=cum2[1:])
+    c = np.zeros(x.shape[1])
+    best = np.zeros(x.shape[1])
     for w in range(1, looks + 1):
         nb = w - guard if w - guard >= mature else w
-        mean = cum[:, nb] / nb
+        mean = cum[nb] / nb
         if between:
             if nb < BETWEEN_MIN_WINDOWS:
                 continue
-            var = np.maximum((cum2[:, nb] - nb * mean * mean) / (nb - 1), 1e-12)
-            t = (x[:, w] - mean) / np.sqrt(var * (1.0 + 1.0 / nb))
+            var = np.maximum((cum2[nb] - nb * mean * mean) / (nb - 1), 1e-12)
+            t = (x[w] - mean) / np.sqrt(var * (1.0 + 1.0 / nb))
             z = _t_to_z(t, nb - 1)
         else:
-            z = (x[:, w] - mean) / np.sqrt(1.0 + 1.0 / nb)
+            z = (x[w] - mean) / np.sqrt(1.0 + 1.0 / nb)
         z = np.clip(z, -Z_CLIP, Z_CLIP)
         c = np.maximum(0.0, c - z - k)
         np.maximum(best, c, out=best)
-    return np.sort(best)
+    return best
 
 
 def _maxima(k: float, looks: int, between: bool) -> np.ndarray:

@@ -54,9 +54,15 @@ from auditor.stats.monitoring import (
     DEFAULT_K,
     LOOKS_PER_YEAR,
     cusum_scan,
-    paired_sums,
 )
-from auditor.stats.quality_records import _code_records, _Coded, _distinct, _gold_codes
+from auditor.stats.quality_records import (
+    _code_records,
+    _Coded,
+    _distinct,
+    _gold_codes,
+    _record_sums,
+    _Sums,
+)
 from auditor.stats.validation import StatsInputError, check_probability
 
 if TYPE_CHECKING:  # pandas loads pyarrow: imported where a function uses it
@@ -132,20 +138,6 @@ def quality_units(unit_key: np.ndarray, score: np.ndarray, group: np.ndarray, wi
     return UnitStream(n, s1, s2, labels)
 
 
-def _loo_credit(coded: _Coded) -> np.ndarray:
-    """Each annotation's tie credit against the plurality of the other labels on its item."""
-    n_items, n_labels = len(coded.items), len(coded.labels)
-    counts = np.bincount(coded.item * n_labels + coded.label, minlength=n_items * n_labels).reshape(n_items, n_labels)
-    out = np.empty(coded.item.size)
-    chunk = 1 << 18
-    for start in range(0, coded.item.size, chunk):
-        sl = slice(start, start + chunk)
-        others = counts[coded.item[sl]].copy()
-        others[np.arange(others.shape[0]), coded.label[sl]] -= 1
-        out[sl] = tie_credit(others, coded.label[sl])
-    return out
-
-
 # --------------------------------------------------------------------------- intervals
 
 
@@ -198,38 +190,6 @@ class QualitySeries:
         return self.frame.copy()
 
 
-def _x_sums(coded: _Coded, keep: np.ndarray, n_windows: int, n_groups: int):
-    """Per (group, window): per-item X^t and X^e sums over the group's labels in the window."""
-    n_labels = len(coded.labels)
-    cell = coded.group[keep] * n_windows + coded.window[keep]
-    span = len(coded.items) + 1
-    # one packed integer per (cell, item, label): a 1-D sort, not a sort of rows
-    packed = (cell.astype(np.int64) * span + coded.item[keep]) * n_labels + coded.label[keep]
-    packed = np.sort(packed)
-    first = np.flatnonzero(np.r_[True, packed[1:] != packed[:-1]])
-    upacked, cnt = packed[first], np.diff(np.r_[first, packed.size])
-    cell_item = upacked // n_labels
-    head = np.flatnonzero(np.r_[True, cell_item[1:] != cell_item[:-1]])  # sorted: runs of one (cell, item)
-    ci = cell_item[head]
-    inv = np.repeat(np.arange(head.size), np.diff(np.r_[head, cell_item.size]))
-    k = np.bincount(inv, weights=cnt)
-    sq = np.bincount(inv, weights=cnt.astype(float) ** 2)
-    xt = sq / (k * k)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        xe = np.where(k >= 2, (sq - k) / (k * (k - 1)), np.nan)
-    cells = ci // span
-    size = n_groups * n_windows
-    out = {}
-    for name, x in (("t", xt), ("e", xe)):
-        ok = ~np.isnan(x)
-        out[name] = (
-            np.bincount(cells[ok], minlength=size).reshape(n_groups, n_windows),
-            np.bincount(cells[ok], weights=x[ok], minlength=size).reshape(n_groups, n_windows),
-            np.bincount(cells[ok], weights=x[ok] ** 2, minlength=size).reshape(n_groups, n_windows),
-        )
-    return out
-
-
 def quality_series(records, *, by: str = "vendor", window: str = "7D", gold=None, labels=None,
                    confidence: float = 0.95, origin=None) -> QualitySeries:
     """Each vendor's (or annotator's) quality per time window, with intervals.
@@ -271,40 +231,20 @@ def quality_series(records, *, by: str = "vendor", window: str = "7D", gold=None
     """
     confidence = check_probability(confidence, name="confidence", open_interval=True)
     coded = _code_records(records, by, window, labels, origin)
-    return _series(coded, _unit_streams(coded, gold), by, window, confidence)
+    sums = _record_sums(coded, _gold_codes(gold, coded.items, coded.labels), paired=False)
+    return _series(coded, sums, by, window, confidence)
 
 
-def _unit_streams(coded: _Coded, gold) -> dict[str, UnitStream]:
-    """Per (group, window) units of agreement with the leave-one-out consensus and of gold accuracy."""
-    n_groups, n_windows = len(coded.groups), len(coded.window_start)
-    credit = _loo_credit(coded)
-    g_item = _gold_codes(gold, coded.items, coded.labels)[coded.item]
-    correct = np.where(g_item >= 0, (coded.label == g_item).astype(float), np.nan)
-    return {
-        "agreement": quality_units(coded.item, credit, coded.group, coded.window, n_groups, n_windows),
-        "gold_accuracy": quality_units(coded.item, correct, coded.group, coded.window, n_groups, n_windows),
-    }
-
-
-def _series(coded: _Coded, streams: dict[str, UnitStream], by: str, window: str, confidence: float) -> QualitySeries:
+def _series(coded: _Coded, sums: _Sums, by: str, window: str, confidence: float) -> QualitySeries:
     import pandas as pd
 
-    n_groups, n_windows = len(coded.groups), len(coded.window_start)
-    agree, golds = streams["agreement"], streams["gold_accuracy"]
-    a_mean, a_lo, a_hi = _unit_interval(agree.n, agree.s1, agree.s2, confidence)
-    g_mean, g_lo, g_hi = _unit_interval(golds.n, golds.s1, golds.s2, confidence)
-
-    all_rows = np.ones(coded.item.size, dtype=bool)
-    cell = coded.group * n_windows + coded.window
-    size = n_groups * n_windows
-    n_labels = np.bincount(cell, minlength=size).reshape(n_groups, n_windows)
-    span = len(coded.items) + 1
-    pairs = _distinct(cell.astype(np.int64) * span + coded.item) // span
-    n_items = np.bincount(pairs, minlength=size).reshape(n_groups, n_windows)
-    x = _x_sums(coded, all_rows, n_windows, n_groups)
+    agree, golds = sums.units["agreement"], sums.units["gold_accuracy"]
+    a_mean, a_lo, a_hi = _unit_interval(*agree, confidence)
+    g_mean, g_lo, g_hi = _unit_interval(*golds, confidence)
+    n_labels, n_items = sums.n_labels, sums.n_items
     u = {}
     for name in ("t", "e"):
-        m, lo, hi = _unit_interval(*x[name], confidence)
+        m, lo, hi = _unit_interval(*sums.x[name], confidence)
         u[name] = (np.sqrt(m), np.sqrt(lo), np.sqrt(hi))
 
     gi, wi = np.nonzero(n_labels > 0)
@@ -317,7 +257,7 @@ def _series(coded: _Coded, streams: dict[str, UnitStream], by: str, window: str,
         "agreement": a_mean[gi, wi],
         "agreement_low": a_lo[gi, wi],
         "agreement_high": a_hi[gi, wi],
-        "n_gold_items": golds.n[gi, wi],
+        "n_gold_items": golds[0][gi, wi],
         "gold_accuracy": g_mean[gi, wi],
         "gold_accuracy_low": g_lo[gi, wi],
         "gold_accuracy_high": g_hi[gi, wi],
@@ -354,13 +294,6 @@ CHANGE_COLUMNS = ("group", "metric", "direction", "detected_at", "start", "befor
 DATASET_COLUMNS = ("metric", "direction", "detected_at", "start", "before", "after", "evidence")
 SENSITIVITY_COLUMNS = ("group", "metric", "units_per_window", "unit_sd", "min_drop", "min_drop_accuracy",
                        "others_accuracy_low", "others_accuracy_high")
-
-
-def _label_scores(coded: _Coded, gold) -> dict[str, np.ndarray]:
-    credit = _loo_credit(coded)
-    g_item = _gold_codes(gold, coded.items, coded.labels)[coded.item]
-    return {"agreement": credit,
-            "gold_accuracy": np.where(g_item >= 0, (coded.label == g_item).astype(float), np.nan)}
 
 
 def _span(arr: np.ndarray, a: int, b: int):
@@ -472,40 +405,27 @@ def detect_changes(records, *, by: str = "vendor", window: str = "7D", gold=None
     """
     import pandas as pd
 
-
     k = DEFAULT_K if k is None else float(k)
     looks = LOOKS_PER_YEAR if looks is None else int(looks)
     alpha = check_probability(alpha, name="alpha", open_interval=True)
     coded = _code_records(records, by, window, labels, origin)
-    n_groups, n_windows = len(coded.groups), len(coded.window_start)
-    scores = _label_scores(coded, gold)
-    streams = {m: quality_units(coded.item, s, coded.group, coded.window, n_groups, n_windows)
-               for m, s in scores.items()}
-    series = _series(coded, streams, by, window, 0.95)
-    paired, level, raw = _paired_state(coded.item, coded.group, coded.window, scores, streams, n_groups, n_windows)
+    n_windows = len(coded.window_start)
+    sums = _record_sums(coded, _gold_codes(gold, coded.items, coded.labels))
+    series = _series(coded, sums, by, window, 0.95)
+    paired = {m: np.stack([ps.n, ps.s1, ps.s2, ps.s3], axis=-1) for m, ps in sums.paired.items()}
+    level = {m: np.stack([ps.level_n, ps.level_s1, ps.level_s2], axis=-1) for m, ps in sums.paired.items()}
+    raw = {m: np.stack(st, axis=-1).astype(float) for m, st in sums.units.items()}
     rows, dataset_rows = _find_changes(coded.groups, list(range(n_windows)), paired, level, raw, alpha, k=k,
                                        looks=looks, max_changes=max_changes)
     for r in rows + dataset_rows:
         r["detected_at"] = coded.window_end[r["detected_at"]]
         r["start"] = coded.window_start[r["start"]]
-    per_item = coded.item.size / max(len(coded.items), 1)
+    per_item = coded.n_rows / max(len(coded.items), 1)
     sens = _sensitivity(coded.groups, paired, raw, alpha, n_classes=len(coded.labels), labels_per_item=per_item,
                         k=k, looks=looks)
     return ChangeReport(by, window, alpha, pd.DataFrame(rows, columns=list(CHANGE_COLUMNS)), series,
                         pd.DataFrame(dataset_rows, columns=list(DATASET_COLUMNS)),
                         pd.DataFrame(sens, columns=list(SENSITIVITY_COLUMNS)))
-
-
-def _paired_state(item, group, window, scores, streams, n_groups, n_windows):
-
-    paired, level, raw = {}, {}, {}
-    for metric, score in scores.items():
-        ps = paired_sums(item, group, window, score, n_groups, n_windows)
-        paired[metric] = np.stack([ps.n, ps.s1, ps.s2, ps.s3], axis=-1)
-        level[metric] = np.stack([ps.level_n, ps.level_s1, ps.level_s2], axis=-1)
-        st = streams[metric]
-        raw[metric] = np.stack([st.n, st.s1, st.s2], axis=-1).astype(float)
-    return paired, level, raw
 
 
 # --------------------------------------------------------------------------- incremental

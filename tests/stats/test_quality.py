@@ -224,6 +224,62 @@ def test_quality_units_aggregate_labels_of_one_item_into_one_unit():
     assert units.n_labels.tolist() == [[3]]
 
 
+@pytest.mark.parametrize(("seed", "ranked"), [(0, False), (1, False), (2, True)])
+def test_one_sort_sums_equal_the_per_annotation_path(seed, ranked, monkeypatch):
+    """detect_changes sums the records from one sort of packed keys; the monitor scores each
+    annotation (tie credit against the other labels of its item, gold correctness) and sums
+    with quality_units and paired_sums. On records with ties, items spread over windows,
+    several labels of one group on an item and partial gold, both give the same sums (also
+    when the keys are too wide to pack and the (window, item) pairs are ranked first)."""
+    from auditor.stats import quality_records
+    from auditor.stats.certification import tie_credit
+    from auditor.stats.monitoring import paired_sums
+    from auditor.stats.quality_records import _code_records, _gold_codes, _record_sums
+
+    if ranked:
+        monkeypatch.setattr(quality_records, "KEY_LIMIT", 1000)
+
+    rng = np.random.default_rng(seed)
+    n_items, per_item, n_ann = 400, 4, 9
+    item = np.repeat(np.arange(n_items), per_item)
+    ann = (rng.integers(0, n_ann, n_items)[:, None] + np.arange(per_item)).ravel() % n_ann
+    keep = rng.random(item.size) < 0.85  # some items keep one label: no agreement for them
+    item, ann = item[keep], ann[keep]
+    label = rng.integers(0, 3, item.size)
+    day = rng.integers(0, 40, item.size)  # labels of one item fall in different weeks
+    frame = pd.DataFrame({"item_id": [f"i{i}" for i in item], "annotator_id": ann, "label": label,
+                          "vendor": [f"v{a % 3}" for a in ann],
+                          "timestamp": pd.Timestamp("2026-03-02", tz="UTC") + pd.to_timedelta(day, unit="D")})
+    gold = {f"i{i}": int(rng.integers(0, 3)) for i in range(0, n_items, 3)}
+    coded = _code_records(frame, "vendor", "7D", [0, 1, 2], "2026-03-02")
+    assert (coded.pairs is not None) == ranked
+    n_windows, _, n_groups, _ = coded.shape
+    sums = _record_sums(coded, _gold_codes(gold, coded.items, coded.labels))
+    # the per-annotation path
+    item_c = pd.Index(coded.items).get_indexer(frame["item_id"])
+    group_c = pd.Index(coded.groups).get_indexer(frame["vendor"])
+    window_c = (day // 7).astype(np.int64)
+    counts = np.zeros((len(coded.items), 3), dtype=np.int64)
+    np.add.at(counts, (item_c, label), 1)
+    others = counts[item_c]
+    others[np.arange(item_c.size), label] -= 1
+    g = np.array([gold.get(f"i{i}", -1) for i in item])
+    scores = {"agreement": tie_credit(others, label),
+              "gold_accuracy": np.where(g >= 0, (label == g).astype(float), np.nan)}
+    assert np.isnan(scores["agreement"]).any() and np.isnan(scores["gold_accuracy"]).any()
+    for metric, score in scores.items():
+        units = quality_units(item_c, score, group_c, window_c, n_groups, n_windows)
+        ps = paired_sums(item_c, group_c, window_c, score, n_groups, n_windows)
+        for got, want in zip(sums.units[metric], (units.n, units.s1, units.s2), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+        for name in ("n", "s1", "s2", "s3", "level_n", "level_s1", "level_s2"):
+            np.testing.assert_allclose(getattr(sums.paired[metric], name), getattr(ps, name), rtol=1e-12, atol=1e-12)
+    cell = group_c * n_windows + window_c
+    assert sums.n_labels.ravel().tolist() == np.bincount(cell, minlength=cell.max() + 1).tolist()
+    n_unit = len({(c, i) for c, i in zip(cell, item_c, strict=True)})
+    assert sums.n_items.sum() == n_unit == sums.x["t"][0].sum()
+
+
 def test_monitor_fed_batch_by_batch_equals_the_offline_scan():
     scenario = HistoryScenario(weeks=12, items_per_week=300, seed=17, drift=(Drift("acme-labeling", 6, -0.2),))
     frame = pd.DataFrame(simulate_history(scenario))
