@@ -322,28 +322,31 @@ def _betting_path(stream, credit: np.ndarray, x: np.ndarray, counts: np.ndarray)
     the end): what :func:`_betting_certified` needs."""
     counts = np.asarray(counts, dtype=float)
     n_new = counts.sum(axis=-1)
-    x_new = (counts @ x) / np.maximum(n_new, 1.0)
     n0 = 1.0 + stream.n
     x0 = (_B_PRIOR + stream.s_x) / n0
-    w_end = n_new / (n0 + n_new)
+    # one tangent path for every future (the futures' new means differ by their sampling
+    # error, which moves the tangent's loss by its square): the bets' log factors are then
+    # one (A, bets) table per step, and each future's gain a matrix product
+    n_all = float(n_new.mean()) if n_new.size else 0.0
+    x_all = float((counts.reshape(-1, x.size) @ x).sum() / max(float(n_new.sum()), 1.0))
     share = counts / np.maximum(n_new, 1.0)[..., None]
     gain = np.zeros((*n_new.shape, BETS.size))
     log_max = np.full(n_new.shape, stream.log_max)
     j_prev = np.zeros(n_new.shape)
+    w_end = n_new / (n0 + n_new)
     for s in range(1, _PATH_SEGMENTS + 1):
         w_hi = w_end * s / _PATH_SEGMENTS
-        w_mid = w_end * (s - 0.5) / _PATH_SEGMENTS
         j_hi = np.where(s == _PATH_SEGMENTS, n_new, w_hi * n0 / (1.0 - w_hi))
-        b = np.clip(np.sqrt((1.0 - w_mid) * x0 + w_mid * x_new), _B_MIN, 1.0)
-        xi = np.maximum(_bet_values(credit, x, b[..., None], stream.tau), -1.0)            # (..., A)
-        step = share * (j_hi - j_prev)[..., None]
-        gain = gain + np.einsum("...a,...aj->...j", step, np.log1p(xi[..., None] * BETS))
+        w_mid = n_all / (n0 + n_all) * (s - 0.5) / _PATH_SEGMENTS
+        b = min(max(math.sqrt(max((1.0 - w_mid) * x0 + w_mid * x_all, 0.0)), _B_MIN), 1.0)
+        log_f = np.log1p(np.maximum(_bet_values(credit, x, b, stream.tau), -1.0)[:, None] * BETS)   # (A, bets)
+        gain = gain + (share * (j_hi - j_prev)[..., None]) @ log_f
         log_end = logsumexp(stream.log_wealth + gain, axis=-1) - math.log(BETS.size)
         log_max = np.maximum(log_max, log_end)
         j_prev = j_hi
     lw = stream.log_wealth + gain
     bet_w = np.exp(lw - logsumexp(lw, axis=-1, keepdims=True))                              # (..., bets)
-    inc = np.einsum("...j,...aj->...a", bet_w, np.log1p(xi[..., None] * BETS))               # (..., A)
+    inc = bet_w @ log_f.T                                                                   # (..., A)
     mean_inc = (counts * inc).sum(axis=-1) / np.maximum(n_new, 1.0)
     var = (counts * (inc - mean_inc[..., None]) ** 2).sum(axis=-1)
     return log_max, log_end, var
