@@ -355,6 +355,8 @@ def _betting_path(stream, credit: np.ndarray, x: np.ndarray, counts: np.ndarray)
 #: Broadie, Glasserman & Kou's (1997) continuity correction: a walk's discrete steps cross a
 #: barrier as a Brownian motion crosses one this many step standard deviations higher.
 _BGK = 0.5826
+#: The smallest probability of a crossing on the way that counts (below, the future does not certify).
+_MIN_CROSSING = 1e-3
 
 
 def _betting_certified(stream, pairs, bound: str, target: float) -> np.ndarray:
@@ -384,7 +386,9 @@ def _betting_certified(stream, pairs, bound: str, target: float) -> np.ndarray:
     a = stream.log_evalue
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         cross = np.exp(-2.0 * np.maximum(barrier - a, 0.0) * np.maximum(barrier - log_end, 0.0) / var)
-    cross = np.where(var > 0, cross, 0.0)
+    # a crossing less likely than _MIN_CROSSING is no crossing: such futures add under 0.001 to
+    # a design's probability, and a design none of whose futures can certify stays at 0
+    cross = np.where((var > 0) & (cross >= _MIN_CROSSING), cross, 0.0)
     done = np.maximum(log_max, log_end) >= c
     out = np.where(done, 1.0, np.clip(cross, 0.0, 1.0))
     return np.where(stream.n + n_new > 0, out, 0.0)
@@ -576,4 +580,7 @@ def _probability_range(theta: np.ndarray | None, cert: np.ndarray, confidence: f
     # the fit is monotone either way; a slope of the wrong sign is noise, the range is still its ends
     low, high = np.minimum(at_lo, at_hi), np.maximum(at_lo, at_hi)
     constant = (mean == 0.0) | (mean == 1.0)
-    return np.where(constant, mean, np.minimum(low, mean)), np.where(constant, mean, np.maximum(high, mean))
+    low, high = np.where(constant, mean, np.minimum(low, mean)), np.where(constant, mean, np.maximum(high, mean))
+    # ends closer to 0 or 1 than half a future's share are beyond what the futures resolve
+    res = 0.5 / y.shape[1]
+    return np.where(low < res, 0.0, low), np.where(high > 1.0 - res, 1.0, high)
