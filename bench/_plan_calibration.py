@@ -25,7 +25,9 @@ import numpy as np
 
 from auditor.simulate import PoolScenario
 from auditor.stats import AnytimeState, certify
-from auditor.stats.certification import item_values
+from auditor.stats.anytime import _bet_values, _tangent_points
+from auditor.stats.certification import _LOG_E_CAP, _score_of_log_evalue, item_values
+from auditor.stats.confseq import betting_log_wealth
 from auditor.stats.planning import plan_certification, relabel_priority
 from auditor.stats.planning.simulation import (
     _Current,
@@ -285,9 +287,10 @@ def conditional_probability(scenario: CalibrationScenario, counts: np.ndarray, p
     ``values`` are per-item values of a large sample of the true process's new items
     (:func:`_true_values`; a sample much larger than ``n_new``, so resampling it is drawing
     from the process). Each of ``simulations`` futures resamples ``n_new`` of them and runs
-    the verdict on the current data plus them: the same simulated verdict as the planner
-    (``tests/stats/test_planning.py`` checks it equals the real one on actual items), on
-    the items' (credit, X) pairs.
+    the verdict on the current data plus them: for the betting verdict (``"anytime"``) the
+    stream itself, fed each future's items in order (:func:`_stream_certified`); for the
+    others the planner's simulated verdict on the items' (credit, X) pairs, which equals the
+    real one on actual items (``tests/stats/test_planning.py``).
     """
     m = np.asarray(counts)
     cur = _current_sums(m, preds)
@@ -297,9 +300,33 @@ def conditional_probability(scenario: CalibrationScenario, counts: np.ndarray, p
         cur = _Current(anytime=st, t=cur.t, e=cur.e, l=cur.l)
     size = values["l"].shape[0]
     idx = rng.integers(0, size, size=(simulations, n_new))
+    if scenario.method == "anytime":
+        return float(np.mean(_stream_certified(cur.anytime.betting(scenario.bound), values, idx, scenario)))
     new = _values_new(values["l"], values["t"], values["e"], idx, atoms=values.get("atoms"))
     score = _verdict_scores(cur, new, method=scenario.method, bound=scenario.bound, tau=scenario.tau, split=0.5)
     return float(np.mean(np.nan_to_num(score, nan=-1.0) >= scenario.target))
+
+
+def _stream_certified(stream, values: Mapping[str, np.ndarray], idx: np.ndarray, scenario) -> np.ndarray:
+    """The betting stream's verdict after the items ``idx`` (futures × items, in arrival
+    order), each future fed to a copy of ``stream`` item by item: the real verdict, with its
+    predictable tangent points and its running maximum (not the planner's simulation of it)."""
+    x = values["t"] if scenario.bound == "theoretical" else values["e"]
+    out = np.empty(idx.shape[0], dtype=bool)
+    for lo in range(0, idx.shape[0], 100):
+        sel = idx[lo:lo + 100]
+        keep = np.isfinite(x[sel]) & np.isfinite(values["l"][sel])
+        # items without the bound's value do not enter its stream: move them to the end, unbet
+        order = np.argsort(~keep, axis=1, kind="stable")
+        xs = np.take_along_axis(np.where(keep, x[sel], 0.0), order, axis=1)
+        cs = np.take_along_axis(np.where(keep, values["l"][sel], 0.0), order, axis=1)
+        b = _tangent_points(xs, stream.n, stream.s_x)
+        xi = np.where(np.take_along_axis(keep, order, axis=1), _bet_values(cs, xs, b, scenario.tau), 0.0)
+        log_e, _ = betting_log_wealth(xi, stream.log_wealth)
+        log_max = np.maximum(stream.log_max, log_e.max(axis=1)) if xi.shape[1] else np.full(sel.shape[0],
+                                                                                             stream.log_max)
+        out[lo:lo + 100] = _score_of_log_evalue(np.minimum(log_max, _LOG_E_CAP)) >= scenario.target
+    return out
 
 
 def fixed_truth_error_bound(current_items: int, new_items: int, band=(0.2, 0.95)) -> float:

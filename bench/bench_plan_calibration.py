@@ -125,10 +125,11 @@ def more_labels(args) -> None:
     """Ranges for one fixed truth, and point probabilities over truths the data cannot tell apart."""
     print("\n== plans with more labels per item than the data (issue 38): for one fixed truth, the share of "
           "designs × repetitions whose range holds the probability of certifying given the current data "
-          "(nominal 0.8); then the point probability against the frequency, model accuracy ± 0.03")
+          f"(nominal 0.8; {args.conditional_simulations} futures of the real stream each)")
     for i, sc in enumerate(MORE_LABELS):
         fixed = check_scenario(sc, args.fixed_repetitions, seed=args.seed + 200 + i, n_simulations=args.simulations,
-                               conditional=50 if args.smoke else 400, pool_size=20_000 if args.smoke else 400_000)
+                               conditional=50 if args.smoke else args.conditional_simulations,
+                               pool_size=20_000 if args.smoke else 400_000)
         rr = fixed.ranges
         n = max(len(rr), 1)
         for tol in (0.0, 0.02):
@@ -200,6 +201,8 @@ def main() -> None:
     ap.add_argument("--never-repetitions", type=int, default=100)
     ap.add_argument("--relabel-repetitions", type=int, default=200)
     ap.add_argument("--simulations", type=int, default=400)
+    ap.add_argument("--conditional-simulations", type=int, default=1000,
+                    help="futures behind each probability of certifying given the current data (more-labels)")
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--part", choices=PARTS, action="append", help="run only these parts (default: all)")
     ap.add_argument("--smoke", action="store_true", help="two repetitions of each scenario, a few seconds each")

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse, special
+from scipy.special import logsumexp
 
+from auditor.stats.anytime import _B_MIN, _B_PRIOR, _bet_values
 from auditor.stats.certification import (
     _LOG_E_CAP,
     AnytimeState,
@@ -18,6 +20,7 @@ from auditor.stats.certification import (
     _score_of_log_evalue,
     tie_credit,
 )
+from auditor.stats.confseq import BETS
 from auditor.stats.planning.label_model import _INFINITE, _credit_code, _Population
 
 #: Template × composition cells computed exactly; beyond, each template's k-label
@@ -277,10 +280,118 @@ def _betting_scores(stream, pairs, bound: str) -> np.ndarray:
     x = np.asarray(x_t if bound == "theoretical" else x_e, dtype=float)
     ok = np.isfinite(x) & np.isfinite(credit)
     h = np.where(ok, h, 0)
-    log_e = stream.log_evalue_after(np.where(ok, credit, 0.0), np.where(ok, x, 0.0), h)
+    log_e = _betting_log_evalue_after(stream, np.where(ok, credit, 0.0), np.where(ok, x, 0.0), h)
     score = _score_of_log_evalue(np.minimum(log_e, _LOG_E_CAP))
     # an empty stream has no verdict (as the current one without items)
     return np.where(stream.n + h.sum(axis=-1) > 0, score, np.nan)
+
+
+#: Segments of the new items' arrival path over which the betting verdict's tangent point is
+#: held (equal steps in the new items' share of the running mean).
+_PATH_SEGMENTS = 8
+
+
+def _betting_log_evalue_after(stream, credit: np.ndarray, x: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The betting e-process's log :math:`\\max E` once new items arrive, vectorised over futures.
+
+    ``credit`` and ``x`` (A,) are the distinct values a new item can take, ``counts``
+    (..., A) how many new items take each in each future. The stream's tangent point
+    :math:`b_j` is the square root of the running mean of :math:`x` *before* item
+    :math:`j`; with the new items in a random order its expected path is
+    :math:`b^2(w) = (1 - w)\\,\\bar x_0 + w\\,\\bar x_{new}`, :math:`w = j / (n_0 + 1 + j)` the new
+    items' share (:math:`\\bar x_0` with the stream's prior item). The path is cut into
+    :data:`_PATH_SEGMENTS` equal steps in :math:`w`; the items of a step (each new item's
+    values with the future's frequencies) are bet with :math:`b` at its midpoint, and the
+    largest capital at the steps' ends counts, as the stream's running maximum does.
+
+    Holding :math:`b` at the final mean for every new item (``BettingStream.log_evalue_after``)
+    uses hindsight: the tangent touches :math:`\\sqrt{\\theta_U}` exactly, while the stream's
+    early new items are bet with the old items' mean. When new items have more labels than
+    the old (lower :math:`E X^t`) the stream loses :math:`(\\sqrt{\\theta_U} - b_j)^2 / (2 b_j)` per item
+    that the fixed point does not, and the simulated verdict was optimistic (10 labels per
+    new item on 3-label data: certified in 93% of futures of actual items where the stream
+    did in 90%).
+    """
+    return _betting_path(stream, credit, x, counts)[0]
+
+
+def _betting_path(stream, credit: np.ndarray, x: np.ndarray, counts: np.ndarray):
+    """:func:`_betting_log_evalue_after`'s log max E, the log capital at the end, and the
+    variance of the log capital's increments over the new items (their sum of squared
+    deviations, at the end's tangent point and with the bets weighted by their capital at
+    the end): what :func:`_betting_certified` needs."""
+    counts = np.asarray(counts, dtype=float)
+    n_new = counts.sum(axis=-1)
+    n0 = 1.0 + stream.n
+    x0 = (_B_PRIOR + stream.s_x) / n0
+    # one tangent path for every future (the futures' new means differ by their sampling
+    # error, which moves the tangent's loss by its square): the bets' log factors are then
+    # one (A, bets) table per step, and each future's gain a matrix product
+    n_all = float(n_new.mean()) if n_new.size else 0.0
+    x_all = float((counts.reshape(-1, x.size) @ x).sum() / max(float(n_new.sum()), 1.0))
+    share = counts / np.maximum(n_new, 1.0)[..., None]
+    gain = np.zeros((*n_new.shape, BETS.size))
+    log_max = np.full(n_new.shape, stream.log_max)
+    j_prev = np.zeros(n_new.shape)
+    w_end = n_new / (n0 + n_new)
+    for s in range(1, _PATH_SEGMENTS + 1):
+        w_hi = w_end * s / _PATH_SEGMENTS
+        j_hi = np.where(s == _PATH_SEGMENTS, n_new, w_hi * n0 / (1.0 - w_hi))
+        w_mid = n_all / (n0 + n_all) * (s - 0.5) / _PATH_SEGMENTS
+        b = min(max(math.sqrt(max((1.0 - w_mid) * x0 + w_mid * x_all, 0.0)), _B_MIN), 1.0)
+        log_f = np.log1p(np.maximum(_bet_values(credit, x, b, stream.tau), -1.0)[:, None] * BETS)   # (A, bets)
+        gain = gain + (share * (j_hi - j_prev)[..., None]) @ log_f
+        log_end = logsumexp(stream.log_wealth + gain, axis=-1) - math.log(BETS.size)
+        log_max = np.maximum(log_max, log_end)
+        j_prev = j_hi
+    lw = stream.log_wealth + gain
+    bet_w = np.exp(lw - logsumexp(lw, axis=-1, keepdims=True))                              # (..., bets)
+    inc = bet_w @ log_f.T                                                                   # (..., A)
+    mean_inc = (counts * inc).sum(axis=-1) / np.maximum(n_new, 1.0)
+    var = (counts * (inc - mean_inc[..., None]) ** 2).sum(axis=-1)
+    return log_max, log_end, var
+
+
+#: Broadie, Glasserman & Kou's (1997) continuity correction: a walk's discrete steps cross a
+#: barrier as a Brownian motion crosses one this many step standard deviations higher.
+_BGK = 0.5826
+#: The smallest probability of a crossing on the way that counts (below, the future does not certify).
+_MIN_CROSSING = 1e-3
+
+
+def _betting_certified(stream, pairs, bound: str, target: float) -> np.ndarray:
+    """The probability that the betting verdict certifies once new items given as (credit,
+    X^t, X^e, counts) arrive in a random order, per simulated future.
+
+    The stream's running maximum counts, so a path can cross the threshold
+    :math:`c = -\\log(1 - \\text{target})` between its start and its end. Given the
+    future's items the order is uniformly random and the log capital's path is, to a good
+    approximation, a Brownian bridge from the current log capital :math:`a` to the final
+    :math:`b` with the increments' total variance :math:`V`; such a bridge's maximum exceeds
+    :math:`c > \\max(a, b)` with probability :math:`\\exp(-2 (c - a)(c - b) / V)` (the
+    barrier moved up by the continuity correction of the walk's steps). 1 where the end or an
+    earlier maximum has crossed. The end value alone (:func:`_betting_scores`) misses the
+    crossings on the way, and was pessimistic: on actual items its log max E was 0.2 to 0.7
+    below the stream's.
+    """
+    credit, x_t, x_e, h = pairs
+    x = np.asarray(x_t if bound == "theoretical" else x_e, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(credit)
+    h = np.where(ok, h, 0)
+    log_max, log_end, var = _betting_path(stream, np.where(ok, credit, 0.0), np.where(ok, x, 0.0), h)
+    c = min(-math.log1p(-target), _LOG_E_CAP) if target < 1.0 else _LOG_E_CAP
+    n_new = h.sum(axis=-1)
+    step_sd = np.sqrt(var / np.maximum(n_new, 1.0))
+    barrier = c + _BGK * step_sd
+    a = stream.log_evalue
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        cross = np.exp(-2.0 * np.maximum(barrier - a, 0.0) * np.maximum(barrier - log_end, 0.0) / var)
+    # a crossing less likely than _MIN_CROSSING is no crossing: such futures add under 0.001 to
+    # a design's probability, and a design none of whose futures can certify stays at 0
+    cross = np.where((var > 0) & (cross >= _MIN_CROSSING), cross, 0.0)
+    done = np.maximum(log_max, log_end) >= c
+    out = np.where(done, 1.0, np.clip(cross, 0.0, 1.0))
+    return np.where(stream.n + n_new > 0, out, 0.0)
 
 
 def _fan_scores(cur: _Current, new: dict, *, bound: str, tau: float, split: float) -> np.ndarray:
@@ -469,4 +580,7 @@ def _probability_range(theta: np.ndarray | None, cert: np.ndarray, confidence: f
     # the fit is monotone either way; a slope of the wrong sign is noise, the range is still its ends
     low, high = np.minimum(at_lo, at_hi), np.maximum(at_lo, at_hi)
     constant = (mean == 0.0) | (mean == 1.0)
-    return np.where(constant, mean, np.minimum(low, mean)), np.where(constant, mean, np.maximum(high, mean))
+    low, high = np.where(constant, mean, np.minimum(low, mean)), np.where(constant, mean, np.maximum(high, mean))
+    # ends closer to 0 or 1 than half a future's share are beyond what the futures resolve
+    res = 0.5 / y.shape[1]
+    return np.where(low < res, 0.0, low), np.where(high > 1.0 - res, 1.0, high)
