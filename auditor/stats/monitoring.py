@@ -99,33 +99,25 @@ _STATES = 120
 # --------------------------------------------------------------------------- the chain
 
 
-def _transitions(h: float, k: float, shift: float, scale: float = 1.0, skew: float = 0.0) -> np.ndarray:
-    """Brook–Evans sub-stochastic matrix of a CUSUM ``max(0, C + g(z) - k)``, z ~ N(shift, scale²)
-    and ``g`` the skewness correction of :func:`_standardised` for a window skewness ``skew``
-    (identity at 0), clipped to ±``Z_CLIP`` as the chart clips it, on [0, h) in ``_STATES``
-    cells (cell 0 holds C = 0)."""
+def _transitions(h: float, k: float, shift: float) -> np.ndarray:
+    """Brook–Evans sub-stochastic matrix of a CUSUM ``max(0, C + z - k)``, z ~ N(shift, 1)
+    clipped to ±``Z_CLIP`` as the chart clips it, on [0, h) in ``_STATES`` cells (cell 0
+    holds C = 0)."""
     m = _STATES
     w = 2.0 * h / (2 * m - 1)
     centre = np.arange(m) * w
     upper = (np.arange(m) + 0.5) * w
     lower = np.concatenate([[-np.inf], upper[:-1]])
 
-    a = float(np.clip(skew, -SKEW_LIMIT, SKEW_LIMIT)) / 6.0
-
-    def g_inverse(x):  # g(z) = (1 - (1 - a z)³) / (3 a) + a is increasing
-        return x if abs(a) < 1e-12 else (1.0 - np.cbrt(1.0 - 3.0 * a * (x - a))) / a
-
-    def cdf(x):  # P(clipped g(z) < x)
-        return np.where(x > Z_CLIP, 1.0, np.where(x <= -Z_CLIP, 0.0, special.ndtr((g_inverse(x) - shift) / scale)))
+    def cdf(x):  # P(clipped z < x)
+        return np.where(x > Z_CLIP, 1.0, np.where(x <= -Z_CLIP, 0.0, special.ndtr(x - shift)))
 
     return cdf(upper[None, :] - centre[:, None] + k) - cdf(lower[None, :] - centre[:, None] + k)
 
 
-def crossing_probability(h: float, k: float, looks: int, shift: float = 0.0, start: float = 0.0,
-                         scale: float = 1.0, skew: float = 0.0) -> float:
-    """P(a CUSUM of N(shift, scale²) increments (skewness-corrected for a window skewness
-    ``skew``, as the chart does) starting at ``start`` exceeds ``h`` within ``looks`` steps)."""
-    q = _transitions(h, k, shift, scale, skew)
+def crossing_probability(h: float, k: float, looks: int, shift: float = 0.0, start: float = 0.0) -> float:
+    """P(a CUSUM of N(shift, 1) increments starting at ``start`` exceeds ``h`` within ``looks`` steps)."""
+    q = _transitions(h, k, shift)
     m = q.shape[0]
     w = 2.0 * h / (2 * m - 1)
     v = np.zeros(m)
