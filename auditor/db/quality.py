@@ -4,8 +4,8 @@ current label counts and gold labels.
 
 The statistics are :class:`auditor.stats.quality.QualityMonitor`'s (leave-one-out
 agreement and gold accuracy per vendor and per annotator and week, with intervals; a
-sequential change detector whose probability of *ever* raising a false alarm, over all
-groups and all audits, is at most ``alpha``). Here they are kept incrementally: the
+self-starting CUSUM per group whose yearly false-alarm rate, over all groups of a
+dataset and its dataset level, is ``alpha``). Here they are kept incrementally: the
 monitors' running sums and detector state live in ``quality_state`` as of a data
 version, and an audit reads only the annotations written after it (a BRIN index on
 ``annotation.data_version`` finds them), so its cost follows the new data, not the

@@ -9,9 +9,12 @@ Two questions a team monitoring labeling vendors asks every week:
   exists, and the group's U_t / U_e (Xu et al., Theorem 1 / Definition 1) on the
   window's items, each with a confidence interval.
 * *Which group got worse (or better), since when, and how sure are we?*
-  :func:`detect_changes` runs a sequential change detector on each group's stream of
-  per-item quality, checked after every window, whose probability of *ever* raising a
-  false alarm on a stationary stream is at most ``alpha`` for all groups together.
+  :func:`detect_changes` measures each group against the other groups on the same
+  items and runs a self-starting CUSUM on it, checked after every window (see
+  :mod:`auditor.stats.monitoring`). Its false-alarm control is the one monitoring uses: a
+  yearly rate. Fewer than ``alpha`` of stationary year-long streams raise any alert,
+  over all groups of a dataset and its dataset level together; the delay to find a
+  change depends on the change and the weekly volume, not on the age of the stream.
 
 The unit of observation is one item within one window for one group: the mean of the
 group's per-annotation scores on that item (items are independent; annotations of one
@@ -21,19 +24,16 @@ as three independent observations.
 
 The detector
 ------------
-For a candidate change between windows ``k - 1`` and ``k``, the units before ``k`` give a
-fixed-sample empirical-Bernstein interval for the pre-change mean (Maurer & Pontil,
-2009), and the units from ``k`` on give an empirical-Bernstein *confidence sequence*
-(Howard, Ramdas, McAuliffe & Sekhon, Annals of Statistics 2021, Theorem 4 with the
-polynomial stitched boundary of their eq. (10)), valid at every later look at once. A
-change is flagged when the two are disjoint. Under stationarity (every unit has the same
-mean, units independent) both hold for candidate ``k`` with probability at least
-``1 - a_k``; with ``a_k = alpha_g / (k (k + 1))`` (which sums to ``alpha_g`` over
-``k = 1, 2, …``) and ``alpha_g = alpha / n_groups × share of the metric``, the
-probability that any group ever raises a false alarm at any look is at most ``alpha``:
-a guarantee that holds however often the detector is re-checked and however long the
-stream runs. The estimated start is the candidate ``k`` with the largest standardized
-difference; after a change, the group's detector restarts from that start.
+A group's unit is paired: its score on an item minus the mean score of the other groups
+on the same item, so that weeks in which the items get harder move every group together
+and raise no group alert; what all groups share is watched once, on the dataset level
+(``dataset_changes``). The groups and the dataset level share ``alpha`` equally (a group
+with gold splits its share between agreement and gold accuracy). Each alert carries the
+estimated first window of the change and the group's metric before and after it, and
+``evidence``: the yearly false-alarm rate at which it would still fire. After an alert
+the group's chart restarts from the estimated start. ``sensitivity`` says what the
+monitor can see: per group, the smallest drop it would find within 4 windows with 90%
+probability at its current volume (:mod:`auditor.stats.detectability`).
 
 The consensus of an item uses all of its labels, including ones that arrived after the
 window; re-running on more data can therefore move earlier units slightly. The
