@@ -401,3 +401,32 @@ def test_vendors_table_says_what_the_monitor_can_see_per_vendor(app, history):
     assert set(cells) == set(expected)
     for vendor, value in cells.items():
         assert float(value) == pytest.approx(expected[vendor])
+
+
+def test_vendor_pages_say_when_the_monitor_cannot_see_a_vendor(app):
+    """Two vendors labelling each item once, no gold: each vendor's agreement is the other's,
+    so no drop of one can be told from a drop of the other. The vendor page and the
+    /vendors table say that no drop is found in time, instead of saying nothing."""
+    scenario = HistoryScenario(weeks=8, items_per_week=60, seed=7, labels_per_vendor=1,
+                               vendors={"alpha-labels": (0.9, 0.85), "beta-labels": (0.8, 0.75)})
+    tenant = make_tenant(app, vendor="alpha-labels", extra_vendors=("beta-labels",))
+    client = app.test_client()
+    records = [{k: r[k] for k in ("item_id", "annotator_id", "label", "vendor", "timestamp")}
+               for r in simulate_history(scenario)]
+    ds = client.post("/api/v1/datasets", json={"name": "two-vendors", "labels": list(scenario.labels)},
+                     headers=tenant.auth()).get_json()["id"]
+    with eager_audits(app):
+        assert client.post(f"/api/v1/datasets/{ds}/annotations", json={"records": records},
+                           headers=tenant.auth()).status_code == 202
+    sens = client.get(f"/api/v1/datasets/{ds}/quality/sensitivity", headers=tenant.auth("viewer")).get_json()
+    agreement = {r["group"]: r for r in sens["items"] if r["metric"] == "agreement"}
+    assert set(agreement) == {"alpha-labels", "beta-labels"}
+    assert all(r["min_drop_accuracy"] is None for r in agreement.values())
+    session = _session(app, tenant, "viewer")
+    sees = _text(re.search(r'<p class="sees" id="vendor-sees">(.*?)</p>', _page(session, "/vendors/alpha-labels"),
+                           re.S).group(1))
+    assert sees.startswith("What the monitor can see: at 60 items a week, no drop, however large, is found")
+    assert "cannot be told apart" in sees
+    cell = re.search(r'<tr data-vendor="beta-labels" data-dataset="[^"]*">.*?<td class="n sees" '
+                     r'data-label="sees drops of">(.*?)</td>', _page(session, "/vendors"), re.S).group(1)
+    assert 'class="na blind"' in cell and _text(cell) == "none"

@@ -21,6 +21,7 @@ from auditor.db import (
     VendorPrice,
     VendorReport,
 )
+from auditor.jsonable import finite
 from auditor.web.readmodels.annotators import confusion_view
 from auditor.web.readmodels.common import (
     QUALITY_METRICS,
@@ -200,11 +201,11 @@ def _vendor_entry(entry: dict, price, windows: list[QualityWindow], changes: Map
 
 def _sees(db: Session, dataset_id: int, vendor: str) -> dict[str, dict]:
     """What the change detector can see of this vendor on the dataset, per metric: its weekly
-    volume and the smallest drop it finds within 4 weeks with 90% probability."""
+    volume and the smallest drop it finds within 4 weeks with 90% probability (NaN: no drop,
+    however large, is found so; the page says that instead of nothing)."""
     from auditor.audit.quality import sensitivity
 
-    return {r["metric"]: r for r in sensitivity(db, dataset_id)["vendor"] if str(r["group"]) == vendor
-            and r["min_drop"] == r["min_drop"]}
+    return {r["metric"]: r for r in sensitivity(db, dataset_id)["vendor"] if str(r["group"]) == vendor}
 
 
 def _selected_entry(entry: dict, windows: list[QualityWindow], changes: Mapping[int, list], latest: tuple,
@@ -259,7 +260,7 @@ _VENDOR_KEYS = {
     "vendor": lambda v: v["vendor"], "dataset": lambda v: v["dataset"], "annotators": lambda v: v["n_annotators"],
     "agreement": lambda v: v["week"].value if v["week"] else None,
     "gold": lambda v: v["gold"].value if v["gold"] else None, "delta": lambda v: v["delta"],
-    "sees": lambda v: v["sees"]["min_drop_accuracy"] if v.get("sees") else None,
+    "sees": lambda v: finite(v["sees"]["min_drop_accuracy"]) if v.get("sees") else None,
     "u_t": lambda v: v["u_t"], "alpha": lambda v: v["agreement"], "expert": lambda v: v["expert_equivalence"],
     "price": lambda v: v["price_per_label"], "per_cost": lambda v: v["experts_per_unit_cost"],
     "change": lambda v: _epoch_ms(v["change"].detected_at) if v["change"] else None,
@@ -274,7 +275,7 @@ def _vendor_sensitivity(db: Session, dataset_ids: set[int]) -> dict[tuple[int, s
     out = {}
     for ds_id in sorted(dataset_ids):
         for r in sensitivity(db, ds_id, ("vendor",))["vendor"]:
-            if r["metric"] == "agreement" and r["min_drop_accuracy"] == r["min_drop_accuracy"]:
+            if r["metric"] == "agreement":
                 out[(ds_id, str(r["group"]))] = r
     return out
 
