@@ -144,7 +144,8 @@ def _component_log_lik(rows: np.ndarray, comps) -> np.ndarray:
             unanimous = (m > 0).sum(axis=1) == 1
             out[:, j] = np.where(unanimous, logmean[j][m.argmax(axis=1)], -np.inf)
         else:
-            out[:, j] = np.where(m > 0, m * logmean[j][None, :], 0.0).sum(axis=1)
+            with np.errstate(invalid="ignore"):  # 0 × log 0 where a class has no mass: not used
+                out[:, j] = np.where(m > 0, m * logmean[j][None, :], 0.0).sum(axis=1)
     return out
 
 
