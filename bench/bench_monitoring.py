@@ -21,7 +21,8 @@ differences against the other vendors, self-starting CUSUM, a yearly false-alarm
 * ``annotator``: 20 annotators, 3 of them on each of 200 items a week (30 labels each), one
   going from 0.85 to 0.60 at week 10: the share found within 4 weeks (and the oracle's).
 * ``mdd``: the minimum detectable drop the detector reports for a vendor at 150 items a
-  week, injected at week 20: the share found within 4 weeks (it promises 90%).
+  week (and for one of the 20 annotators of ``annotator``), injected at week 20: the share
+  found within 4 weeks (it promises 90%).
 
 ``--smoke`` runs 8 streams of every row in seconds (the test suite runs it).
 """
@@ -191,24 +192,28 @@ def row_annotator(rng, streams):
     return any_alert, share4, o4
 
 
-def row_mdd(rng, streams, hard_share=0.222):
-    """The minimum detectable drop reported for vendor 0 at 150 items a week (from a stationary
-    year, as the service computes it), injected at week 20: the share found within 4 weeks."""
-    d = draw_panel(rng, 20, WEEKS, 150, hard_share=hard_share)
-    ps = dense_paired_sums(d.label, d.who, 3, 3)
+def row_mdd(rng, streams, hard_share=0.222, *, per_week=150, n_groups=3, slots=None):
+    """The minimum detectable drop reported for group 0 (a vendor at 150 items a week; with
+    ``slots``, an annotator of a team) from a stationary year, as the service computes it,
+    injected at week 20: the share found within 4 weeks."""
+    d = draw_panel(rng, 20, WEEKS, per_week, n_groups=n_groups, slots=slots, hard_share=hard_share)
+    ps = dense_paired_sums(d.label, d.who, n_groups, 3)
     n, s1, s2 = ps.n[:, 0].sum(), ps.s1[:, 0].sum(), ps.s2[:, 0].sum()
     mean, sd = s1 / n, np.sqrt(s2 / n - (s1 / n) ** 2)
-    credit = _dense_credit(d.label, 3)[..., 0]
-    resp = accuracy_response(3, 3, float(np.nanmean(credit)), float(np.nanmean(credit ** 2)))
+    credit = np.where(d.who == 0, _dense_credit(d.label, 3), np.nan)
+    resp = accuracy_response(3, d.label.shape[-1], float(np.nanmean(credit)), float(np.nanmean(credit ** 2)))
+    volume = ps.n[:, 0].sum() / (20 * WEEKS)
     baseline = ps.n[0, 0].sum() * (20 - GUARD) / WEEKS  # the units before the change the chart compares with
     skew = (ps.s3[:, 0].sum() / n - 3 * mean * s2 / n + 2 * mean ** 3) / sd ** 3
-    drop = minimum_detectable_drop(150, mean, sd, resp.slope, resp.gamma, ALPHA / 4, baseline_units=baseline,
-                                   skewness=skew)
-    shift = np.zeros((WEEKS, 3))
+    drop = minimum_detectable_drop(volume, mean, sd, resp.slope, resp.gamma, ALPHA / (n_groups + 1),
+                                   baseline_units=baseline, skewness=skew)
+    shift = np.zeros((WEEKS, n_groups))
     shift[20:, 0] = -drop
-    groups, _, _ = scan(rng, streams, per_week=150, shift=shift, hard_share=hard_share)
+    groups, _, _ = scan(rng, streams, per_week=per_week, n_groups=n_groups, slots=slots, shift=shift,
+                        hard_share=hard_share)
     share4, _ = summarise([first_drop(s[0], 20)[0] for s in groups], 4)
-    print(f"minimum detectable drop at 150 items/week, hard share {hard_share}: {drop:.3f} in accuracy "
+    who = f"one of {n_groups} annotators ({volume:.0f} labels/week)" if slots else f"a vendor ({per_week} items/week)"
+    print(f"minimum detectable drop of {who}, hard share {hard_share}: {drop:.3f} in accuracy "
           f"(slope {resp.slope:.3f}, unit skewness {skew:.2f}; the others' mean accuracy {resp.accuracy_low:.3f}-{resp.accuracy_high:.3f} "
           f"by the agreement data); injected at week 20: found within 4 weeks in {share4:.1%} (promised 90%)")
     return drop, share4
@@ -240,6 +245,7 @@ def main(argv=None) -> None:
     if "mdd" in rows:
         for share in (0.222, 0.0, 0.5):
             row_mdd(rng, args.streams, share)
+        row_mdd(rng, args.streams, per_week=200, n_groups=20, slots=3)
     print(f"({time.perf_counter() - t0:.0f} s)")
 
 
