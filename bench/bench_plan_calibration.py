@@ -191,7 +191,48 @@ def report(check, *, band=(0.2, 0.95), tol=0.07) -> bool:
     return ok
 
 
-PARTS = ("calibration", "more-labels", "more-labels-spread", "never-cannot", "relabel")
+def identification(args) -> None:
+    """Truths with the same current data and far apart outcomes (``bench/_identification.py``)."""
+    import numpy as np
+    from _identification import (
+        ItemTypes,
+        certified_share,
+        data_distribution,
+        expected_agreement,
+        expected_credit,
+        twin_truth,
+    )
+
+    streams = 40 if args.smoke else args.identification_streams
+    rng = np.random.default_rng(args.seed + 500)
+    print("\n== what no plan can know: truths whose current data have the same distribution (1,000 items, "
+          "the model's credit and labels' agreement at 10 labels, and how often 2,000 new items × 10 labels certify; "
+          f"{streams} streams each)")
+    for data_k, plan_k, new in ((3, 10, (2000, 10)), (5, 7, (2000, 7))):
+        for p_low in (1.0 / 3.0, 0.0):
+            gaps = []
+            for m in ((0.95, 0.96) if args.smoke else (0.93, 0.94, 0.95, 0.96, 0.97, 0.98)):
+                a = ItemTypes(np.array([0.84, 0.54]), np.array([m, m - 0.2]), np.array([0.75, 0.25]))
+                b = twin_truth(a, data_k, plan_k, p_range=(p_low, 1.0))
+                same = float(np.abs(data_distribution(a, data_k) - data_distribution(b, data_k)).max())
+                if abs(expected_credit(b, plan_k) - expected_credit(a, plan_k)) < 1e-6:
+                    print(f"{plan_k} labels from {data_k}, label accuracy of a type ≥ {p_low:.2f}, model {m:.2f}: "
+                          f"identified (the {plan_k}-label credit of every truth with these data is "
+                          f"{expected_credit(a, plan_k):.4f})")
+                    continue
+                fa = certified_share(rng, a, streams, current=(1000, data_k), new=new)
+                fb = certified_share(rng, b, streams, current=(1000, data_k), new=new)
+                gaps.append(fb - fa)
+                print(f"{plan_k} labels from {data_k}, label accuracy of a type ≥ {p_low:.2f}, model {m:.2f}/{m - 0.2:.2f}: "
+                      f"data distributions differ by {same:.1e}; {plan_k}-label credit {expected_credit(a, plan_k):.4f} "
+                      f"vs {expected_credit(b, plan_k):.4f} (agreement {expected_agreement(a, plan_k):.4f} both); "
+                      f"certified {fa:.3f} vs {fb:.3f}: some plan error ≥ {abs(fb - fa) / 2:.3f}")
+            if gaps:
+                print(f"   over the model accuracies (truths spread as in more-labels-spread): frequencies differ by "
+                      f"{np.mean(gaps):+.3f} on average: any planner misses one family's by ≥ {abs(np.mean(gaps)) / 2:.3f}")
+
+
+PARTS = ("calibration", "more-labels", "more-labels-spread", "never-cannot", "relabel", "identification")
 
 
 def main() -> None:
@@ -203,6 +244,7 @@ def main() -> None:
     ap.add_argument("--simulations", type=int, default=400)
     ap.add_argument("--conditional-simulations", type=int, default=1000,
                     help="futures behind each probability of certifying given the current data (more-labels)")
+    ap.add_argument("--identification-streams", type=int, default=400)
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--part", choices=PARTS, action="append", help="run only these parts (default: all)")
     ap.add_argument("--smoke", action="store_true", help="two repetitions of each scenario, a few seconds each")
@@ -223,6 +265,8 @@ def main() -> None:
         calibration(args)
     if "relabel" in parts:
         relabel(args)
+    if "identification" in parts:
+        identification(args)
     print(f"\ntotal {time.perf_counter() - t0:.0f} s")
 
 
