@@ -222,8 +222,13 @@ def test_probability_range_reads_the_fitted_curve_at_the_margins_quantiles(inter
     assert low[0] == pytest.approx(min(want[0], cert.mean()), abs=0.06)
     assert high[0] == pytest.approx(max(want[1], cert.mean()), abs=0.06)
     assert low[0] <= cert.mean() <= high[0]
+    # every future certified: the Jeffreys interval of 4,000 of 4,000 (its low end within the
+    # "rule of three" of 1), not a certainty
     same = simulation._probability_range(theta, np.ones((2, theta.size), dtype=bool), confidence)
-    assert same[0].tolist() == same[1].tolist() == [1.0, 1.0]
+    assert same[1].tolist() == [1.0, 1.0]
+    assert (same[0] < 1.0).all() and (same[0] > 1.0 - 3.0 / theta.size).all()
+    none = simulation._probability_range(theta, np.zeros((1, theta.size), dtype=bool), confidence)
+    assert none[0][0] == 0.0 and 0.0 < none[1][0] < 3.0 / theta.size
     assert simulation._probability_range(None, cert, confidence)[0][0] == cert.mean()
 
 

@@ -44,7 +44,8 @@ data, as Homan et al. (2024) do by bootstrap for significance tests:
   true margin, so the range covers it whenever the interval covers the margin. The label
   model is refitted on bootstrap draws: its fitting error widens that interval where new
   items need the model, and it is in the infinite-label margin's bound behind "cannot be
-  certified".
+  certified". The curve's own Monte Carlo error (finitely many futures) widens the range's
+  ends too.
 
 **The verdict simulated** is the one the badge uses: ``method="anytime"`` (default; the
 betting e-process, :meth:`~auditor.stats.BettingStream.log_evalue_after`), ``"anytime-fan"``, or

@@ -547,6 +547,15 @@ def _probability_range(theta: np.ndarray | None, cert: np.ndarray, confidence: f
     label model's fitting error in the margin (:func:`_fit_error_sd`), widens the interval:
     its ends move out by the factor :math:`\\sqrt{1 + \\sigma_{fit}^2 / \\mathrm{sd}(\\theta)^2}`
     (independent errors add variances).
+
+    The curve itself is fitted to finitely many futures: each end's Monte Carlo error, ``z``
+    standard errors of the fitted linear predictor at that end (from the fit's information
+    matrix; ``z`` the range's own normal quantile), is added to the margin's half-width on the
+    curve's logit scale in quadrature (independent errors add variances), and a design whose
+    futures all agree (all certify, or none does) gets the Jeffreys interval of that count
+    as its range. More futures, narrower ranges. (Without it the ends of a fixed truth's
+    ranges missed the probability of certifying given the data mostly by less than the
+    futures resolve: 7 labels from 5 held it in 0.75 of cases, 0.89 within 0.02.)
     """
     y = np.asarray(cert, dtype=float)
     mean = y.mean(axis=1)
@@ -576,11 +585,32 @@ def _probability_range(theta: np.ndarray | None, cert: np.ndarray, confidence: f
         b += db / step
         if max(np.abs(da).max(), np.abs(db).max()) < 1e-9:
             break
-    at_lo, at_hi = special.expit(a + b * q_lo), special.expit(a + b * q_hi)
-    # the fit is monotone either way; a slope of the wrong sign is noise, the range is still its ends
-    low, high = np.minimum(at_lo, at_hi), np.maximum(at_lo, at_hi)
+    # the Monte Carlo error of the fitted curve at each end: the linear predictor's standard
+    # error from the inverse of the (ridged) information matrix at the fit
+    p = special.expit(a[:, None] + b[:, None] * z[None, :])
+    w = p * (1.0 - p)
+    h_aa, h_ab, h_bb = w.sum(axis=1), (w * z).sum(axis=1), (w * z * z).sum(axis=1) + _RANGE_RIDGE
+    det = np.maximum(h_aa * h_bb - h_ab * h_ab, 1e-300)
+    k = special.ndtri((1.0 + confidence) / 2.0)
+
+    def se(q):
+        return np.sqrt(np.maximum((h_bb - 2.0 * q * h_ab + q * q * h_aa) / det, 0.0))
+
+    eta_lo, eta_hi = a + b * q_lo, a + b * q_hi
+    centre = (eta_lo + eta_hi) / 2.0
+    half = np.abs(eta_hi - eta_lo) / 2.0
+    # the fit is monotone either way; a slope of the wrong sign is noise, the range is still its
+    # ends. Each end's Monte Carlo error adds to the margin's in quadrature (independent errors)
+    lo_first = eta_lo <= eta_hi
+    se_low, se_high = np.where(lo_first, se(q_lo), se(q_hi)), np.where(lo_first, se(q_hi), se(q_lo))
+    low = special.expit(centre - np.sqrt(half * half + (k * se_low) ** 2))
+    high = special.expit(centre + np.sqrt(half * half + (k * se_high) ** 2))
+    r = y.shape[1]
     constant = (mean == 0.0) | (mean == 1.0)
-    low, high = np.where(constant, mean, np.minimum(low, mean)), np.where(constant, mean, np.maximum(high, mean))
+    # every future agreed: the Jeffreys interval of that count
+    jeff_high = special.betaincinv(0.5, r + 0.5, (1.0 + confidence) / 2.0)
+    low = np.where(constant, np.where(mean == 1.0, 1.0 - jeff_high, 0.0), np.minimum(low, mean))
+    high = np.where(constant, np.where(mean == 0.0, jeff_high, 1.0), np.maximum(high, mean))
     # ends closer to 0 or 1 than half a future's share are beyond what the futures resolve
     res = 0.5 / y.shape[1]
     return np.where(low < res, 0.0, low), np.where(high > 1.0 - res, 1.0, high)
