@@ -114,10 +114,8 @@ def twin_truth(t: ItemTypes, data_labels: int, plan_labels: int, *, p_range=(1.0
 def _draw(rng: np.random.Generator, t: ItemTypes, streams: int, items: int, k: int):
     kind = rng.choice(t.p.size, size=(streams, items), p=t.weight)
     right = rng.binomial(k, t.p[kind])
-    wrong = rng.multinomial(1, np.full(t.n_classes - 1, 1.0 / (t.n_classes - 1)), size=(streams, items, k))
-    # the wrong labels: the first k - right of k uniform draws over the other classes
-    used = np.arange(k)[None, None, :] < (k - right)[..., None]
-    counts = np.concatenate([right[..., None], (wrong * used[..., None]).sum(axis=2)], axis=-1)
+    wrong = rng.multinomial(k - right, np.full(t.n_classes - 1, 1.0 / (t.n_classes - 1)))
+    counts = np.concatenate([right[..., None], wrong], axis=-1)
     model_right = rng.random((streams, items)) < t.m[kind]
     pred = np.where(model_right, 0, 1 + rng.integers(0, t.n_classes - 1, size=(streams, items)))
     top = counts.max(axis=-1)

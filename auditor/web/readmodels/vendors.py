@@ -201,11 +201,16 @@ def _vendor_entry(entry: dict, price, windows: list[QualityWindow], changes: Map
 
 def _sees(db: Session, dataset_id: int, vendor: str) -> dict[str, dict]:
     """What the change detector can see of this vendor on the dataset, per metric: its weekly
-    volume and the smallest drop it finds within 4 weeks with 90% probability (NaN: no drop,
+    volume and the smallest drop it finds within 4 weeks with 90% probability (None: no drop,
     however large, is found so; the page says that instead of nothing)."""
     from auditor.audit.quality import sensitivity
 
-    return {r["metric"]: r for r in sensitivity(db, dataset_id)["vendor"] if str(r["group"]) == vendor}
+    return {r["metric"]: _seen(r) for r in sensitivity(db, dataset_id)["vendor"] if str(r["group"]) == vendor}
+
+
+def _seen(row: dict) -> dict:
+    """A sensitivity row with None where no drop is found in time (NaN in the statistics)."""
+    return {**row, "min_drop": finite(row["min_drop"]), "min_drop_accuracy": finite(row["min_drop_accuracy"])}
 
 
 def _selected_entry(entry: dict, windows: list[QualityWindow], changes: Mapping[int, list], latest: tuple,
@@ -260,7 +265,7 @@ _VENDOR_KEYS = {
     "vendor": lambda v: v["vendor"], "dataset": lambda v: v["dataset"], "annotators": lambda v: v["n_annotators"],
     "agreement": lambda v: v["week"].value if v["week"] else None,
     "gold": lambda v: v["gold"].value if v["gold"] else None, "delta": lambda v: v["delta"],
-    "sees": lambda v: finite(v["sees"]["min_drop_accuracy"]) if v.get("sees") else None,
+    "sees": lambda v: v["sees"]["min_drop_accuracy"] if v.get("sees") else None,
     "u_t": lambda v: v["u_t"], "alpha": lambda v: v["agreement"], "expert": lambda v: v["expert_equivalence"],
     "price": lambda v: v["price_per_label"], "per_cost": lambda v: v["experts_per_unit_cost"],
     "change": lambda v: _epoch_ms(v["change"].detected_at) if v["change"] else None,
@@ -276,7 +281,7 @@ def _vendor_sensitivity(db: Session, dataset_ids: set[int]) -> dict[tuple[int, s
     for ds_id in sorted(dataset_ids):
         for r in sensitivity(db, ds_id, ("vendor",))["vendor"]:
             if r["metric"] == "agreement":
-                out[(ds_id, str(r["group"]))] = r
+                out[(ds_id, str(r["group"]))] = _seen(r)
     return out
 
 
